@@ -1,0 +1,91 @@
+"""The named series every metrics source produces, and the store they land in.
+
+A source's poll returns {DeploymentKey: {series_name: value}} for one timestamp; the
+store keeps a time-indexed ring buffer per (deployment, series) under a lock, so poller
+threads write while the GUI's redraw timer reads snapshots.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import deque
+from dataclasses import dataclass
+
+import numpy as np
+
+DeploymentKey = tuple[str, str]  # (application, deployment)
+
+
+@dataclass(frozen=True)
+class SeriesSpec:
+    name: str
+    label: str
+    unit: str
+    help: str
+
+
+SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
+    SeriesSpec("requests_per_s", "requests/s", "1/s",
+               "Requests the deployment finished per second (ray_serve_deployment_request_counter)."),
+    SeriesSpec("errors_per_s", "errors/s", "1/s",
+               "Requests that raised per second (ray_serve_deployment_error_counter)."),
+    SeriesSpec("latency_p50_ms", "p50", "ms", "Median replica processing latency."),
+    SeriesSpec("latency_p90_ms", "p90", "ms", "90th percentile replica processing latency."),
+    SeriesSpec("latency_p99_ms", "p99", "ms", "99th percentile replica processing latency."),
+    SeriesSpec("http_latency_p50_ms", "HTTP p50", "ms", "Median end-to-end latency at the proxy."),
+    SeriesSpec("http_latency_p99_ms", "HTTP p99", "ms", "99th percentile latency at the proxy."),
+    SeriesSpec("queued_requests", "queued", "requests",
+               "Requests waiting caller-side for a replica (ray_serve_deployment_queued_queries)."),
+    SeriesSpec("ongoing_requests", "ongoing at replicas", "requests",
+               "Requests executing or queued at the replicas (ray_serve_replica_processing_queries)."),
+    SeriesSpec("replicas_running", "replicas", "replicas", "Replicas reporting metrics."),
+    SeriesSpec("batch_size", "actual batch size", "requests",
+               "Mean size of the batches @serve.batch formed (ray_serve_actual_batch_size)."),
+    SeriesSpec("batch_wait_ms", "batch wait", "ms",
+               "Mean time a batch waited to fill (ray_serve_batch_wait_time_ms)."),
+    SeriesSpec("batch_utilization_pct", "batch utilization", "%",
+               "Batch size as a percentage of max_batch_size."),
+]}
+
+
+class SeriesStore:
+    """Thread-safe ring buffers of (t, value) per (deployment, series)."""
+
+    def __init__(self, max_points: int = 36_000) -> None:
+        self._lock = threading.Lock()
+        self._max = max_points
+        self._data: dict[tuple[DeploymentKey, str], deque[tuple[float, float]]] = {}
+
+    def add(self, t: float, values: dict[DeploymentKey, dict[str, float]]) -> None:
+        with self._lock:
+            for key, series in values.items():
+                for name, v in series.items():
+                    buf = self._data.get((key, name))
+                    if buf is None:
+                        buf = self._data[(key, name)] = deque(maxlen=self._max)
+                    buf.append((t, float(v)))
+
+    def snapshot(self, key: DeploymentKey, name: str,
+                 since: float | None = None) -> tuple[np.ndarray, np.ndarray]:
+        with self._lock:
+            buf = self._data.get((key, name))
+            pts = list(buf) if buf else []
+        if since is not None:
+            pts = [p for p in pts if p[0] >= since]
+        if not pts:
+            return np.empty(0), np.empty(0)
+        arr = np.asarray(pts, dtype=float)
+        return arr[:, 0], arr[:, 1]
+
+    def last_time(self, key: DeploymentKey, name: str) -> float | None:
+        with self._lock:
+            buf = self._data.get((key, name))
+            return buf[-1][0] if buf else None
+
+    def keys(self) -> list[DeploymentKey]:
+        with self._lock:
+            return sorted({k for k, _ in self._data})
+
+    def clear(self) -> None:
+        with self._lock:
+            self._data.clear()

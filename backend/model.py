@@ -1,0 +1,78 @@
+"""Plain data types the backend hands to the console and the widgets (no Qt, no I/O)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# Status words as Ray Serve reports them, grouped for colouring.
+HEALTHY = {"RUNNING", "HEALTHY"}
+PENDING = {"DEPLOYING", "UPDATING", "UPSCALING", "DOWNSCALING", "STARTING", "NOT_STARTED",
+           "PENDING_MIGRATION", "RECOVERING"}
+FAILED = {"DEPLOY_FAILED", "UNHEALTHY", "DELETING"}
+
+
+@dataclass(frozen=True)
+class ReplicaInfo:
+    replica_id: str
+    state: str
+    node_ip: str | None = None
+    pid: int | None = None
+    start_time_s: float | None = None
+
+
+@dataclass(frozen=True)
+class DeploymentInfo:
+    app: str
+    name: str
+    status: str
+    message: str = ""
+    replicas: tuple[ReplicaInfo, ...] = ()
+    target_num_replicas: int | None = None
+    # The deployment config the cluster runs (max_ongoing_requests, user_config, …).
+    config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.app, self.name)
+
+    @property
+    def running_replicas(self) -> int:
+        return sum(1 for r in self.replicas if r.state == "RUNNING")
+
+
+@dataclass(frozen=True)
+class ApplicationInfo:
+    name: str
+    status: str
+    message: str = ""
+    route_prefix: str | None = None
+    deployments: tuple[DeploymentInfo, ...] = ()
+    # None when the application was deployed from code (serve.run): the REST API can
+    # neither reproduce nor change it.
+    deployed_config: dict[str, Any] | None = field(default=None, compare=False, hash=False)
+
+    @property
+    def declarative(self) -> bool:
+        return self.deployed_config is not None
+
+
+@dataclass(frozen=True)
+class ServeStatus:
+    """One snapshot of `GET /api/serve/applications/`."""
+
+    applications: tuple[ApplicationInfo, ...] = ()
+    http_host: str | None = None
+    http_port: int | None = None
+    serve_running: bool = False
+    fetched_at: float = 0.0  # time.time() of the answer
+    raw: dict[str, Any] = field(default_factory=dict, compare=False, hash=False, repr=False)
+
+    def application(self, name: str) -> ApplicationInfo | None:
+        return next((a for a in self.applications if a.name == name), None)
+
+    def deployment(self, app: str, name: str) -> DeploymentInfo | None:
+        a = self.application(app)
+        if a is None:
+            return None
+        return next((d for d in a.deployments if d.name == name), None)
