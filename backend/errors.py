@@ -1,0 +1,24 @@
+"""Errors the backend raises with messages meant for the user, not for a traceback."""
+
+from __future__ import annotations
+
+
+class ConsoleError(RuntimeError):
+    """Base: str(error) is a complete sentence a user can act on."""
+
+
+class ConnectError(ConsoleError):
+    """The address does not lead to a usable Ray dashboard."""
+
+
+class AuthError(ConnectError):
+    """The dashboard refused the request (401 no token, 403 wrong token)."""
+
+
+class ApiError(ConsoleError):
+    """The dashboard answered, but refused or failed the request."""
+
+    def __init__(self, message: str, status: int | None = None, body: str = "") -> None:
+        super().__init__(message)
+        self.status = status
+        self.body = body
