@@ -1,0 +1,502 @@
+"""Live plots of one deployment's metric series, drawn from a `SeriesStore`.
+
+Follows pyqtgraph's scrollingPlots example: curves are created once and `setData` is
+called on them per redraw tick with a snapshot of the store; clip-to-view and peak
+downsampling keep long histories cheap. Like PlotJuggler, a time-window control picks
+how much recent history follow mode shows, and pausing freezes the view so the user can
+zoom and pan while pollers keep filling the store.
+
+The x axis is wall-clock time (`time.time()` seconds) shown by a `pg.DateAxisItem`, so
+markers and paused views stay put as time advances.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (
+    QComboBox,
+    QHBoxLayout,
+    QLabel,
+    QSizePolicy,
+    QToolButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+from backend.metrics.series import SERIES, DeploymentKey, SeriesStore
+
+
+@dataclass(frozen=True)
+class CurveSpec:
+    """One series drawn in a plot."""
+
+    series: str  # a name from backend.metrics.series.SERIES
+    color: str
+    dashed: bool = False
+
+
+@dataclass(frozen=True)
+class PlotSpec:
+    """One plot of the stack: a title, the unit of its y axis and the series it draws."""
+
+    title: str
+    unit: str
+    curves: tuple[CurveSpec, ...]
+
+
+# The stack of plots, top to bottom. Add a PlotSpec here to grow the view; every series
+# name must exist in SERIES (its label feeds the legend, its help the tooltip).
+PLOTS: tuple[PlotSpec, ...] = (
+    PlotSpec("Throughput", "1/s", (
+        CurveSpec("requests_per_s", "#4fc3f7"),
+        CurveSpec("errors_per_s", "#ef5350"),
+    )),
+    PlotSpec("Latency", "ms", (
+        CurveSpec("latency_p50_ms", "#66bb6a"),
+        CurveSpec("latency_p90_ms", "#ffca28"),
+        CurveSpec("latency_p99_ms", "#ff7043"),
+        CurveSpec("http_latency_p50_ms", "#81c784", dashed=True),
+        CurveSpec("http_latency_p99_ms", "#ff8a65", dashed=True),
+    )),
+    PlotSpec("Queue depth", "requests", (
+        CurveSpec("queued_requests", "#ba68c8"),
+        CurveSpec("ongoing_requests", "#4dd0e1"),
+    )),
+    PlotSpec("Batch size", "requests", (
+        CurveSpec("batch_size", "#f06292"),
+    )),
+)
+
+# Time-window choices: (combo text, seconds; None = all history).
+WINDOWS: tuple[tuple[str, float | None], ...] = (
+    ("30 s", 30.0),
+    ("1 min", 60.0),
+    ("5 min", 300.0),
+    ("15 min", 900.0),
+    ("1 h", 3600.0),
+    ("All", None),
+)
+DEFAULT_WINDOW_S = 60.0
+
+# Data older than this is shown as stale: the poller or the cluster has stopped answering.
+STALE_AFTER_S = 5.0
+
+_BACKGROUND = "#161616"
+_TEXT = "#c8c8c8"
+_AGE_OK = "#9e9e9e"
+_AGE_STALE = "#ffb300"
+_MARKER = "#ffd54f"
+
+
+def format_age(age_s: float | None) -> str:
+    """'data 0.7 s old' / 'no data yet': short enough for a plot title."""
+    if age_s is None:
+        return "no data yet"
+    age_s = max(0.0, age_s)  # the cluster's clock may run slightly ahead of ours
+    if age_s < 10:
+        return f"data {age_s:.1f} s old"
+    if age_s < 120:
+        return f"data {age_s:.0f} s old"
+    if age_s < 7200:
+        return f"data {age_s / 60:.1f} min old"
+    return f"data {age_s / 3600:.1f} h old"
+
+
+class LivePlots(QWidget):
+    """A vertical stack of linked time plots for the selected deployment."""
+
+    paused_changed = Signal(bool)
+    window_changed = Signal(object)  # seconds (float) or None for all history
+
+    def __init__(self, parent: QWidget | None = None,
+                 plots: tuple[PlotSpec, ...] = PLOTS) -> None:
+        super().__init__(parent)
+        self._specs = plots
+        self._store: SeriesStore | None = None
+        self._key: DeploymentKey | None = None
+        self._paused = False
+        self._last_now: float | None = None
+        self._auto_timer: QTimer | None = None
+        self._plots: dict[str, pg.PlotItem] = {}
+        self._curves: dict[str, pg.PlotDataItem] = {}
+        self._curve_plot: dict[str, str] = {}
+        self._legends: dict[str, pg.LegendItem] = {}
+        self._in_legend: set[str] = set()
+        self._age_texts: dict[str, str] = {}
+        self._age_stale: dict[str, bool] = {}
+        self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
+
+        self._build_toolbar()
+        self._build_plots()
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        layout.addLayout(self._toolbar)
+        layout.addWidget(self._graphics, 1)
+        # Clicking into the plots gives this widget focus, so its Space shortcut works.
+        self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
+
+        self._update_key_label()
+        self._apply_mouse_mode()
+        for title in self._plots:
+            self._set_age(title, None)
+
+    # ----------------------------------------------------------------- construction
+
+    def _build_toolbar(self) -> None:
+        self._key_label = QLabel()
+        self._key_label.setToolTip("The deployment whose metrics are plotted. "
+                                   "Select one in the application tree.")
+        self._key_label.setSizePolicy(QSizePolicy.Policy.Expanding,
+                                      QSizePolicy.Policy.Preferred)
+
+        self._window_combo = QComboBox()
+        for text, seconds in WINDOWS:
+            self._window_combo.addItem(text, seconds)
+        self._window_combo.setCurrentIndex(
+            next(i for i, (_, s) in enumerate(WINDOWS) if s == DEFAULT_WINDOW_S))
+        self._window_combo.setToolTip(
+            "How much recent history the plots show while following live data; "
+            "'All' shows everything recorded this session.")
+        self._window_combo.currentIndexChanged.connect(self._on_window_combo_changed)
+
+        # The action carries the shortcut, so the console can also put it in a menu.
+        self._pause_action = QAction("Pause", self)
+        self._pause_action.setCheckable(True)
+        self._pause_action.setShortcut(QKeySequence(Qt.Key.Key_Space))
+        self._pause_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self._pause_action.setToolTip(
+            "Pause (Space): freeze the plots so you can zoom and pan with the mouse. "
+            "Data keeps being collected; unpause to follow live data again.")
+        self._pause_action.toggled.connect(self._on_pause_action_toggled)
+        self.addAction(self._pause_action)
+
+        self._pause_button = QToolButton()
+        self._pause_button.setDefaultAction(self._pause_action)
+        self._pause_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+
+        self._toolbar = QHBoxLayout()
+        self._toolbar.setContentsMargins(4, 2, 4, 0)
+        self._toolbar.addWidget(self._key_label)
+        window_label = QLabel("Window:")
+        window_label.setToolTip(self._window_combo.toolTip())
+        self._toolbar.addWidget(window_label)
+        self._toolbar.addWidget(self._window_combo)
+        self._toolbar.addWidget(self._pause_button)
+
+    def _build_plots(self) -> None:
+        self._graphics = pg.GraphicsLayoutWidget()
+        self._graphics.setBackground(_BACKGROUND)
+        self._graphics.setToolTip("")
+        layout = self._graphics.ci
+        master: pg.PlotItem | None = None
+        for row, spec in enumerate(self._specs):
+            plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+            layout.addItem(plot, row=row, col=0)
+            plot.setClipToView(True)
+            plot.setDownsampling(auto=True, mode="peak")
+            plot.showGrid(x=True, y=True, alpha=0.15)
+            plot.hideButtons()  # autoscale is ours to manage (follow mode / pause)
+            plot.setMenuEnabled(False)
+            left = plot.getAxis("left")
+            left.setLabel(spec.unit, color=_TEXT)
+            left.enableAutoSIPrefix(False)  # "kms" or "mrequests" would only confuse
+            left.setWidth(56)  # equal widths keep the linked x axes aligned
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).setTextPen(_TEXT)
+            plot.getViewBox().setAutoVisible(y=True)
+            plot.enableAutoRange(y=True)
+            if master is None:
+                master = plot
+            else:
+                plot.setXLink(master)
+            if row < len(self._specs) - 1:
+                # Only the bottom plot labels the shared time axis; it saves a row each.
+                plot.getAxis("bottom").setStyle(showValues=False)
+            plot.setToolTip("\n".join(
+                f"{SERIES[c.series].label}: {SERIES[c.series].help}" for c in spec.curves))
+
+            # The legend gets its own layout cell right of the plot, so it never covers data.
+            legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
+            layout.addItem(legend, row=row, col=1)
+            # Keep entries packed at the top of the cell instead of spread over its height.
+            legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+            layout.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
+
+            for c in spec.curves:
+                pen = pg.mkPen(c.color, width=2,
+                               style=Qt.PenStyle.DashLine if c.dashed else Qt.PenStyle.SolidLine)
+                curve = pg.PlotDataItem(pen=pen, antialias=False)
+                plot.addItem(curve)
+                self._curves[c.series] = curve
+                self._curve_plot[c.series] = spec.title
+            self._plots[spec.title] = plot
+            self._legends[spec.title] = legend
+        self._master = master
+
+    # ----------------------------------------------------------------- public API
+
+    def set_store(self, store: SeriesStore | None) -> None:
+        """The store the plots read from on each refresh."""
+        self._store = store
+        self._redraw_after_change()
+
+    def set_key(self, key: DeploymentKey | None) -> None:
+        """Plot this deployment; app-level series stored under (app, "") are shown too."""
+        key = tuple(key) if key is not None else None  # type: ignore[assignment]
+        if key == self._key:
+            return
+        self._key = key
+        self._update_key_label()
+        self._redraw_after_change()
+
+    def key(self) -> DeploymentKey | None:
+        return self._key
+
+    def refresh(self, now: float | None = None) -> None:
+        """Redraw from the store: called by a GUI-thread timer at ~10 Hz.
+
+        While paused the curves and x range stay frozen; only the data-age labels move,
+        because data keeps arriving in the store.
+        """
+        now = time.time() if now is None else now
+        if self._paused:
+            self._update_ages(now)
+            return
+        self._last_now = now
+        window = self.window_seconds()
+        earliest = self._draw_curves(since=None if window is None else now - window)
+        self._update_ages(now)
+        self._follow(now, window, earliest)
+
+    def start_auto_refresh(self, hz: float = 10.0) -> None:
+        """Own a GUI-thread timer that calls refresh() `hz` times a second."""
+        if self._auto_timer is None:
+            self._auto_timer = QTimer(self)
+            self._auto_timer.timeout.connect(self._on_auto_timer_timeout)
+        self._auto_timer.start(max(1, int(round(1000.0 / hz))))
+
+    def stop_auto_refresh(self) -> None:
+        if self._auto_timer is not None:
+            self._auto_timer.stop()
+
+    def is_paused(self) -> bool:
+        return self._paused
+
+    def set_paused(self, paused: bool) -> None:
+        """Freeze (True) or resume following live data (False)."""
+        # The action is the single source of truth, so button, shortcut and API agree.
+        self._pause_action.setChecked(bool(paused))
+
+    def pause_action(self) -> QAction:
+        """The checkable Pause action (shortcut Space), for the console's menus."""
+        return self._pause_action
+
+    def window_seconds(self) -> float | None:
+        """The selected time window in seconds; None shows all history."""
+        return self._window_combo.currentData()
+
+    def set_window(self, seconds: float | None) -> None:
+        """Select a time window; must be one of WINDOWS' values."""
+        for i, (_, s) in enumerate(WINDOWS):
+            if s == seconds:
+                self._window_combo.setCurrentIndex(i)
+                return
+        raise ValueError(f"no time window of {seconds!r} s; choose one of "
+                         f"{[s for _, s in WINDOWS]}")
+
+    def add_marker(self, t: float, label: str) -> None:
+        """A vertical line at wall-clock time t on every plot, labelled on the top one
+        (and in every line's tooltip): for config changes taking effect."""
+        lines = []
+        for i, plot in enumerate(self._plots.values()):
+            # The text goes on the top plot only: repeated on every plot it hides data;
+            # the lines below carry it as a tooltip.
+            line = pg.InfiniteLine(
+                pos=t, angle=90, movable=False,
+                pen=pg.mkPen(_MARKER, width=1, style=Qt.PenStyle.DashLine),
+                label=label if i == 0 else None,
+                labelOpts={"position": 0.92, "color": _MARKER, "anchors": [(0, 0), (0, 0)],
+                           "fill": pg.mkBrush(22, 22, 22, 200)},
+            )
+            line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}")
+            # A marker must not stretch the autoscaled y range (or the "All" x range).
+            plot.addItem(line, ignoreBounds=True)
+            lines.append(line)
+        self._markers.append((t, label, lines))
+
+    def markers(self) -> list[tuple[float, str]]:
+        return [(t, label) for t, label, _ in self._markers]
+
+    def clear_markers(self) -> None:
+        for _, _, lines in self._markers:
+            for plot, line in zip(self._plots.values(), lines):
+                plot.removeItem(line)
+        self._markers.clear()
+
+    def curves(self) -> dict[str, pg.PlotDataItem]:
+        """The curve of each series, keyed by series name (tests read getData())."""
+        return dict(self._curves)
+
+    def plots(self) -> dict[str, pg.PlotItem]:
+        """The PlotItems keyed by title, top to bottom."""
+        return dict(self._plots)
+
+    def age_text(self, title: str) -> str:
+        """The data-age text a plot shows, e.g. 'data 0.7 s old' or 'no data yet'."""
+        return self._age_texts[title]
+
+    def is_stale(self, title: str) -> bool:
+        """Whether a plot's newest data is older than STALE_AFTER_S (drawn in amber)."""
+        return self._age_stale[title]
+
+    def legend_labels(self, title: str) -> list[str]:
+        """The legend entries a plot shows now (only series that have data)."""
+        return [label.text for _, label in self._legends[title].items]
+
+    def x_range(self) -> tuple[float, float]:
+        """The shared visible time range (wall-clock seconds)."""
+        (x0, x1), _ = self._master.viewRange()
+        return x0, x1
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_auto_timer_timeout(self) -> None:
+        self.refresh()
+
+    def _on_window_combo_changed(self, _index: int) -> None:
+        window = self.window_seconds()
+        if self._paused and self._last_now is not None:
+            # Paused: show the chosen span ending where the frozen view's data ends,
+            # instead of jumping back to live data the user did not ask for.
+            earliest = self._earliest_drawn()
+            self._follow(self._last_now, window, earliest)
+        else:
+            self.refresh()
+        self.window_changed.emit(window)
+
+    def _on_pause_action_toggled(self, paused: bool) -> None:
+        self._paused = paused
+        self._apply_mouse_mode()
+        if paused:
+            # Draw the whole history once (up to now), so panning left while paused
+            # finds the data outside the window; the x range itself stays where it is.
+            for plot in self._plots.values():
+                plot.disableAutoRange(axis=pg.ViewBox.XAxis)
+            self._draw_curves(since=None)
+        else:
+            for plot in self._plots.values():
+                plot.enableAutoRange(y=True)  # undo any y zoom the user did while paused
+            self.refresh()
+        self.paused_changed.emit(paused)
+
+    # ----------------------------------------------------------------- internals
+
+    def _apply_mouse_mode(self) -> None:
+        # Follow mode owns the view range; mouse zoom/pan only makes sense while paused.
+        for plot in self._plots.values():
+            plot.setMouseEnabled(x=self._paused, y=self._paused)
+
+    def _update_key_label(self) -> None:
+        if self._key is None:
+            self._key_label.setText("<i>No deployment selected</i>")
+        else:
+            app, dep = self._key
+            self._key_label.setText(f"<b>{app}</b> / {dep}" if dep else f"<b>{app}</b>")
+
+    def _redraw_after_change(self) -> None:
+        # A new store or key: show its data now rather than on the next timer tick.
+        if self._paused:
+            self._draw_curves(since=None)
+            self._update_ages(time.time())
+        else:
+            self.refresh()
+
+    def _resolve(self, series: str) -> DeploymentKey | None:
+        """The key a series is stored under for the selection: the deployment's own,
+        else its application's (app, "") — app-level series such as HTTP latency."""
+        store, key = self._store, self._key
+        if store is None or key is None:
+            return None
+        if store.last_time(key, series) is not None:
+            return key
+        app_key = (key[0], "")
+        if key[1] and store.last_time(app_key, series) is not None:
+            return app_key
+        return None
+
+    def _draw_curves(self, since: float | None) -> float | None:
+        """setData on every curve from the store; returns the earliest time drawn."""
+        earliest: float | None = None
+        for name, curve in self._curves.items():
+            key = self._resolve(name)
+            title = self._curve_plot[name]
+            if key is None:
+                curve.setData(np.empty(0), np.empty(0))
+                self._set_in_legend(title, name, False)
+                continue
+            x, y = self._store.snapshot(key, name, since=since)  # type: ignore[union-attr]
+            curve.setData(x, y)
+            self._set_in_legend(title, name, True)
+            if len(x) and (earliest is None or x[0] < earliest):
+                earliest = float(x[0])
+        return earliest
+
+    def _earliest_drawn(self) -> float | None:
+        firsts = [float(c.xData[0]) for c in self._curves.values()
+                  if c.xData is not None and len(c.xData)]
+        return min(firsts) if firsts else None
+
+    def _set_in_legend(self, title: str, name: str, present: bool) -> None:
+        # Only series with data get a legend entry: a deployment without @serve.batch
+        # should not advertise an empty "actual batch size" curve.
+        if present == (name in self._in_legend):
+            return
+        legend, curve = self._legends[title], self._curves[name]
+        if present:
+            legend.addItem(curve, SERIES[name].label)
+            self._in_legend.add(name)
+        else:
+            legend.removeItem(curve)
+            self._in_legend.discard(name)
+
+    def _follow(self, now: float, window: float | None, earliest: float | None) -> None:
+        if window is not None:
+            x0 = now - window
+        else:
+            # "All": from the first sample drawn; a minute before now when there is none.
+            x0 = earliest if earliest is not None and earliest < now else now - 60.0
+        self._master.setXRange(x0, now, padding=0)
+
+    def _update_ages(self, now: float) -> None:
+        for spec in self._specs:
+            newest: float | None = None
+            for c in spec.curves:
+                key = self._resolve(c.series)
+                if key is None:
+                    continue
+                t = self._store.last_time(key, c.series)  # type: ignore[union-attr]
+                if t is not None and (newest is None or t > newest):
+                    newest = t
+            self._set_age(spec.title, None if newest is None else now - newest)
+
+    def _set_age(self, title: str, age_s: float | None) -> None:
+        text = format_age(age_s)
+        stale = age_s is not None and age_s > STALE_AFTER_S
+        if self._age_texts.get(title) == text and self._age_stale.get(title) == stale:
+            return  # relayout of the title only when it changes
+        self._age_texts[title] = text
+        self._age_stale[title] = stale
+        color = _AGE_STALE if stale else _AGE_OK
+        unit = next(s.unit for s in self._specs if s.title == title)
+        self._plots[title].setTitle(
+            f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>"
+            f"&nbsp;&nbsp;&nbsp;<span style='color:{color}'>{text}</span>",
+            color=_TEXT, size="9pt", justify="left")
