@@ -171,7 +171,7 @@ class LocalCluster:
         text = self._log_path.read_text(errors="replace").splitlines()
         return "\n".join(text[-lines:])
 
-    def stop(self, timeout_s: float = 20.0) -> None:
+    def stop(self, timeout_s: float = 5.0) -> None:
         """Stop the head and everything it started; idempotent."""
         proc, self._proc = self._proc, None
         if proc is None:
@@ -187,7 +187,7 @@ class LocalCluster:
             try:
                 proc.wait(timeout_s)
             except subprocess.TimeoutExpired:
-                log.warning("Ray head did not stop in %.0f s; killing it", timeout_s)
+                log.info("Ray head did not stop in %.0f s; killing its process group", timeout_s)
         # Whatever is left in the group (a stuck worker) is killed outright.
         try:
             os.killpg(proc.pid, signal.SIGKILL)

@@ -1,0 +1,61 @@
+"""The demo catalog (resources/demos.yaml): Serve config templates plus load hints."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+import yaml
+
+
+@dataclass(frozen=True)
+class LoadHint:
+    method: str = "POST"
+    path: str = ""
+    body: str = ""
+    default_rps: float = 20.0
+
+
+@dataclass(frozen=True)
+class Demo:
+    key: str
+    title: str
+    summary: str
+    application: dict[str, Any] = field(compare=False, hash=False)
+    gpu_deployments: tuple[str, ...] = ()
+    load: LoadHint = LoadHint()
+
+    @property
+    def app_name(self) -> str:
+        return self.application["name"]
+
+    def app_config(self, package_uri: str, gpus: float = 0.0) -> dict[str, Any]:
+        """The application's Serve config with the package and, on GPU clusters, GPUs."""
+        app = copy.deepcopy(self.application)
+        env = app.setdefault("runtime_env", {})
+        env.setdefault("py_modules", []).append(package_uri)
+        env.setdefault("env_vars", {}).setdefault("OMP_NUM_THREADS", "1")
+        if gpus > 0:
+            for dep in app.get("deployments", []):
+                if dep.get("name") in self.gpu_deployments:
+                    dep.setdefault("ray_actor_options", {})["num_gpus"] = 1
+        return app
+
+
+def load_catalog(text: str | None = None) -> dict[str, Demo]:
+    if text is None:
+        text = resources.files("resources").joinpath("demos.yaml").read_text()
+    raw = yaml.safe_load(text) or {}
+    demos = {}
+    for key, d in (raw.get("demos") or {}).items():
+        demos[key] = Demo(
+            key=key,
+            title=d["title"],
+            summary=" ".join(str(d.get("summary", "")).split()),
+            application=d["application"],
+            gpu_deployments=tuple(d.get("gpu_deployments") or ()),
+            load=LoadHint(**(d.get("load") or {})),
+        )
+    return demos
