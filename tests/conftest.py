@@ -1,0 +1,77 @@
+"""Shared fixtures: one real Ray head for the whole session, the batched demo on it.
+
+The cluster is started exactly as the console starts its embedded one (LocalCluster), and
+tests talk to it only through the dashboard REST API and HTTP, as the console does.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+
+os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+import pytest
+import requests
+
+from backend.catalog import load_catalog
+from backend.cluster_client import ClusterClient
+from backend.deployer import deploy_demo
+from backend.local_cluster import LocalCluster
+from backend.loadgen import LoadGenerator, LoadTarget
+
+
+@pytest.fixture(scope="session")
+def ray_cluster():
+    cluster = LocalCluster()
+    cluster.start(timeout_s=120)
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def cluster_client(ray_cluster) -> ClusterClient:
+    return ClusterClient(ray_cluster.dashboard_url, ray_cluster.token, timeout_s=10)
+
+
+@pytest.fixture(scope="session")
+def batched_demo(ray_cluster, cluster_client):
+    """The batched demo, deployed through the console's own path; its HTTP URL."""
+    demo = load_catalog()["batched"]
+    status = deploy_demo(
+        cluster_client, demo,
+        http_options_if_new={"host": "127.0.0.1", "port": ray_cluster.serve_http_port},
+        timeout_s=240,
+    )
+    app = status.application(demo.app_name)
+    url = f"http://127.0.0.1:{status.http_port}{app.route_prefix}"
+    # First request warms the replica (torch import, model build).
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            if requests.post(url, json={"seed": 0}, timeout=10).ok:
+                break
+        except requests.RequestException:
+            pass
+        if time.monotonic() > deadline:
+            pytest.fail(f"batched demo at {url} never answered")
+        time.sleep(0.5)
+    return url
+
+
+@pytest.fixture
+def load_on(batched_demo):
+    """Start load on the batched demo: `gen = load_on(rps)`; stopped after the test."""
+    gens = []
+
+    def start(rps: float, body: str = '{"seed": {seq}}') -> LoadGenerator:
+        gen = LoadGenerator(LoadTarget(url=batched_demo, body=body))
+        gen.start(rps)
+        gens.append(gen)
+        return gen
+
+    yield start
+    for g in gens:
+        g.stop()
