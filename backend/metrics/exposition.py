@@ -12,10 +12,11 @@ ray/serve/_private/{replica,router,request_ingress_metrics,deployment_state}.py,
 ray/serve/{batching,multiplex}.py): Ray prefixes `ray_`, counters get `_total`.
 
 Parsing the filtered lines: prometheus_client's parser walks label text character by
-character (~50 µs per 300-character Ray sample line: ~17 ms for the ~300 lines kept from
+character (~60 µs per 300-character Ray sample line: ~17 ms for the ~260 samples kept from
 a 0.85 MB page), so `parse_samples` is a small line parser for exactly the text-format
 sample syntax (`name{l="v",...} value [timestamp]`, escaped `\\ \" \n` in values,
-`+Inf`/`NaN`), ~10x faster. `parse` (prometheus_client) stays as the reference: the
+`+Inf`/`NaN`), ~10x faster (plain `str.split` on Ray's escape-free label text, a
+regex for anything else). `parse` (prometheus_client) stays as the reference: the
 tests check both agree sample for sample on real Ray pages.
 """
 
@@ -154,6 +155,20 @@ def _unescape(value: str) -> str:
     return _UNESCAPE_RE.sub(lambda m: _UNESCAPES.get(m.group(1), "\\" + m.group(1)), value)
 
 
+def _parse_labels(body: str) -> dict[str, str]:
+    body = body.rstrip().rstrip(",")
+    if "\\" not in body and body.endswith('"'):
+        # Without backslashes a `"` can only be a delimiter (quotes inside values must
+        # be escaped), so splitting on `",` is exact; Ray's pages always take this path.
+        try:
+            labels = dict(p.split('="', 1) for p in body[:-1].split('",'))
+        except ValueError:
+            labels = None
+        if labels is not None and all(k.isidentifier() for k in labels):
+            return labels
+    return {k: (_unescape(v) if "\\" in v else v) for k, v in _LABEL_RE.findall(body)}
+
+
 def parse_samples(filtered_text: str) -> list[Sample]:
     """Sample lines of (already filtered) exposition text, in order; comments skipped.
 
@@ -172,9 +187,7 @@ def parse_samples(filtered_text: str) -> list[Sample]:
             if close < brace:
                 raise ValueError(f"malformed sample line: {line[:200]!r}")
             name = line[:brace].rstrip()
-            labels = {}
-            for k, v in _LABEL_RE.findall(line, brace + 1, close):
-                labels[k] = _unescape(v) if "\\" in v else v
+            labels = _parse_labels(line[brace + 1:close])
             rest = line[close + 1:].split()
         else:
             parts = line.split()

@@ -1,0 +1,442 @@
+"""Direct scrape: the console's own small Prometheus, over the nodes' metrics pages.
+
+Every `poll()` fetches each node's metrics page concurrently, keeps only the Serve
+families the console plots (exposition.prefilter), and turns cumulative counters and
+histogram buckets into per-deployment values over a short window:
+
+| series (key)                         | computed as (PromQL equivalent, window W)                     |
+|--------------------------------------|---------------------------------------------------------------|
+| requests_per_s (app, dep)            | sum by (application, deployment) (rate(ray_serve_deployment_request_counter_total[W])) |
+| errors_per_s (app, dep)              | same over ray_serve_deployment_error_counter_total             |
+| latency_p50/p90/p99_ms (app, dep)    | histogram_quantile(q, sum by (application, deployment, le) (rate(ray_serve_deployment_processing_latency_ms_bucket[W]))) |
+| queued_requests (app, dep)           | sum by (application, deployment) (ray_serve_deployment_queued_queries) |
+| ongoing_requests (app, dep)          | sum by (application, deployment) (ray_serve_replica_processing_queries) |
+| replicas_running (app, dep)          | sum by (application, deployment) (ray_serve_deployment_replica_healthy) |
+| replicas_target (app, dep)           | sum by (application, deployment) (ray_serve_autoscaling_target_replicas) |
+| batch_size / batch_wait_ms / batch_utilization_pct (app, dep) | mean over the window = increase(_sum)/increase(_count) of ray_serve_actual_batch_size / ray_serve_batch_wait_time_ms / ray_serve_batch_utilization_percent, computed from bucket deltas with Ray's bucket midpoints (Ray itself builds `_sum` from those midpoints, so both give the same number) |
+| multiplex_hit_rate (app, dep)        | 1 - increase(ray_serve_multiplexed_models_load_counter_total) / increase(ray_serve_multiplexed_get_model_requests_counter_total) |
+| model_loads_per_s (app, dep)         | rate(ray_serve_multiplexed_models_load_counter_total[W])        |
+| models_loaded_per_replica (app, dep) | avg by (application, deployment) (ray_serve_num_multiplexed_models) |
+| requests_per_s, errors_per_s (app, "") | rate of the proxy's ray_serve_num_http_requests_total / ray_serve_num_http_error_requests_total by application |
+| http_latency_p50/p90/p99_ms (app, "")  | histogram_quantile over ray_serve_http_request_latency_ms_bucket by (application, le) |
+
+Window semantics: the window runs from the newest earlier poll at least `window_s` old
+(or the oldest kept one while the source is younger than that) to now, so its length is
+`window_s` plus at most one poll interval, and the division is by its real length. A
+series first seen inside the window counts from its first sample, not from zero (as
+Prometheus' `rate` does); a counter that goes down was reset and its new value is the
+increase (also as Prometheus). A series that vanishes still contributes what it gained
+while it was visible. No traffic in the window: rates are 0, latencies/means absent.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import threading
+import time
+from collections import defaultdict, deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+from urllib.parse import urlsplit
+
+import requests
+
+from backend.metrics import exposition as ex
+from backend.metrics.series import DeploymentKey
+
+log = logging.getLogger(__name__)
+
+QUANTILES = {"50": 0.5, "90": 0.9, "99": 0.99}
+
+
+@dataclass
+class ScrapeStats:
+    """What one poll cost; benchmarks/scrape.py reports these."""
+
+    targets: int = 0
+    ok: int = 0
+    bytes: int = 0          # page text fetched, decoded
+    fetch_ms: float = 0.0   # wall time of the concurrent fetch (includes filter + parse)
+    filter_ms: float = 0.0  # CPU in prefilter, summed over pages
+    parse_ms: float = 0.0   # CPU in parsing the filtered text, summed over pages
+    compute_ms: float = 0.0  # windows, rates, quantiles
+    total_ms: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+# --- window arithmetic (pure functions, tested directly) ----------------------------
+
+def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | None:
+    """Prometheus' histogram_quantile over (upper_bound, cumulative_count) pairs.
+
+    Linear interpolation inside the bucket holding rank q*total; the first bucket
+    starts at 0 (if its bound is positive); a rank that falls in the +Inf bucket gives
+    the highest finite bound. None where there were no observations (or no +Inf bucket).
+    """
+    if not buckets:
+        return None
+    buckets = sorted(buckets)
+    if not math.isinf(buckets[-1][0]) or len(buckets) < 2:
+        return None
+    # Deltas of separately-reset buckets can be slightly non-monotonic; Prometheus
+    # (ensureMonotonic) carries the running maximum forward.
+    mono, top = [], 0.0
+    for bound, count in buckets:
+        top = max(top, count)
+        mono.append((bound, top))
+    total = mono[-1][1]
+    if total <= 0:
+        return None
+    if q < 0:
+        return -math.inf
+    if q > 1:
+        return math.inf
+    rank = q * total
+    b = next((i for i, (_, c) in enumerate(mono[:-1]) if c >= rank), len(mono) - 1)
+    if b == len(mono) - 1:
+        return mono[-2][0]
+    if b == 0 and mono[0][0] <= 0:
+        return mono[0][0]
+    start, below = (0.0, 0.0) if b == 0 else mono[b - 1]
+    end, count = mono[b]
+    count -= below
+    rank -= below
+    if count <= 0:
+        return end
+    return start + (end - start) * (rank / count)
+
+
+def histogram_mean(buckets: list[tuple[float, float]]) -> float | None:
+    """Mean of the observations, each taken at its bucket's midpoint as Ray does.
+
+    Ray (open_telemetry_metric_recorder) re-records every observation at its bucket's
+    midpoint — first bucket (0+b0)/2, then (b[i-1]+b[i])/2, +Inf bucket 2*b_last — and
+    `_sum` is built from those, so this equals increase(_sum)/increase(_count).
+    """
+    buckets = sorted(b for b in buckets)
+    if len(buckets) < 2 or not math.isinf(buckets[-1][0]):
+        return None
+    bounds = [b for b, _ in buckets[:-1]]
+    total = weighted = prev_count = 0.0
+    for i, (bound, cum) in enumerate(buckets):
+        n = max(cum - prev_count, 0.0)
+        prev_count = max(cum, prev_count)
+        if i == 0:
+            lower = 0.0 if bounds[0] > 0 else bounds[0] * 2.0
+            mid = (lower + bounds[0]) / 2.0
+        elif math.isinf(bound):
+            mid = 1.0 if bounds[-1] <= 0 else bounds[-1] * 2.0
+        else:
+            mid = (bounds[i - 1] + bound) / 2.0
+        total += n
+        weighted += n * mid
+    return weighted / total if total > 0 else None
+
+
+class _Cumulative:
+    """One counter (or one histogram bucket) series: reset-adjusted history in the window."""
+
+    __slots__ = ("raw", "adj", "hist")
+
+    def __init__(self, t: float, value: float) -> None:
+        self.raw = value
+        self.adj = 0.0               # counts from the first sample, not from zero
+        self.hist: deque[tuple[float, float]] = deque([(t, 0.0)])
+
+    def add(self, t: float, value: float) -> None:
+        if value >= self.raw:
+            self.adj += value - self.raw
+        else:                        # reset: the new value is what was gained since
+            self.adj += value
+        self.raw = value
+        self.hist.append((t, self.adj))
+
+    def prune(self, t_base: float) -> None:
+        hist = self.hist
+        while hist and hist[0][0] < t_base:
+            hist.popleft()
+
+    def increase(self) -> float:
+        return self.hist[-1][1] - self.hist[0][1] if self.hist else 0.0
+
+
+def _key(labels: dict, drop: str | None = None) -> tuple:
+    return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
+
+
+class WindowedSeries:
+    """Ingests parsed pages (one list of samples per node) and computes the values.
+
+    Separate from the HTTP part so tests can feed synthetic pages with chosen times.
+    """
+
+    def __init__(self, window_s: float = 5.0) -> None:
+        self.window_s = window_s
+        self._polls: deque[float] = deque()
+        # (family, deployment key, series labels without le) -> le -> _Cumulative;
+        # counters use le = None.
+        self._cum: dict[tuple[str, DeploymentKey, tuple], dict[float | None, _Cumulative]] = {}
+
+    def ingest(self, t: float, pages: Iterable[list[ex.Sample]]
+               ) -> dict[DeploymentKey, dict[str, float]]:
+        if self._polls and t <= self._polls[-1]:
+            raise ValueError("poll times must increase")
+        self._polls.append(t)
+        # Window base: the newest earlier poll at least window_s old, else the oldest.
+        while len(self._polls) >= 2 and t - self._polls[1] >= self.window_s:
+            self._polls.popleft()
+        t_base = self._polls[0]
+
+        gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
+        for samples in pages:
+            for s in samples:
+                self._ingest_sample(t, s, gauges)
+
+        values: dict[DeploymentKey, dict[str, float]] = defaultdict(dict)
+        span = t - t_base
+        increases: dict[str, dict[DeploymentKey, float]] = defaultdict(lambda: defaultdict(float))
+        buckets: dict[str, dict[DeploymentKey, dict[float, float]]] = defaultdict(
+            lambda: defaultdict(lambda: defaultdict(float)))
+        dead = []
+        for (family, dkey, skey), per_le in self._cum.items():
+            alive = False
+            for le, c in per_le.items():
+                c.prune(t_base)
+                if c.hist:
+                    alive = True
+                inc = c.increase()
+                if le is None:
+                    increases[family][dkey] += inc
+                else:
+                    buckets[family][dkey][le] += inc
+            if not alive:
+                dead.append((family, dkey, skey))
+        for k in dead:
+            del self._cum[k]
+
+        if span > 0:
+            for family, name in ((ex.REQUESTS, "requests_per_s"), (ex.ERRORS, "errors_per_s"),
+                                 (ex.HTTP_REQUESTS, "requests_per_s"),
+                                 (ex.HTTP_ERRORS, "errors_per_s"),
+                                 (ex.MUX_LOADS, "model_loads_per_s")):
+                for dkey, inc in increases.get(family, {}).items():
+                    values[dkey][name] = inc / span
+            # A deployment that serves traffic but never failed has no error series yet:
+            # its error rate is 0, not unknown.
+            for dkey in list(increases.get(ex.REQUESTS, {})):
+                values[dkey].setdefault("errors_per_s", 0.0)
+            for dkey in list(increases.get(ex.HTTP_REQUESTS, {})):
+                values[dkey].setdefault("errors_per_s", 0.0)
+            gets = increases.get(ex.MUX_GET_MODEL, {})
+            loads = increases.get(ex.MUX_LOADS, {})
+            for dkey, n in gets.items():
+                if n > 0:
+                    values[dkey]["multiplex_hit_rate"] = max(0.0, 1.0 - loads.get(dkey, 0.0) / n)
+
+        for family, prefix in ((ex.PROCESSING_LATENCY, "latency"),
+                               (ex.HTTP_LATENCY, "http_latency")):
+            for dkey, per_le in buckets.get(family, {}).items():
+                pairs = list(per_le.items())
+                for label, q in QUANTILES.items():
+                    v = histogram_quantile(q, pairs)
+                    if v is not None:
+                        values[dkey][f"{prefix}_p{label}_ms"] = v
+        for family, name in ((ex.BATCH_SIZE, "batch_size"), (ex.BATCH_WAIT, "batch_wait_ms"),
+                             (ex.BATCH_UTILIZATION, "batch_utilization_pct")):
+            for dkey, per_le in buckets.get(family, {}).items():
+                v = histogram_mean(list(per_le.items()))
+                if v is not None:
+                    values[dkey][name] = v
+
+        for family, name in ((ex.QUEUED, "queued_requests"),
+                             (ex.REPLICA_ONGOING, "ongoing_requests"),
+                             (ex.REPLICA_HEALTHY, "replicas_running"),
+                             (ex.TARGET_REPLICAS, "replicas_target"),
+                             (ex.BATCH_QUEUE, "batch_queue_length")):
+            for dkey, vs in gauges.get(family, {}).items():
+                values[dkey][name] = float(sum(vs))
+        for dkey, vs in gauges.get(ex.MUX_MODELS, {}).items():
+            values[dkey]["models_loaded_per_replica"] = float(sum(vs)) / len(vs)
+        return {k: v for k, v in values.items() if v}
+
+    def _ingest_sample(self, t: float, s: ex.Sample, gauges) -> None:
+        name, labels = s.name, s.labels
+        app = labels.get("application", "")
+        if not app:
+            return  # e.g. the proxy's 404s for routes that match no application
+        if name.endswith("_bucket"):
+            family = name[:-7]
+            if family not in ex.HISTOGRAMS:
+                return
+            le = labels.get("le")
+            if le is None:
+                return
+            le_f = float(le)
+            skey = _key(labels, "le")
+        elif name.endswith("_total"):
+            family = name[:-6]
+            if family not in ex.COUNTERS:
+                return
+            le_f = None
+            skey = _key(labels)
+        else:
+            if name in ex.GAUGES and not math.isnan(s.value):
+                dep = labels.get("deployment", "")
+                gauges[name][(app, dep)].append(s.value)
+            return  # _sum/_count: buckets are used instead
+        dep = "" if family in (ex.HTTP_LATENCY, ex.HTTP_REQUESTS, ex.HTTP_ERRORS) \
+            else labels.get("deployment", "")
+        per_le = self._cum.setdefault((family, (app, dep), skey), {})
+        c = per_le.get(le_f)
+        if c is None:
+            per_le[le_f] = _Cumulative(t, s.value)
+        else:
+            c.add(t, s.value)
+
+
+class DirectScrapeSource:
+    """Scrape every node's metrics endpoint and compute the named series.
+
+    `targets` returns the metrics URLs (e.g. ClusterClient.metrics_targets); it is
+    called again every `refresh_s` and after any failed scrape, so nodes that join or
+    leave are picked up. `poll()` is safe to call every ~1 s from one background thread.
+    """
+
+    def __init__(self, targets: Callable[[], list[str]],
+                 session: requests.Session | None = None,
+                 window_s: float = 5.0, timeout_s: float = 2.0,
+                 headers: dict[str, str] | None = None,
+                 refresh_s: float = 10.0, max_workers: int = 4) -> None:
+        self._targets_fn = targets
+        self._own_session = session is None
+        if session is None:
+            session = requests.Session()
+            adapter = requests.adapters.HTTPAdapter(pool_maxsize=max(4, max_workers))
+            session.mount("http://", adapter)
+            session.mount("https://", adapter)
+        self._session = session
+        self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
+        self.refresh_s = refresh_s
+        self._pool = ThreadPoolExecutor(max_workers=max_workers,
+                                        thread_name_prefix="metrics-scrape")
+        self._window = WindowedSeries(window_s)
+        self._targets: list[str] = []
+        self._targets_at = -math.inf
+        self._need_refresh = True
+        self._targets_error: str | None = None
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+        self.last_stats = ScrapeStats()
+
+    @property
+    def window_s(self) -> float:
+        return self._window.window_s
+
+    def targets(self) -> list[str]:
+        """The metrics URLs in use, refreshed when due."""
+        now = time.monotonic()
+        if self._need_refresh or now - self._targets_at >= self.refresh_s:
+            try:
+                self._targets = list(self._targets_fn())
+                self._need_refresh = False
+            except Exception as e:  # keep the last known list; say why
+                log.debug("metrics target discovery failed", exc_info=True)
+                self._targets_error = f"Could not list the nodes' metrics endpoints: {e}"
+            else:
+                self._targets_error = None
+            self._targets_at = now
+        return self._targets
+
+    def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
+        with self._lock:
+            return self._poll()
+
+    def _poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
+        t0 = time.perf_counter()
+        stats = ScrapeStats()
+        self._targets_error = None
+        urls = self.targets()
+        stats.targets = len(urls)
+        results = list(self._pool.map(self._fetch_safe, urls)) if urls else []
+        t_fetched = time.perf_counter()
+        stats.fetch_ms = (t_fetched - t0) * 1000
+        pages = []
+        for url, res in zip(urls, results):
+            if isinstance(res, Exception):
+                stats.errors.append(f"{url}: {_describe(res)}")
+                continue
+            samples, nbytes, filter_s, parse_s = res
+            stats.ok += 1
+            stats.bytes += nbytes
+            stats.filter_ms += filter_s * 1000
+            stats.parse_ms += parse_s * 1000
+            pages.append(samples)
+        if stats.errors:
+            self._need_refresh = True
+        t = time.time()
+        values = self._window.ingest(t, pages)
+        t_end = time.perf_counter()
+        stats.compute_ms = (t_end - t_fetched) * 1000
+        stats.total_ms = (t_end - t0) * 1000
+        self.last_stats = stats
+        if self._targets_error:
+            self.last_error = self._targets_error
+        elif not urls:
+            self.last_error = "No metrics endpoints discovered yet (the cluster may still be starting)."
+        elif stats.errors:
+            self.last_error = ("Metrics scrape failed for " if stats.ok == 0 else
+                               "Metrics scrape failed for some nodes: ") + "; ".join(stats.errors)
+        else:
+            self.last_error = None
+        return t, values
+
+    def _fetch(self, url: str):
+        headers = dict(self.headers)
+        # Compressing ~1 MB per second costs the node's metrics agent CPU; over
+        # loopback it buys nothing, so ask for plain text there.
+        host = urlsplit(url).hostname or ""
+        if "Accept-Encoding" not in headers and _is_loopback(host):
+            headers["Accept-Encoding"] = "identity"
+        r = self._session.get(url, headers=headers, timeout=self.timeout_s)
+        r.raise_for_status()
+        text = r.text
+        a = time.thread_time()
+        filtered = ex.prefilter(text)
+        b = time.thread_time()
+        samples = ex.parse_samples(filtered)
+        c = time.thread_time()
+        return samples, len(text), b - a, c - b
+
+    def _fetch_safe(self, url: str):
+        try:
+            return self._fetch(url)
+        except Exception as e:  # reported per target in last_error / last_stats
+            return e
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        if self._own_session:
+            self._session.close()
+
+    def __enter__(self) -> "DirectScrapeSource":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("localhost", "::1") or host.startswith("127.")
+
+
+def _describe(e: Exception) -> str:
+    if isinstance(e, requests.Timeout):
+        return "timed out"
+    if isinstance(e, requests.ConnectionError):
+        return "connection refused or unreachable"
+    if isinstance(e, requests.HTTPError) and e.response is not None:
+        return f"HTTP {e.response.status_code}"
+    return f"{type(e).__name__}: {e}"
