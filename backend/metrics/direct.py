@@ -327,6 +327,7 @@ class DirectScrapeSource:
         self._targets_at = -math.inf
         self._need_refresh = True
         self._targets_error: str | None = None
+        self._last_t = -math.inf
         self._lock = threading.Lock()
         self.last_error: str | None = None
         self.last_stats = ScrapeStats()
@@ -376,7 +377,9 @@ class DirectScrapeSource:
             pages.append(samples)
         if stats.errors:
             self._need_refresh = True
-        t = time.time()
+        # Wall-clock time for the plots; never equal to or before the previous poll.
+        t = max(time.time(), self._last_t + 1e-6)
+        self._last_t = t
         values = self._window.ingest(t, pages)
         t_end = time.perf_counter()
         stats.compute_ms = (t_end - t_fetched) * 1000

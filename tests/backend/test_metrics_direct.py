@@ -1,0 +1,415 @@
+"""Direct-scrape arithmetic (rates, resets, quantiles, means) and the scraping itself.
+
+Synthetic pages go through the same path as real ones (prefilter + parse); the
+expected numbers are worked out by hand in the comments.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.server
+import math
+import threading
+from pathlib import Path
+
+import pytest
+
+from backend.metrics import exposition as ex
+from backend.metrics.direct import (DirectScrapeSource, WindowedSeries, histogram_mean,
+                                    histogram_quantile)
+
+DATA = Path(__file__).parent / "data"
+INF = math.inf
+APP, DEP = "app", "Model"
+KEY = (APP, DEP)
+LAT_BOUNDS = [1, 2, 5, 10, 20, 50, 100]
+
+
+def _labels(**kv) -> str:
+    return ",".join(f'{k}="{v}"' for k, v in kv.items())
+
+
+def counter(name: str, value: float, replica: str = "r1", app: str = APP, dep: str = DEP,
+            **extra) -> list[str]:
+    lab = _labels(Component="core_worker", application=app, deployment=dep,
+                  replica=replica, route="/", **extra)
+    return [f"# TYPE {name}_total counter", f"{name}_total{{{lab}}} {value}"]
+
+
+def histogram(name: str, cumulative: dict[float, float], replica: str = "r1",
+              app: str = APP, dep: str | None = DEP, **extra) -> list[str]:
+    base = dict(application=app, replica=replica, **extra)
+    if dep is not None:
+        base["deployment"] = dep
+    lines = [f"# TYPE {name} histogram"]
+    for le, c in cumulative.items():
+        le_s = "+Inf" if math.isinf(le) else f"{float(le)}"
+        lines.append(f"{name}_bucket{{{_labels(**base, le=le_s)}}} {c}")
+    lines.append(f"{name}_count{{{_labels(**base)}}} {cumulative[INF]}")
+    lines.append(f"{name}_sum{{{_labels(**base)}}} 0.0")
+    return lines
+
+
+def gauge(name: str, value: float, app: str = APP, dep: str = DEP, **labels) -> list[str]:
+    return [f"{name}{{{_labels(application=app, deployment=dep, **labels)}}} {value}"]
+
+
+def lat(counts_per_bound: dict[float, float]) -> dict[float, float]:
+    """Cumulative latency buckets from per-bucket counts (keys: upper bounds)."""
+    out, cum = {}, 0.0
+    for b in LAT_BOUNDS + [INF]:
+        cum += counts_per_bound.get(b, 0.0)
+        out[b] = cum
+    return out
+
+
+def feed(w: WindowedSeries, t: float, *lines_per_node: list[str]):
+    pages = [ex.parse_samples(ex.prefilter("\n".join(lines) + "\n")) for lines in lines_per_node]
+    return w.ingest(t, pages)
+
+
+# --- histogram_quantile / histogram_mean ------------------------------------------
+
+BUCKETS = [(1, 0), (2, 0), (5, 10), (10, 30), (20, 40), (INF, 40)]
+
+
+@pytest.mark.parametrize("q,expected", [
+    (0.5, 7.5),    # rank 20 in (5,10]: 10 below, 20 inside -> 5 + 5 * 10/20
+    (0.9, 16.0),   # rank 36 in (10,20]: 30 below, 10 inside -> 10 + 10 * 6/10
+    (0.99, 19.6),  # rank 39.6 -> 10 + 10 * 9.6/10
+    (0.25, 5.0),   # rank 10 is exactly the top of (2,5]
+])
+def test_histogram_quantile_interpolates_like_prometheus(q, expected):
+    assert histogram_quantile(q, BUCKETS) == pytest.approx(expected)
+
+
+def test_histogram_quantile_first_bucket_starts_at_zero():
+    assert histogram_quantile(0.25, [(1, 4), (2, 8), (INF, 8)]) == pytest.approx(0.5)
+
+
+def test_histogram_quantile_in_inf_bucket_gives_highest_finite_bound():
+    assert histogram_quantile(0.9, [(1, 0), (2, 5), (INF, 10)]) == 2.0
+
+
+def test_histogram_quantile_order_does_not_matter_and_nonmonotonic_is_fixed():
+    shuffled = list(reversed(BUCKETS))
+    assert histogram_quantile(0.5, shuffled) == pytest.approx(7.5)
+    # A dip (separately reset bucket deltas) is carried up like Prometheus does.
+    # rank 15 in (10,20]: 10 below (not 9), 10 inside -> 10 + 10 * 5/10
+    assert histogram_quantile(0.75, [(5, 10), (10, 9), (20, 20), (INF, 20)]) == \
+        pytest.approx(15.0)
+
+
+def test_histogram_quantile_no_observations_or_no_inf_bucket_is_none():
+    assert histogram_quantile(0.5, [(1, 0), (INF, 0)]) is None
+    assert histogram_quantile(0.5, [(1, 3), (2, 5)]) is None
+    assert histogram_quantile(0.5, []) is None
+
+
+def test_histogram_mean_uses_ray_midpoints():
+    # Batch sizes: 2 in (0,1], 0 in (1,2], 4 in (2,4], 4 in (4,8], 1 in (8,+Inf)
+    # midpoints 0.5, 1.5, 3, 6, 16 (Ray: +Inf bucket at twice the last bound).
+    b = [(1, 2), (2, 2), (4, 6), (8, 10), (INF, 11)]
+    assert histogram_mean(b) == pytest.approx((2 * 0.5 + 4 * 3 + 4 * 6 + 16) / 11)
+    assert histogram_mean([(1, 0), (INF, 0)]) is None
+
+
+# --- windows over synthetic page sequences ----------------------------------------
+
+def test_rate_from_counter_deltas_over_the_window():
+    w = WindowedSeries(window_s=5.0)
+    counts = [0, 10, 20, 30, 40, 50, 100, 150]
+    first = feed(w, 0.0, counter(ex.REQUESTS, counts[0]))
+    assert "requests_per_s" not in first.get(KEY, {})  # one sample: no rate yet
+    for t, c in enumerate(counts[1:], start=1):
+        v = feed(w, float(t), counter(ex.REQUESTS, c))
+    # At t=7 the window starts at t=2 (count 20): (150 - 20) / 5 s.
+    assert v[KEY]["requests_per_s"] == pytest.approx(26.0)
+    assert v[KEY]["errors_per_s"] == 0.0  # traffic but no error series yet
+
+
+def test_window_is_divided_by_its_real_length_with_irregular_polls():
+    w = WindowedSeries(window_s=5.0)
+    feed(w, 0.0, counter(ex.REQUESTS, 0))
+    feed(w, 1.0, counter(ex.REQUESTS, 10))
+    v = feed(w, 3.5, counter(ex.REQUESTS, 35))  # younger than the window: 35 / 3.5 s
+    assert v[KEY]["requests_per_s"] == pytest.approx(10.0)
+    v = feed(w, 6.2, counter(ex.REQUESTS, 62))  # base is t=1.0 (newest >= 5 s old)
+    assert v[KEY]["requests_per_s"] == pytest.approx((62 - 10) / 5.2)
+
+
+def test_counter_reset_counts_the_new_value_as_increase():
+    w = WindowedSeries(window_s=5.0)
+    for t, c in enumerate([100, 110, 5, 15]):
+        v = feed(w, float(t), counter(ex.REQUESTS, c))
+    # +10, reset (+5), +10 = 25 over 3 s, never a negative rate.
+    assert v[KEY]["requests_per_s"] == pytest.approx(25 / 3)
+
+
+def test_new_replica_mid_window_counts_from_its_first_sample():
+    w = WindowedSeries(window_s=5.0)
+    for t in range(6):
+        lines = counter(ex.REQUESTS, 10 * t, replica="r1")
+        if t >= 3:  # r2 shows up already holding 500 from before we saw it
+            lines += counter(ex.REQUESTS, 500 + 10 * (t - 3), replica="r2")
+        v = feed(w, float(t), lines)
+    # r1: 50, r2: 20 (t=3..5), not 500 + 20.
+    assert v[KEY]["requests_per_s"] == pytest.approx((50 + 20) / 5)
+
+
+def test_replica_that_disappears_still_counts_what_it_did_in_the_window():
+    w = WindowedSeries(window_s=5.0)
+    for t in range(5):
+        lines = counter(ex.REQUESTS, 10 * t, replica="r1")
+        if t <= 2:
+            lines += counter(ex.REQUESTS, 1000 + 10 * t, replica="r2")
+        v = feed(w, float(t), lines)
+    assert v[KEY]["requests_per_s"] == pytest.approx((40 + 20) / 4)
+    for t in range(5, 9):
+        v = feed(w, float(t), counter(ex.REQUESTS, 10 * t, replica="r1"))
+    # At t=8 the window starts at t=3, after r2's last sample: only r1 is left.
+    assert v[KEY]["requests_per_s"] == pytest.approx(10.0)
+
+
+def test_series_across_nodes_are_summed():
+    w = WindowedSeries(window_s=5.0)
+    feed(w, 0.0, counter(ex.REQUESTS, 0, replica="a"), counter(ex.REQUESTS, 0, replica="b"))
+    v = feed(w, 2.0, counter(ex.REQUESTS, 8, replica="a"), counter(ex.REQUESTS, 12, replica="b"))
+    assert v[KEY]["requests_per_s"] == pytest.approx(10.0)
+
+
+def test_quantiles_from_bucket_deltas_summed_over_replicas():
+    w = WindowedSeries(window_s=5.0)
+    # Before the window both replicas already hold many slow requests, which must
+    # not leak into the window's quantiles.
+    old = {100: 1000}
+    feed(w, 0.0, histogram(ex.PROCESSING_LATENCY, lat(old), replica="r1"),
+         histogram(ex.PROCESSING_LATENCY, lat(old), replica="r2"))
+    # In the window: r1 adds 10 in (2,5] and 10 in (5,10]; r2 adds 10 in (5,10] and
+    # 10 in (10,20] -> together the BUCKETS example: p50 7.5, p90 16, p99 19.6.
+    r1 = lat({100: 1000, 5: 10, 10: 10})
+    r2 = lat({100: 1000, 10: 10, 20: 10})
+    v = feed(w, 1.0, histogram(ex.PROCESSING_LATENCY, r1, replica="r1"),
+             histogram(ex.PROCESSING_LATENCY, r2, replica="r2"))
+    assert v[KEY]["latency_p50_ms"] == pytest.approx(7.5)
+    assert v[KEY]["latency_p90_ms"] == pytest.approx(16.0)
+    assert v[KEY]["latency_p99_ms"] == pytest.approx(19.6)
+    assert v[KEY]["latency_p50_ms"] <= v[KEY]["latency_p90_ms"] <= v[KEY]["latency_p99_ms"]
+
+
+def test_no_traffic_in_window_gives_no_latency_and_zero_rate():
+    w = WindowedSeries(window_s=2.0)
+    for t in range(5):
+        # Traffic only until t=1, then nothing changes.
+        n = min(t, 1) * 10
+        v = feed(w, float(t), counter(ex.REQUESTS, n),
+                 histogram(ex.PROCESSING_LATENCY, lat({5: 100 + n})),
+                 histogram(ex.BATCH_SIZE, {1: 0, 2: 5 + n, 4: 5 + n, INF: 5 + n}))
+        if t == 1:
+            assert v[KEY]["latency_p50_ms"] == pytest.approx(2 + 3 * 0.5)
+            assert v[KEY]["batch_size"] == pytest.approx(1.5)
+    assert v[KEY]["requests_per_s"] == 0.0
+    for name in ("latency_p50_ms", "latency_p90_ms", "latency_p99_ms", "batch_size"):
+        assert name not in v[KEY], name
+
+
+def test_http_latency_is_per_application():
+    w = WindowedSeries(window_s=5.0)
+    h0 = {1: 0, 2: 0, 5: 0, 10: 0, INF: 0}
+    h1 = {1: 0, 2: 0, 5: 4, 10: 4, INF: 4}
+    feed(w, 0.0, histogram(ex.HTTP_LATENCY, h0, dep=None, route="/", method="GET",
+                           status_code="200"))
+    v = feed(w, 1.0, histogram(ex.HTTP_LATENCY, h1, dep=None, route="/", method="GET",
+                               status_code="200"))
+    assert set(v) == {(APP, "")}
+    # rank 2 of 4, all in (2,5] -> 2 + 3 * 2/4
+    assert v[(APP, "")]["http_latency_p50_ms"] == pytest.approx(3.5)
+
+
+def test_gauges_sum_over_replicas_and_handles():
+    w = WindowedSeries(window_s=5.0)
+    v = feed(w, 0.0,
+             gauge(ex.REPLICA_ONGOING, 3, replica="r1") + gauge(ex.REPLICA_ONGOING, 4, replica="r2")
+             + gauge(ex.QUEUED, 5, handle="h1", actor_id="x")
+             + gauge(ex.REPLICA_HEALTHY, 1, replica="r1") + gauge(ex.REPLICA_HEALTHY, 1, replica="r2")
+             + gauge(ex.MUX_MODELS, 2, replica="r1") + gauge(ex.MUX_MODELS, 4, replica="r2"),
+             gauge(ex.QUEUED, 2, handle="h2", actor_id="y"))
+    assert v[KEY]["ongoing_requests"] == 7
+    assert v[KEY]["queued_requests"] == 7
+    assert v[KEY]["replicas_running"] == 2
+    assert v[KEY]["models_loaded_per_replica"] == 3
+
+
+def test_multiplex_hit_rate_and_loads():
+    w = WindowedSeries(window_s=5.0)
+    feed(w, 0.0, counter(ex.MUX_GET_MODEL, 0) + counter(ex.MUX_LOADS, 0))
+    v = feed(w, 2.0, counter(ex.MUX_GET_MODEL, 40) + counter(ex.MUX_LOADS, 10))
+    assert v[KEY]["multiplex_hit_rate"] == pytest.approx(0.75)
+    assert v[KEY]["model_loads_per_s"] == pytest.approx(5.0)
+
+
+def test_poll_times_must_increase():
+    w = WindowedSeries()
+    feed(w, 1.0, counter(ex.REQUESTS, 0))
+    with pytest.raises(ValueError):
+        feed(w, 1.0, counter(ex.REQUESTS, 0))
+
+
+# --- the real pages -----------------------------------------------------------------
+
+def _real(name):
+    with gzip.open(DATA / name, "rt") as f:
+        return f.read()
+
+
+@pytest.fixture(scope="module")
+def real_pair():
+    return _real("ray_node_metrics_t0.txt.gz"), _real("ray_node_metrics_t4.txt.gz")
+
+
+def _sum_of(text, sample_name, **match):
+    total = 0.0
+    for s in ex.parse_samples(ex.prefilter(text)):
+        if s.name == sample_name and all(s.labels.get(k) == v for k, v in match.items()):
+            total += s.value
+    return total
+
+
+def test_real_pages_give_the_hand_computed_values(real_pair):
+    p0, p4 = real_pair
+    w = WindowedSeries(window_s=5.0)
+    w.ingest(100.0, [ex.parse_samples(ex.prefilter(p0))])
+    v = w.ingest(104.0, [ex.parse_samples(ex.prefilter(p4))])
+    b = ("batched", "Batched")
+    req = "ray_serve_deployment_request_counter_total"
+    expected = (_sum_of(p4, req, application="batched")
+                - _sum_of(p0, req, application="batched")) / 4
+    assert expected > 10
+    assert v[b]["requests_per_s"] == pytest.approx(expected)
+    err = "ray_serve_deployment_error_counter_total"
+    assert v[b]["errors_per_s"] == pytest.approx(
+        (_sum_of(p4, err, application="batched") - _sum_of(p0, err, application="batched")) / 4)
+    assert v[b]["errors_per_s"] > 0
+    # Ray builds _sum from its bucket midpoints, so the bucket mean equals d_sum / d_count.
+    for family, name in ((ex.BATCH_SIZE, "batch_size"), (ex.BATCH_WAIT, "batch_wait_ms"),
+                         (ex.BATCH_UTILIZATION, "batch_utilization_pct")):
+        d_sum = _sum_of(p4, family + "_sum") - _sum_of(p0, family + "_sum")
+        d_count = _sum_of(p4, family + "_count") - _sum_of(p0, family + "_count")
+        assert v[b][name] == pytest.approx(d_sum / d_count, rel=1e-9), name
+    assert 1 < v[b]["batch_size"] <= 8
+    assert 0 < v[b]["batch_utilization_pct"] <= 100
+    assert v[b]["latency_p50_ms"] <= v[b]["latency_p90_ms"] <= v[b]["latency_p99_ms"]
+    assert v[("batched", "")]["http_latency_p50_ms"] <= v[("batched", "")]["http_latency_p99_ms"]
+    assert v[b]["replicas_running"] == 2
+    m = ("multi", "Multi")
+    # The capture cycled 3 model ids over a 2-model cache: every get was a load.
+    assert v[m]["multiplex_hit_rate"] == pytest.approx(0.0)
+    assert v[m]["models_loaded_per_replica"] == 2
+
+
+# --- DirectScrapeSource over HTTP -----------------------------------------------------
+
+class _Pages(http.server.BaseHTTPRequestHandler):
+    pages: list[str] = []
+    hits: list[dict] = []
+    fail_first = 0
+
+    def do_GET(self):  # noqa: N802
+        cls = type(self)
+        cls.hits.append(dict(self.headers))
+        if len(cls.hits) <= cls.fail_first:
+            self.send_error(503)
+            return
+        i = min(len(cls.hits) - 1 - cls.fail_first, len(self.pages) - 1)
+        body = self.pages[i].encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain; version=0.0.4")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *a):
+        pass
+
+
+@pytest.fixture
+def page_server():
+    handler = type("H", (_Pages,), {"pages": [], "hits": []})
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    th = threading.Thread(target=srv.serve_forever, daemon=True)
+    th.start()
+    try:
+        yield handler, f"http://127.0.0.1:{srv.server_address[1]}/metrics"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def _dead_url() -> str:
+    import socket
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return f"http://127.0.0.1:{port}/metrics"
+
+
+def test_source_scrapes_and_reports_errors_per_target(page_server, real_pair):
+    handler, url = page_server
+    handler.pages = list(real_pair)
+    dead = _dead_url()
+    calls = []
+
+    def targets():
+        calls.append(1)
+        return [url, dead]
+
+    with DirectScrapeSource(targets, window_s=5.0, timeout_s=2.0,
+                            headers={"Authorization": "Bearer t"}) as src:
+        t0, v0 = src.poll()
+        assert src.last_error and dead in src.last_error and url not in src.last_error
+        assert src.last_stats.targets == 2 and src.last_stats.ok == 1
+        assert src.last_stats.bytes == len(real_pair[0])
+        assert ("batched", "Batched") in v0
+        t1, v1 = src.poll()
+        assert t1 > t0
+        assert v1[("batched", "Batched")]["requests_per_s"] > 0
+        # A failed scrape makes the source ask for the node list again.
+        assert len(calls) == 2
+    assert handler.hits[0]["Authorization"] == "Bearer t"
+    # Loopback: the node is not asked to gzip 1 MB a second.
+    assert handler.hits[0]["Accept-Encoding"] == "identity"
+
+
+def test_source_without_targets_or_with_failing_discovery_says_why():
+    src = DirectScrapeSource(lambda: [])
+    try:
+        t, v = src.poll()
+        assert v == {} and "No metrics endpoints" in src.last_error
+    finally:
+        src.close()
+
+    def broken():
+        raise RuntimeError("dashboard said 503")
+
+    src = DirectScrapeSource(broken)
+    try:
+        src.poll()
+        assert "dashboard said 503" in src.last_error
+    finally:
+        src.close()
+
+
+def test_source_recovers_when_the_page_comes_back(page_server, real_pair):
+    handler, url = page_server
+    handler.pages = list(real_pair)
+    handler.fail_first = 1
+    with DirectScrapeSource(lambda: [url]) as src:
+        _, v = src.poll()
+        assert v == {} and "HTTP 503" in src.last_error
+        src.poll()
+        assert src.last_error is None
+        _, v = src.poll()
+        assert src.last_error is None
+        assert v[("batched", "Batched")]["requests_per_s"] > 0
+        assert src.last_stats.parse_ms > 0 and src.last_stats.bytes > 500_000

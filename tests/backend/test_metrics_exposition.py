@@ -1,0 +1,142 @@
+"""The pre-filter and the sample parser, on real Ray 2.60 node pages and edge cases."""
+
+from __future__ import annotations
+
+import gzip
+import math
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from backend.metrics import exposition as ex
+
+DATA = Path(__file__).parent / "data"
+# Two real pages of one node, ~4 s apart, under load on a batched (2 replicas, one
+# raising ValueError on every 50th request) and a multiplexed deployment.
+PAGES = ["ray_node_metrics_t0.txt.gz", "ray_node_metrics_t4.txt.gz"]
+
+
+def page(name: str) -> str:
+    with gzip.open(DATA / name, "rt") as f:
+        return f.read()
+
+
+def _as_set(samples) -> set:
+    return {(s.name, tuple(sorted(s.labels.items())), s.value) for s in samples}
+
+
+@pytest.fixture(scope="module", params=PAGES)
+def real_page(request) -> str:
+    return page(request.param)
+
+
+def test_real_page_is_a_full_node_page(real_page):
+    # The point of the pre-filter: the page is big and mostly not Serve.
+    assert len(real_page) > 500_000
+    families = {f.name for f in text_string_to_metric_families(real_page)}
+    assert len(families) > 100
+
+
+def test_prefilter_keeps_exactly_the_needed_families(real_page):
+    full = {f.name: f for f in text_string_to_metric_families(real_page)}
+    filtered_families = list(text_string_to_metric_families(ex.prefilter(real_page)))
+    # prometheus_client strips `_total` from counter family names.
+    wanted = {n[:-6] if n.endswith("_total") else n for n in ex.NEEDED_FAMILIES}
+    present_in_page = wanted & set(full)
+    # Every family the console needs is on a page from a loaded batched+multiplexed app.
+    assert present_in_page == wanted
+    assert {f.name for f in filtered_families} == wanted
+    # ... with every sample, and with its type (HELP/TYPE lines were kept).
+    for f in filtered_families:
+        assert f.type == full[f.name].type, f.name
+        assert f.documentation == full[f.name].documentation, f.name
+        assert _as_set(f.samples) == _as_set(full[f.name].samples), f.name
+
+
+def test_prefilter_cuts_the_page_down(real_page):
+    filtered = ex.prefilter(real_page)
+    assert len(filtered) < len(real_page) / 5
+
+
+def test_real_families_have_the_expected_types_and_labels(real_page):
+    fams = ex.parse(ex.prefilter(real_page))
+    for name in ex.COUNTERS:
+        assert fams[name][0] == "counter", name
+    for name in ex.HISTOGRAMS:
+        assert fams[name][0] == "histogram", name
+    for name in ex.GAUGES:
+        assert fams[name][0] == "gauge", name
+    req = fams[ex.REQUESTS][1][0].labels
+    assert {"application", "deployment", "replica", "route"} <= set(req)
+    lat = [s for s in fams[ex.PROCESSING_LATENCY][1] if s.name.endswith("_bucket")]
+    bounds = sorted({float(s.labels["le"]) for s in lat})
+    assert bounds[:12] == [1, 2, 5, 10, 20, 50, 100, 200, 300, 400, 500, 1000]
+    assert math.isinf(bounds[-1])
+    size = [s for s in fams[ex.BATCH_SIZE][1] if s.name.endswith("_bucket")]
+    assert sorted({float(s.labels["le"]) for s in size})[:5] == [1, 2, 4, 8, 16]
+    http = fams[ex.HTTP_LATENCY][1][0].labels
+    assert {"application", "route", "method", "status_code"} <= set(http)
+    assert "deployment" not in http
+    queued = fams[ex.QUEUED][1][0].labels
+    assert {"application", "deployment", "handle", "actor_id"} <= set(queued)
+
+
+def test_fast_parser_agrees_with_prometheus_client(real_page):
+    filtered = ex.prefilter(real_page)
+    reference = [s for _, samples in ex.parse(filtered).values() for s in samples]
+    fast = ex.parse_samples(filtered)
+    assert len(fast) == len(reference) > 200
+    assert _as_set(fast) == _as_set(reference)
+
+
+def test_prefilter_matches_names_exactly_not_by_prefix():
+    text = "\n".join([
+        "# HELP ray_serve_batch_wait_time_ms_extra Not ours.",
+        "# TYPE ray_serve_batch_wait_time_ms_extra gauge",
+        'ray_serve_batch_wait_time_ms_extra{application="a"} 1.0',
+        "# HELP ray_serve_batch_wait_time_ms Wait.",
+        "# TYPE ray_serve_batch_wait_time_ms histogram",
+        'ray_serve_batch_wait_time_ms_bucket{application="a",le="+Inf"} 3.0',
+        'ray_serve_batch_wait_time_ms_count{application="a"} 3.0',
+        'ray_serve_batch_wait_time_ms_sum{application="a"} 6.0',
+        "# TYPE ray_serve_replica_processing_queries gauge",
+        "ray_serve_replica_processing_queries 4",
+        'ray_tasks{State="RUNNING"} 2.0',
+        "ray_serve_deployment_request_counter_total_x 1",
+        "",
+    ])
+    kept = ex.prefilter(text).splitlines()
+    assert kept == [
+        "# HELP ray_serve_batch_wait_time_ms Wait.",
+        "# TYPE ray_serve_batch_wait_time_ms histogram",
+        'ray_serve_batch_wait_time_ms_bucket{application="a",le="+Inf"} 3.0',
+        'ray_serve_batch_wait_time_ms_count{application="a"} 3.0',
+        'ray_serve_batch_wait_time_ms_sum{application="a"} 6.0',
+        "# TYPE ray_serve_replica_processing_queries gauge",
+        "ray_serve_replica_processing_queries 4",
+    ]
+
+
+@pytest.mark.parametrize("line,name,labels,value", [
+    ('m_total{a="x\\\\y",b="q\\"r",c="1,2"} 3 1700000000', "m_total",
+     {"a": "x\\y", "b": 'q"r', "c": "1,2"}, 3.0),
+    ('m{a="line\\nbreak"} 1e3', "m", {"a": "line\nbreak"}, 1000.0),
+    ('m_bucket{le="+Inf",} 7', "m_bucket", {"le": "+Inf"}, 7.0),
+    ('m{a="x", b="y"} -Inf', "m", {"a": "x", "b": "y"}, -math.inf),
+    ('m{a="has=\\"quote\\",b=\\"x"} 2', "m", {"a": 'has="quote",b="x'}, 2.0),
+    ("m 5", "m", {}, 5.0),
+    ('m{} 6', "m", {}, 6.0),
+])
+def test_parse_samples_edge_cases_like_prometheus_client(line, name, labels, value):
+    (s,) = ex.parse_samples(line + "\n")
+    assert (s.name, s.labels, s.value) == (name, labels, value)
+    (ref,) = [r for f in text_string_to_metric_families(line + "\n") for r in f.samples]
+    assert (ref.name, ref.labels, ref.value) == (name, labels, value)
+
+
+def test_parse_samples_nan_and_malformed():
+    (s,) = ex.parse_samples('m{a="b"} NaN\n')
+    assert math.isnan(s.value)
+    with pytest.raises(ValueError):
+        ex.parse_samples('m{a="b"}\n')
