@@ -1,0 +1,158 @@
+"""`serve-console` entry point: command line, QApplication, scripted runs."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import sys
+import time
+
+_T0 = time.time()  # for --print-first-frame (benchmarks/startup.py)
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="serve-console",
+        description="Monitor and tune Ray Serve applications live. With no --address, "
+                    "starts a local single-node Ray cluster and connects to it.")
+    p.add_argument("--address", metavar="URL",
+                   help="dashboard URL of an existing cluster, e.g. http://head:8265")
+    p.add_argument("--token", help="cluster auth token (default: $RAY_AUTH_TOKEN)")
+    p.add_argument("--demo", metavar="NAME",
+                   help="deploy this bundled demo on start and put load on it "
+                        "(e.g. 'batched')")
+    p.add_argument("--rps", type=float, default=None,
+                   help="requests/s of the --demo load (default: the demo's own)")
+    p.add_argument("--screenshot", metavar="PATH",
+                   help="save an image of the main window before exiting "
+                        "(at --exit-after, else 20 s after the demo runs or connects)")
+    p.add_argument("--exit-after", metavar="SECONDS", type=float,
+                   help="quit cleanly after this many seconds (stopping what it started)")
+    p.add_argument("--num-cpus", type=int, default=None,
+                   help="CPUs of the embedded local cluster (default: all)")
+    p.add_argument("--print-first-frame", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    args = p.parse_args(argv)
+    if args.exit_after is not None and args.exit_after < 0:
+        p.error("--exit-after must be >= 0")
+    if args.rps is not None and args.rps <= 0:
+        p.error("--rps must be > 0")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+    from PySide6.QtCore import QTimer
+    from PySide6.QtWidgets import QApplication
+
+    from backend.catalog import load_catalog
+    from console.main_window import MainWindow
+    from console.session import Session
+    from console.settings import Settings
+
+    catalog = load_catalog()
+    if args.demo and args.demo not in catalog:
+        print(f"serve-console: unknown demo '{args.demo}'; choose from: "
+              f"{', '.join(catalog)}", file=sys.stderr)
+        return 2
+
+    app = QApplication.instance() or QApplication(sys.argv[:1])
+    app.setApplicationName("serve-console")
+    session = Session()
+    window = MainWindow(session, catalog, Settings())
+    runner = ScriptedRun(window, session, catalog, args)
+    window.show()
+    if args.print_first_frame:
+        QTimer.singleShot(0, lambda: print(f"first-frame {time.time() - _T0:.3f}",
+                                           flush=True))
+    # Ctrl+C in the terminal closes the window the normal way (and stops the cluster).
+    signal.signal(signal.SIGINT, lambda *_: window.close())
+    signal.signal(signal.SIGTERM, lambda *_: window.close())
+    keepalive = QTimer()  # lets Python run signal handlers while Qt's loop spins
+    keepalive.start(250)
+    keepalive.timeout.connect(lambda: None)
+    runner.start()
+    code = app.exec()
+    session.shutdown()  # stops the local cluster this console started, and only it
+    return code or runner.exit_code
+
+
+class ScriptedRun:
+    """--address/--demo/--screenshot/--exit-after: the scripted parts of a run."""
+
+    def __init__(self, window, session, catalog, args) -> None:
+        self.window, self.session, self.args = window, session, args
+        self.demo = catalog.get(args.demo) if args.demo else None
+        self.exit_code = 0
+        self._shot_taken = False
+
+    def start(self) -> None:
+        from PySide6.QtCore import QTimer
+
+        s = self.session
+        s.connected.connect(self._on_connected)
+        s.connect_failed.connect(self._on_connect_failed)
+        s.deploy_finished.connect(self._on_deploy_finished)
+        if self.args.exit_after is not None:
+            QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
+        if self.args.address:
+            token = self.args.token or os.environ.get("RAY_AUTH_TOKEN")
+            self.window.connect_remote(self.args.address, token)
+        else:
+            self.session.connect_local(num_cpus=self.args.num_cpus)
+
+    def _on_connected(self, info) -> None:
+        if self.demo is not None:
+            self.window.deploy_demo(self.demo)
+        else:
+            self._schedule_screenshot()
+
+    def _on_connect_failed(self, message: str) -> None:
+        print(f"serve-console: {message}", file=sys.stderr)
+        if self.args.exit_after is not None or self.args.screenshot:
+            self.exit_code = 1
+            if self.args.exit_after is None:
+                self._finish()
+        else:
+            self.window.show_connect_dialog()
+
+    def _on_deploy_finished(self, ok: bool, app: str, message: str) -> None:
+        if self.demo is None or app != self.demo.app_name:
+            return
+        if ok:
+            rps = self.args.rps or self.demo.load.default_rps
+            self.window.load_panel.set_rate(rps)
+            self.window.start_load(rps)
+        else:
+            self.exit_code = 1
+        self._schedule_screenshot()
+
+    def _schedule_screenshot(self) -> None:
+        from PySide6.QtCore import QTimer
+
+        if self.args.screenshot and self.args.exit_after is None:
+            QTimer.singleShot(20_000, self._finish)
+
+    def _finish(self) -> None:
+        self.take_screenshot()
+        self.window.close()
+
+    def take_screenshot(self) -> None:
+        if self.args.screenshot and not self._shot_taken:
+            self._shot_taken = True
+            self.window.plots.refresh(time.time())
+            if self.window.grab().save(self.args.screenshot):
+                print(f"serve-console: screenshot saved to {self.args.screenshot}")
+            else:
+                print(f"serve-console: could not save {self.args.screenshot}",
+                      file=sys.stderr)
+                self.exit_code = 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

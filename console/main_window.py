@@ -1,0 +1,348 @@
+"""The main window: app tree, live plots, load panel, event log — wired to a Session."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QSplitter,
+                               QWidget)
+
+from backend.catalog import Demo
+from backend.model import ServeStatus
+from console.session import ConnectionInfo, Session
+from console.settings import Settings
+from widgets.app_tree import AppTree
+from widgets.connect_dialog import ConnectDialog, ConnectTarget
+from widgets.event_log import EventLog
+from widgets.live_plots import LivePlots
+from widgets.load_panel import LoadPanel
+
+REDRAW_HZ = 10
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, session: Session, catalog: dict[str, Demo], settings: Settings,
+                 parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.session = session
+        self.catalog = catalog
+        self.settings = settings
+        self._dialog: ConnectDialog | None = None
+        self._closing = False
+        self.setWindowTitle("serve-console")
+        self.resize(1400, 900)
+
+        self.tree = AppTree()
+        self.plots = LivePlots()
+        self.plots.set_store(session.store)
+        self.load_panel = LoadPanel()
+        self.event_log = EventLog()
+
+        splitter = QSplitter(Qt.Orientation.Horizontal)
+        splitter.addWidget(self.tree)
+        splitter.addWidget(self.plots)
+        splitter.setStretchFactor(0, 0)
+        splitter.setStretchFactor(1, 1)
+        splitter.setSizes([380, 1020])
+        self.setCentralWidget(splitter)
+
+        self.load_dock = self._dock("Load", self.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+        self.log_dock = self._dock("Event log", self.event_log,
+                                   Qt.DockWidgetArea.BottomDockWidgetArea)
+
+        self._connection_label = QLabel("Not connected")
+        self._serve_label = QLabel("")
+        self._metrics_label = QLabel("")
+        sb = self.statusBar()
+        sb.addWidget(self._connection_label, 1)
+        sb.addPermanentWidget(self._metrics_label)
+        sb.addPermanentWidget(self._serve_label)
+
+        self._build_menus()
+        self._wire()
+
+        # Data rate and redraw rate are independent: pollers fill the store, this timer
+        # draws whatever is there.
+        self._redraw = QTimer(self)
+        self._redraw.setInterval(int(1000 / REDRAW_HZ))
+        self._redraw.timeout.connect(self._on_redraw_timer_timeout)
+        self._redraw.start()
+
+        geometry, state = settings.geometry()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state)
+        self._update_actions()
+
+    def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
+        dock = QDockWidget(title, self)
+        dock.setObjectName(title.replace(" ", "_"))
+        dock.setWidget(widget)
+        self.addDockWidget(area, dock)
+        return dock
+
+    # -- menus ---------------------------------------------------------------------------------
+    def _build_menus(self) -> None:
+        cluster = self.menuBar().addMenu("&Cluster")
+        self.connect_action = self._action(cluster, "&Connect…", "Ctrl+K",
+                                           "Connect to a local or remote Ray cluster",
+                                           self.show_connect_dialog)
+        self.disconnect_action = self._action(
+            cluster, "&Disconnect", None,
+            "Disconnect (stops the local cluster if this console started it)",
+            self.session.disconnect)
+        cluster.addSeparator()
+        self._action(cluster, "&Quit", QKeySequence.StandardKey.Quit, "Quit serve-console",
+                     self.close)
+
+        self.deploy_menu = self.menuBar().addMenu("&Deploy demo")
+        self.deploy_actions: dict[str, QAction] = {}
+        for i, demo in enumerate(self.catalog.values(), start=1):
+            action = self._action(self.deploy_menu, demo.title, f"Ctrl+{i}", demo.summary,
+                                  lambda _=False, d=demo: self.deploy_demo(d))
+            self.deploy_actions[demo.key] = action
+
+        view = self.menuBar().addMenu("&View")
+        view.addAction(self.plots.pause_action())
+        view.addSeparator()
+        view.addAction(self.load_dock.toggleViewAction())
+        view.addAction(self.log_dock.toggleViewAction())
+
+        help_menu = self.menuBar().addMenu("&Help")
+        self._action(help_menu, "&About serve-console", None, "About this program",
+                     self._on_about_triggered)
+
+    def _action(self, menu, text, shortcut, tip, slot) -> QAction:
+        action = QAction(text, self)
+        if shortcut:
+            action.setShortcut(QKeySequence(shortcut))
+        action.setToolTip(tip)
+        action.setStatusTip(tip)
+        action.triggered.connect(slot)
+        menu.addAction(action)
+        return action
+
+    def _wire(self) -> None:
+        s = self.session
+        s.connecting.connect(self._on_session_connecting)
+        s.connected.connect(self._on_session_connected)
+        s.connect_failed.connect(self._on_session_connect_failed)
+        s.disconnected.connect(self._on_session_disconnected)
+        s.status_changed.connect(self._on_session_status_changed)
+        s.status_failed.connect(self._on_session_status_failed)
+        s.event.connect(self.event_log.add)
+        s.deploy_progress.connect(self._on_session_deploy_progress)
+        s.deploy_finished.connect(self._on_session_deploy_finished)
+        s.load_stats.connect(self._on_session_load_stats)
+        s.metrics_state.connect(self._on_session_metrics_state)
+        self.tree.deployment_selected.connect(self._on_tree_deployment_selected)
+        self.load_panel.start_requested.connect(self._on_load_panel_start_requested)
+        self.load_panel.stop_requested.connect(self._on_load_panel_stop_requested)
+        self.load_panel.rate_changed.connect(self._on_load_panel_rate_changed)
+
+    # -- actions ----------------------------------------------------------------------------------
+    def show_connect_dialog(self) -> None:
+        if self._dialog is None:
+            self._dialog = ConnectDialog(self)
+            self._dialog.connect_requested.connect(self._on_dialog_connect_requested)
+            self._dialog.cancel_requested.connect(self._on_dialog_cancel_requested)
+        self._dialog.set_recent(self.settings.recent_addresses())
+        self._dialog.show()
+        self._dialog.raise_()
+
+    def connect_local(self) -> None:
+        self.session.connect_local()
+
+    def connect_remote(self, url: str, token: str | None) -> None:
+        self.session.connect_remote(url, token)
+
+    def deploy_demo(self, demo: Demo) -> None:
+        if self.session.client is None:
+            QMessageBox.information(self, "Not connected",
+                                    "Connect to a cluster first (Cluster → Connect…).")
+            return
+        self.deploy_actions[demo.key].setEnabled(False)
+        self.statusBar().showMessage(f"Deploying {demo.title}…")
+        self.session.deploy(demo)
+
+    def _update_actions(self) -> None:
+        connected = self.session.client is not None
+        self.disconnect_action.setEnabled(connected)
+        for action in self.deploy_actions.values():
+            action.setEnabled(connected)
+        self._update_load_target()
+
+    # -- session slots ------------------------------------------------------------------------------
+    @Slot(str)
+    def _on_session_connecting(self, text: str) -> None:
+        self._connection_label.setText(text)
+        if self._dialog is not None and self._dialog.isVisible():
+            self._dialog.show_progress(text)
+
+    @Slot(object)
+    def _on_session_connected(self, info: ConnectionInfo) -> None:
+        self._connection_label.setText(f"Connected: {info.describe()}")
+        self.setWindowTitle(f"serve-console — {info.url}")
+        if info.local:
+            self.settings.set_last_mode("local")
+        else:
+            self.settings.set_last_mode("remote")
+            self.settings.add_recent_address(info.url)
+        if self._dialog is not None and self._dialog.isVisible():
+            self._dialog.accept()
+        self._update_actions()
+
+    @Slot(str)
+    def _on_session_connect_failed(self, message: str) -> None:
+        self._connection_label.setText("Not connected")
+        self.event_log.add(f"Connect failed: {message}", "error")
+        if self._dialog is not None and self._dialog.isVisible():
+            self._dialog.show_error(message)
+        self._update_actions()
+
+    @Slot()
+    def _on_session_disconnected(self) -> None:
+        self._connection_label.setText("Not connected")
+        self._serve_label.setText("")
+        self.setWindowTitle("serve-console")
+        self.tree.set_status(ServeStatus())
+        self.load_panel.set_running(False)
+        self._update_actions()
+
+    @Slot(object)
+    def _on_session_status_changed(self, status: ServeStatus) -> None:
+        self.tree.set_status(status)
+        base = self.session.serve_http_base()
+        self._serve_label.setText(f"Serve HTTP: {base}" if base else "Serve not running")
+        if self.plots.key() is None and status.applications:
+            # Show something useful without a click: the first deployment.
+            app = status.applications[0]
+            if app.deployments:
+                self._select(app.name, app.deployments[0].name)
+        self._update_load_target()
+
+    @Slot(str)
+    def _on_session_status_failed(self, message: str) -> None:
+        self._serve_label.setText("Cluster not answering")
+        self._serve_label.setToolTip(message)
+
+    @Slot(str)
+    def _on_session_deploy_progress(self, text: str) -> None:
+        self.statusBar().showMessage(text, 10_000)
+        self.event_log.add(text, "info")
+
+    @Slot(bool, str, str)
+    def _on_session_deploy_finished(self, ok: bool, app: str, message: str) -> None:
+        self._update_actions()
+        self.statusBar().showMessage(
+            f"{app}: {message}" if ok else f"Deploy of {app} failed", 10_000)
+        if ok:
+            status = self.session.status
+            a = status.application(app) if status else None
+            if a is not None and a.deployments:
+                self._select(app, a.deployments[0].name)
+        elif not self._closing:
+            QMessageBox.warning(self, f"Deploy of {app} failed", message)
+
+    @Slot(object)
+    def _on_session_load_stats(self, stats) -> None:
+        self.load_panel.set_stats(stats.sent, stats.ok, stats.errors, stats.achieved_rps,
+                                  stats.p50_ms, stats.p99_ms)
+
+    @Slot(str)
+    def _on_session_metrics_state(self, problem: str) -> None:
+        self._metrics_label.setText("Metrics: direct scrape" if not problem
+                                    else "Metrics: unavailable")
+        self._metrics_label.setToolTip(problem or "Scraping each node's metrics endpoint")
+
+    # -- widget slots -------------------------------------------------------------------------------
+    def _select(self, app: str, deployment: str) -> None:
+        self.tree.select_deployment(app, deployment)
+        self.plots.set_key((app, deployment))
+        self._update_load_target()
+
+    @Slot(str, str)
+    def _on_tree_deployment_selected(self, app: str, deployment: str) -> None:
+        self.plots.set_key((app, deployment))
+        self._update_load_target()
+
+    def _selected_demo(self) -> Demo | None:
+        key = self.plots.key()
+        status = self.session.status
+        if key is None or status is None:
+            # Nothing selected yet: the first deployed demo is the natural target.
+            for demo in self.catalog.values():
+                if status is not None and status.application(demo.app_name):
+                    return demo
+            return None
+        return next((d for d in self.catalog.values() if d.app_name == key[0]), None)
+
+    def _update_load_target(self) -> None:
+        demo = self._selected_demo()
+        target = self.session.load_target_for(demo) if demo else None
+        if target is None:
+            self.load_panel.set_target("No demo application to send load to")
+            self.load_panel.set_enabled_for_target(self.session.load_running)
+        else:
+            self.load_panel.set_target(f"{target.method} {target.url}")
+            self.load_panel.set_enabled_for_target(True)
+
+    def start_load(self, rps: float) -> bool:
+        demo = self._selected_demo()
+        target = self.session.load_target_for(demo) if demo else None
+        if target is None:
+            self.event_log.add("No demo application to send load to.", "warning")
+            self.load_panel.set_running(False)
+            return False
+        self.settings.set_load_rps(rps)
+        self.session.start_load(target, rps)
+        self.load_panel.set_running(True)
+        return True
+
+    @Slot(float)
+    def _on_load_panel_start_requested(self, rps: float) -> None:
+        self.start_load(rps)
+
+    @Slot()
+    def _on_load_panel_stop_requested(self) -> None:
+        self.session.stop_load()
+        self.load_panel.set_running(False)
+
+    @Slot(float)
+    def _on_load_panel_rate_changed(self, rps: float) -> None:
+        self.settings.set_load_rps(rps)
+        self.session.set_load_rate(rps)
+
+    @Slot(object)
+    def _on_dialog_connect_requested(self, target: ConnectTarget) -> None:
+        if target.local:
+            self.connect_local()
+        else:
+            self.connect_remote(target.url, target.token)
+
+    @Slot()
+    def _on_dialog_cancel_requested(self) -> None:
+        self.session.cancel_connect()
+        self._connection_label.setText("Not connected")
+
+    @Slot()
+    def _on_redraw_timer_timeout(self) -> None:
+        self.plots.refresh(time.time())
+
+    @Slot()
+    def _on_about_triggered(self) -> None:
+        QMessageBox.about(
+            self, "About serve-console",
+            "serve-console — a monitoring and control console for Ray Serve.\n\n"
+            "Deploy the bundled demos, put load on them and watch queue depth, latency "
+            "percentiles and batch sizes live.")
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self._closing = True
+        self._redraw.stop()
+        self.settings.set_geometry(self.saveGeometry(), self.saveState())
+        self.settings.sync()
+        super().closeEvent(event)

@@ -1,0 +1,313 @@
+"""One connection to one cluster, and everything that runs against it.
+
+The Session owns the cluster client, the embedded local cluster (when it started one),
+the pollers, the metrics store and the load generator. All network work runs on its
+TaskRunners; results come back as Qt signals on the GUI thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from backend.catalog import Demo
+from backend.cluster_client import ClusterClient
+from backend.deployer import deploy_demo
+from backend.errors import ConsoleError
+from backend.loadgen import LoadGenerator, LoadTarget
+from backend.local_cluster import LocalCluster
+from backend.metrics.direct import DirectScrapeSource
+from backend.metrics.series import SeriesStore
+from backend.model import ServeStatus
+from console.tasks import Poller, TaskRunner
+
+log = logging.getLogger(__name__)
+
+STATUS_INTERVAL_MS = 1000
+METRICS_INTERVAL_MS = 1000
+LOAD_STATS_INTERVAL_MS = 500
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    url: str
+    local: bool
+    ray_version: str
+    token: str | None = None
+
+    def describe(self) -> str:
+        where = "local cluster" if self.local else "remote cluster"
+        return f"{where} {self.url} (Ray {self.ray_version})"
+
+
+def user_message(error: BaseException) -> str:
+    """What to show a user for an error from a background task."""
+    if isinstance(error, ConsoleError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
+
+
+class Session(QObject):
+    connecting = Signal(str)          # progress text while connecting
+    connected = Signal(object)        # ConnectionInfo
+    connect_failed = Signal(str)
+    disconnected = Signal()
+    status_changed = Signal(object)   # ServeStatus
+    status_failed = Signal(str)
+    event = Signal(str, str)          # message, level ("info", "warning", "error")
+    deploy_progress = Signal(str)
+    deploy_finished = Signal(bool, str, str)  # ok, app name, message
+    load_stats = Signal(object)       # backend.loadgen.LoadStats
+    metrics_state = Signal(str)       # "" when fine, else why metrics are missing
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        # Separate pools: a long deploy never delays a status or metrics poll.
+        self._poll_runner = TaskRunner("poll", max_workers=2, parent=self)
+        self._action_runner = TaskRunner("action", max_workers=2, parent=self)
+        self.store = SeriesStore()
+        self.client: ClusterClient | None = None
+        self.info: ConnectionInfo | None = None
+        self.status: ServeStatus | None = None
+        self._local: LocalCluster | None = None
+        self._source: DirectScrapeSource | None = None
+        self._status_poller: Poller | None = None
+        self._metrics_poller: Poller | None = None
+        self._load: LoadGenerator | None = None
+        self._load_timer = QTimer(self)
+        self._load_timer.setInterval(LOAD_STATS_INTERVAL_MS)
+        self._load_timer.timeout.connect(self._on_load_timer_tick)
+        self._connect_generation = 0
+        self._status_error: str | None = None
+        self._metrics_error: str | None = None
+
+    # -- connecting -------------------------------------------------------------------
+    @property
+    def local_cluster(self) -> LocalCluster | None:
+        return self._local
+
+    def connect_local(self, num_cpus: int | None = None) -> None:
+        """Start an embedded Ray head and connect to it exactly like a remote one."""
+        self.disconnect()
+        generation = self._begin_connect()
+        cluster = LocalCluster(num_cpus=num_cpus)
+        self._local = cluster
+
+        def work():
+            cluster.start(progress=lambda text: self.connecting.emit(text))
+            client = ClusterClient(cluster.dashboard_url, cluster.token)
+            version = client.check()
+            return client, version
+
+        def done(result):
+            if generation != self._connect_generation:
+                return  # cancelled meanwhile; disconnect() already stopped the cluster
+            client, version = result
+            self._on_connected(client, ConnectionInfo(
+                client.url, True, version.get("ray_version", "?"), cluster.token))
+
+        self.connecting.emit("Starting a local Ray cluster…")
+        self._action_runner.submit(work, on_done=done,
+                                   on_error=lambda e: self._on_connect_error(generation, e))
+
+    def connect_remote(self, url: str, token: str | None = None) -> None:
+        self.disconnect()
+        generation = self._begin_connect()
+
+        def work():
+            client = ClusterClient(url, token)  # validates the address itself
+            version = client.check()
+            return client, version
+
+        def done(result):
+            if generation != self._connect_generation:
+                return
+            client, version = result
+            self._on_connected(client, ConnectionInfo(
+                client.url, False, version.get("ray_version", "?"), token))
+
+        self.connecting.emit(f"Connecting to {url}…")
+        self._action_runner.submit(work, on_done=done,
+                                   on_error=lambda e: self._on_connect_error(generation, e))
+
+    def cancel_connect(self) -> None:
+        self._connect_generation += 1
+        self._stop_local_async()
+
+    def _begin_connect(self) -> int:
+        self._connect_generation += 1
+        return self._connect_generation
+
+    def _on_connect_error(self, generation: int, error: BaseException) -> None:
+        if generation != self._connect_generation:
+            return
+        self._stop_local_async()
+        self.connect_failed.emit(user_message(error))
+
+    def _on_connected(self, client: ClusterClient, info: ConnectionInfo) -> None:
+        self.client = client
+        self.info = info
+        self.store.clear()
+        self._source = DirectScrapeSource(client.metrics_targets, window_s=5.0)
+        self._status_poller = Poller(self._poll_runner, client.serve_status,
+                                     STATUS_INTERVAL_MS, self._on_status_result,
+                                     self._on_status_error, parent=self)
+        self._metrics_poller = Poller(self._poll_runner, self._poll_metrics,
+                                      METRICS_INTERVAL_MS, self._on_metrics_result,
+                                      self._on_metrics_error, parent=self)
+        self._status_poller.start()
+        self._metrics_poller.start()
+        self.event.emit(f"Connected to {info.describe()}.", "info")
+        self.connected.emit(info)
+
+    def disconnect(self) -> None:
+        """Stop everything that runs against the cluster; stop the cluster we started."""
+        self._connect_generation += 1
+        for poller in (self._status_poller, self._metrics_poller):
+            if poller is not None:
+                poller.stop()
+                poller.deleteLater()
+        self._status_poller = self._metrics_poller = None
+        self.stop_load()
+        if self._source is not None:
+            source, self._source = self._source, None
+            self._action_runner.submit(source.close)
+        was_connected = self.client is not None
+        self.client = None
+        self.info = None
+        self.status = None
+        self._stop_local_async()
+        if was_connected:
+            self.disconnected.emit()
+
+    def _stop_local_async(self) -> None:
+        local, self._local = self._local, None
+        if local is not None:
+            # Stopping takes seconds; never on the GUI thread.
+            self._action_runner.submit(local.stop)
+
+    def shutdown(self) -> None:
+        """At exit: disconnect, then wait for the background work (the local cluster's
+        stop included) to finish. The window is already closed when this blocks."""
+        self.disconnect()
+        self._poll_runner.shutdown(wait=False)
+        self._action_runner.shutdown(wait=True)
+
+    # -- polling ----------------------------------------------------------------------
+    def _poll_metrics(self):
+        source = self._source
+        if source is None:
+            return None
+        t, values = source.poll()
+        self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
+        return source.last_error
+
+    def _on_status_result(self, status: ServeStatus) -> None:
+        self.status = status
+        if self._status_error is not None:
+            self.event.emit("Cluster status is answering again.", "info")
+            self._status_error = None
+        self.status_changed.emit(status)
+
+    def _on_status_error(self, error: BaseException) -> None:
+        text = user_message(error)
+        if text != self._status_error:
+            self._status_error = text
+            self.event.emit(f"Cluster status: {text}", "error")
+        self.status_failed.emit(text)
+
+    def _on_metrics_result(self, last_error: str | None) -> None:
+        if last_error != self._metrics_error:
+            self._metrics_error = last_error
+            if last_error:
+                self.event.emit(f"Metrics: {last_error}", "warning")
+            self.metrics_state.emit(last_error or "")
+
+    def _on_metrics_error(self, error: BaseException) -> None:
+        self._on_metrics_result(user_message(error))
+
+    # -- deploying ----------------------------------------------------------------------
+    def deploy(self, demo: Demo) -> None:
+        client = self.client
+        if client is None:
+            self.deploy_finished.emit(False, demo.app_name, "Not connected to a cluster.")
+            return
+        http_new = None
+        if self._local is not None:
+            # This console started the cluster, so it picks the Serve port (free, not 8000).
+            http_new = {"host": "127.0.0.1", "port": self._local.serve_http_port}
+
+        def work():
+            return deploy_demo(client, demo, http_options_if_new=http_new,
+                               progress=lambda text: self.deploy_progress.emit(text))
+
+        self.event.emit(f"Deploying demo '{demo.title}'…", "info")
+        self._action_runner.submit(
+            work,
+            on_done=lambda status: self._on_deploy_done(demo, status),
+            on_error=lambda e: self._on_deploy_error(demo, e),
+        )
+
+    def _on_deploy_done(self, demo: Demo, status: ServeStatus) -> None:
+        self._on_status_result(status)
+        self.event.emit(f"'{demo.app_name}' is RUNNING.", "info")
+        self.deploy_finished.emit(True, demo.app_name, "RUNNING")
+
+    def _on_deploy_error(self, demo: Demo, error: BaseException) -> None:
+        text = user_message(error)
+        self.event.emit(f"Deploying '{demo.app_name}' failed: {text}", "error")
+        self.deploy_finished.emit(False, demo.app_name, text)
+
+    # -- load -------------------------------------------------------------------------------
+    def serve_http_base(self) -> str | None:
+        """The Serve proxy's address as the cluster reports it (never an assumed 8000)."""
+        status, client = self.status, self.client
+        if status is None or client is None or not status.http_port:
+            return None
+        host = status.http_host or client.host
+        if host in ("0.0.0.0", "::", ""):
+            # Bound on every interface: reach it at the host we reach the dashboard on.
+            host = client.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{status.http_port}"
+
+    def load_target_for(self, demo: Demo) -> LoadTarget | None:
+        base = self.serve_http_base()
+        app = self.status.application(demo.app_name) if self.status else None
+        if base is None or app is None or app.route_prefix is None:
+            return None
+        prefix = "" if app.route_prefix == "/" else app.route_prefix
+        return LoadTarget(url=f"{base}{prefix}{demo.load.path}", method=demo.load.method,
+                          body=demo.load.body)
+
+    def start_load(self, target: LoadTarget, rps: float) -> None:
+        self.stop_load()
+        self._load = LoadGenerator(target)
+        self._load.start(rps)  # returns at once: the generator has its own thread
+        self._load_timer.start()
+        self.event.emit(f"Load: {rps:g} requests/s → {target.method} {target.url}", "info")
+
+    def set_load_rate(self, rps: float) -> None:
+        if self._load is not None:
+            self._load.set_rate(rps)
+            self.event.emit(f"Load rate set to {rps:g} requests/s.", "info")
+
+    def stop_load(self) -> None:
+        load, self._load = self._load, None
+        self._load_timer.stop()
+        if load is not None:
+            # stop() joins the generator thread (≤ ~1 s): do it off the GUI thread.
+            threading.Thread(target=load.stop, name="loadgen-stop", daemon=True).start()
+            self.event.emit("Load stopped.", "info")
+
+    @property
+    def load_running(self) -> bool:
+        return self._load is not None
+
+    def _on_load_timer_tick(self) -> None:
+        if self._load is not None:
+            self.load_stats.emit(self._load.stats())
