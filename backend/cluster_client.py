@@ -37,6 +37,8 @@ def normalize_url(url: str) -> str:
         parts = urlsplit(text)
         port = parts.port
     except ValueError as e:
+        if "port" in str(e).lower():
+            raise ConnectError(f"'{url}' has an invalid port (1–65535).") from None
         raise ConnectError(f"'{url}' is not a valid address: {e}.") from None
     if parts.scheme not in ("http", "https"):
         raise ConnectError(
@@ -45,7 +47,7 @@ def normalize_url(url: str) -> str:
     if not parts.hostname:
         raise ConnectError(f"'{url}' has no host name.")
     if port is not None and not 0 < port < 65536:
-        raise ConnectError(f"'{url}' has an invalid port.")
+        raise ConnectError(f"'{url}' has an invalid port (1–65535).")
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
 
 

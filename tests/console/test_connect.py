@@ -1,0 +1,136 @@
+"""Connecting: clear messages for bad addresses, and the GUI thread never waits."""
+
+from __future__ import annotations
+
+import http.server
+import socket
+import threading
+import time
+
+import pytest
+from PySide6.QtCore import QTimer
+
+from backend.ports import free_ports
+from console.session import Session
+
+
+class StallMeter:
+    """Measures the longest gap between 10 ms timer ticks: a blocked event loop shows."""
+
+    def __init__(self) -> None:
+        self.max_gap = 0.0
+        self._last = time.monotonic()
+        self._timer = QTimer()
+        self._timer.setInterval(10)
+        self._timer.timeout.connect(self._tick)
+        self._timer.start()
+
+    def _tick(self) -> None:
+        now = time.monotonic()
+        self.max_gap = max(self.max_gap, now - self._last)
+        self._last = now
+
+    def stop(self) -> None:
+        self._timer.stop()
+
+
+@pytest.fixture
+def not_ray_server():
+    """A web server that is not Ray: answers every path with an HTML page."""
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            body = b"<html><body>Hello, I am not Ray</body></html>"
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}"
+    server.shutdown()
+
+
+@pytest.fixture
+def black_hole():
+    """Accepts connections and never answers: what a hung dashboard looks like."""
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(16)
+    yield f"http://127.0.0.1:{sock.getsockname()[1]}"
+    sock.close()
+
+
+def connect_and_wait(qtbot, session: Session, url: str, token=None, timeout_ms=15_000):
+    messages = []
+    session.connect_failed.connect(messages.append)
+    meter = StallMeter()
+    started = time.monotonic()
+    with qtbot.waitSignal(session.connect_failed, timeout=timeout_ms):
+        session.connect_remote(url, token)
+    elapsed = time.monotonic() - started
+    meter.stop()
+    return messages[0], elapsed, meter.max_gap
+
+
+@pytest.fixture
+def session(qtbot):
+    s = Session()
+    yield s
+    s.shutdown()
+
+
+def test_nothing_listening(qtbot, session):
+    port = free_ports(1)[0]
+    message, elapsed, stall = connect_and_wait(qtbot, session, f"http://127.0.0.1:{port}")
+    assert "Connection refused" in message and "nothing is listening" in message
+    assert elapsed < 5
+    assert stall < 0.1
+
+
+def test_web_server_that_is_not_ray(qtbot, session, not_ray_server):
+    message, elapsed, _ = connect_and_wait(qtbot, session, not_ray_server)
+    assert "not a Ray dashboard" in message
+    assert elapsed < 5
+
+
+@pytest.mark.parametrize("url,expected", [
+    ("htp://example", "http:// or https://"),
+    ("http://", "no host"),
+    ("http://127.0.0.1:99999", "invalid"),
+    ("", "Enter the dashboard address"),
+])
+def test_malformed_addresses(qtbot, session, url, expected):
+    message, elapsed, _ = connect_and_wait(qtbot, session, url)
+    assert expected in message
+    assert elapsed < 2
+
+
+def test_hung_server_times_out_without_freezing_the_gui(qtbot, session, black_hole):
+    message, elapsed, stall = connect_and_wait(qtbot, session, black_hole)
+    assert "timeout" in message
+    assert elapsed < 8
+    # The event loop kept turning the whole time.
+    assert stall < 0.1
+
+
+def test_token_required_and_wrong_token(qtbot, session, ray_cluster):
+    message, _, _ = connect_and_wait(qtbot, session, ray_cluster.dashboard_url)
+    assert "requires a token" in message
+    message, _, _ = connect_and_wait(qtbot, session, ray_cluster.dashboard_url, "wrong")
+    assert "rejected the token" in message
+
+
+def test_connects_with_the_right_token(qtbot, session, ray_cluster):
+    with qtbot.waitSignal(session.connected, timeout=15_000) as blocker:
+        session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+    info = blocker.args[0]
+    assert info.ray_version == "2.60.0" and not info.local
+    # The status poller runs: a snapshot arrives within a few seconds.
+    with qtbot.waitSignal(session.status_changed, timeout=10_000):
+        pass
