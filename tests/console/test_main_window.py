@@ -1,0 +1,98 @@
+"""The main window against a real cluster: deploy from the menu, load, live curves."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.catalog import load_catalog
+from console.main_window import MainWindow
+from console.session import Session
+from console.settings import Settings
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, ray_cluster, batched_demo):
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(win)
+    win.show()
+    with qtbot.waitSignal(session.connected, timeout=20_000):
+        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+    yield win
+    win.close()
+    session.shutdown()
+
+
+def curve_points(win: MainWindow, name: str) -> tuple[np.ndarray, np.ndarray]:
+    x, y = win.plots.curves()[name].getData()
+    if x is None:
+        return np.empty(0), np.empty(0)
+    return np.asarray(x), np.asarray(y)
+
+
+def test_deploy_menu_load_and_live_curves(qtbot, window):
+    session = window.session
+    action = window.deploy_actions["batched"]
+    assert action.isEnabled()
+    with qtbot.waitSignal(session.deploy_finished, timeout=240_000) as blocker:
+        action.trigger()
+    ok, app, message = blocker.args
+    assert ok, message
+    assert window.plots.key() == ("batched", "BatchedClassifier")
+
+    assert window.start_load(40.0)
+    try:
+        def plotted():
+            window.plots.refresh(time.time())
+            x, rps = curve_points(window, "requests_per_s")
+            _, p50 = curve_points(window, "latency_p50_ms")
+            _, batch = curve_points(window, "batch_size")
+            assert len(rps) >= 3 and len(p50) >= 1 and len(batch) >= 1
+            # Plausible, not merely present: the newest rate is near the offered 40/s.
+            assert 28 <= rps[-1] <= 52, rps[-5:]
+            assert np.all(p50 > 0)
+            assert np.all(batch >= 1)
+
+        qtbot.waitUntil(plotted, timeout=60_000)
+        # Every plot says how old its newest data is.
+        assert "old" in window.plots.age_text("Throughput")
+    finally:
+        session.stop_load()
+
+
+def test_tree_shows_applications_and_replicas(qtbot, window):
+    def listed():
+        status = window.session.status
+        assert status is not None and status.application("batched") is not None
+        dep = status.deployment("batched", "BatchedClassifier")
+        assert dep.running_replicas >= 1
+        assert window.tree.topLevelItemCount() >= 1
+        names = [window.tree.topLevelItem(i).text(0)
+                 for i in range(window.tree.topLevelItemCount())]
+        assert any("batched" in n for n in names)
+
+    qtbot.waitUntil(listed, timeout=20_000)
+
+
+def test_scripted_run_deploys_loads_and_saves_a_screenshot(tmp_path, ray_cluster,
+                                                           batched_demo):
+    shot = tmp_path / "shot.png"
+    exe = Path(sys.executable).with_name("serve-console")
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", RAY_AUTH_TOKEN=ray_cluster.token,
+               SERVE_CONSOLE_SETTINGS=str(tmp_path / "s.ini"))
+    r = subprocess.run(
+        [str(exe), "--address", ray_cluster.dashboard_url, "--demo", "batched",
+         "--rps", "20", "--screenshot", str(shot), "--exit-after", "30"],
+        env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert shot.exists() and shot.stat().st_size > 10_000
+    # It connected to the cluster it was given and left that cluster running.
+    import requests
+    assert requests.get(ray_cluster.dashboard_url + "/api/version", timeout=5).ok
