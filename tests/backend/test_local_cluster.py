@@ -1,0 +1,37 @@
+"""The embedded cluster: starts on free ports with its own token, stops only itself."""
+
+from __future__ import annotations
+
+import os
+
+import requests
+
+from backend.local_cluster import LocalCluster
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+
+
+def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
+    other = LocalCluster(num_cpus=1)
+    try:
+        url = other.start(timeout_s=120)
+        assert other.dashboard_port != ray_cluster.dashboard_port
+        # Token auth is on with the token this console chose.
+        assert requests.get(url + "/api/serve/applications/", timeout=10).status_code == 401
+        r = requests.get(url + "/api/serve/applications/", timeout=10,
+                         headers={"Authorization": f"Bearer {other.token}"})
+        assert r.status_code == 200
+        pgid = other._proc.pid
+    finally:
+        other.stop()
+    assert not other.running
+    assert not _group_alive(pgid)
+    # The session's cluster is untouched.
+    r = requests.get(ray_cluster.dashboard_url + "/api/version", timeout=10)
+    assert r.ok and r.json()["ray_version"] == "2.60.0"
