@@ -1,0 +1,127 @@
+"""AppTree shows Serve's state and keeps the user's place across polls."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtGui import QColor
+
+from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
+from widgets.app_tree import (
+    COL_MESSAGE,
+    COL_NAME,
+    COL_REPLICAS,
+    COL_STATUS,
+    PLACEHOLDER_TEXT,
+    READ_ONLY_NOTE,
+    STATUS_COLORS,
+    AppTree,
+)
+
+
+def replicas(n: int, state: str = "RUNNING") -> tuple[ReplicaInfo, ...]:
+    return tuple(ReplicaInfo(f"r{i}", state, node_ip="10.0.0.1", pid=100 + i) for i in range(n))
+
+
+def status(running: int = 1, target: int = 1, model_status: str = "HEALTHY",
+           model_message: str = "", with_code_app: bool = False) -> ServeStatus:
+    apps = [ApplicationInfo(
+        "batched", "RUNNING", route_prefix="/batched", deployed_config={"name": "batched"},
+        deployments=(
+            DeploymentInfo("batched", "Ingress", "HEALTHY", replicas=replicas(1),
+                           target_num_replicas=1),
+            DeploymentInfo("batched", "Model", model_status, message=model_message,
+                           replicas=replicas(running), target_num_replicas=target),
+        ))]
+    if with_code_app:
+        apps.append(ApplicationInfo(
+            "scripted", "RUNNING", deployed_config=None,
+            deployments=(DeploymentInfo("scripted", "F", "HEALTHY", replicas=replicas(1),
+                                        target_num_replicas=1),)))
+    return ServeStatus(applications=tuple(apps), serve_running=True)
+
+
+@pytest.fixture
+def tree(qtbot) -> AppTree:
+    t = AppTree()
+    qtbot.addWidget(t)
+    return t
+
+
+def test_placeholder_until_there_are_applications(tree):
+    assert tree.topLevelItemCount() == 1
+    assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
+    tree.set_status(status())
+    assert tree.placeholder_item() is None
+    assert [tree.topLevelItem(i).text(COL_NAME) for i in range(tree.topLevelItemCount())] == [
+        "batched"]
+    tree.set_status(ServeStatus())
+    assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
+    assert tree.selected_key() is None
+
+
+def test_update_in_place_keeps_selection_and_expansion(qtbot, tree):
+    tree.set_status(status(running=1, target=2))
+    model = tree.deployment_item("batched", "Model")
+    assert model.text(COL_REPLICAS) == "1/2"
+    with qtbot.waitSignal(tree.deployment_selected) as sig:
+        tree.setCurrentItem(model)
+    assert sig.args == ["batched", "Model"]
+    model.setExpanded(True)
+    tree.app_item("batched").setExpanded(False)
+
+    # The next poll: a replica started. No new selection signal, same item, same state.
+    with qtbot.assertNotEmitted(tree.deployment_selected), \
+            qtbot.assertNotEmitted(tree.selection_cleared):
+        tree.set_status(status(running=2, target=2))
+    assert tree.deployment_item("batched", "Model") is model
+    assert model.text(COL_REPLICAS) == "2/2"
+    assert model.isSelected() and tree.selected_key() == ("batched", "Model")
+    assert model.isExpanded() and not tree.app_item("batched").isExpanded()
+    assert model.childCount() == 2
+    assert model.child(1).text(COL_NAME) == "r1"
+    assert "10.0.0.1" in model.child(1).text(COL_MESSAGE)
+
+    tree.set_status(status(running=1, target=1))
+    assert model.childCount() == 1 and model.text(COL_REPLICAS) == "1/1"
+
+
+def test_failed_deployment_is_red_with_its_message(tree):
+    msg = "Traceback (most recent call last):\n  ...\nRuntimeError: CUDA out of memory"
+    tree.set_status(status(model_status="DEPLOY_FAILED", model_message=msg, running=0))
+    model = tree.deployment_item("batched", "Model")
+    assert model.text(COL_STATUS) == "DEPLOY_FAILED"
+    assert model.foreground(COL_STATUS).color() == QColor(STATUS_COLORS["failed"])
+    assert "RuntimeError: CUDA out of memory" in model.text(COL_MESSAGE)
+    assert msg in model.toolTip(COL_NAME) and msg in model.toolTip(COL_MESSAGE)
+    ingress = tree.deployment_item("batched", "Ingress")
+    assert ingress.foreground(COL_STATUS).color() == QColor(STATUS_COLORS["healthy"])
+    # Recovery clears the message and the colour.
+    tree.set_status(status(model_status="UPDATING"))
+    assert model.text(COL_MESSAGE) == ""
+    assert model.foreground(COL_STATUS).color() == QColor(STATUS_COLORS["pending"])
+
+
+def test_code_deployed_application_is_marked_read_only(tree):
+    tree.set_status(status(with_code_app=True))
+    assert READ_ONLY_NOTE in tree.app_item("scripted").text(COL_NAME)
+    assert READ_ONLY_NOTE not in tree.app_item("batched").text(COL_NAME)
+
+
+def test_selecting_app_or_replica_selects_a_deployment(qtbot, tree):
+    tree.set_status(status(running=2, target=2))
+    with qtbot.waitSignal(tree.deployment_selected) as sig:
+        tree.setCurrentItem(tree.app_item("batched"))
+    assert sig.args == ["batched", "Ingress"]  # the first deployment
+    with qtbot.waitSignal(tree.deployment_selected) as sig:
+        tree.setCurrentItem(tree.replica_item("batched", "Model", "r1"))
+    assert sig.args == ["batched", "Model"]
+    assert tree.selected_key() == ("batched", "Model")
+
+
+def test_selected_deployment_disappearing_clears_selection(qtbot, tree):
+    tree.set_status(status(with_code_app=True))
+    assert tree.select_key("scripted", "F")
+    with qtbot.waitSignal(tree.selection_cleared):
+        tree.set_status(status())
+    assert tree.selected_key() is None
+    assert tree.app_item("scripted") is None

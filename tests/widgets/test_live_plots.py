@@ -1,0 +1,187 @@
+"""LivePlots draws what the store holds, for the selected deployment, in the chosen window."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication
+
+from backend.metrics.series import SERIES, SeriesStore
+from widgets.live_plots import PLOTS, STALE_AFTER_S, LivePlots
+
+KEY = ("app", "Model")
+OTHER = ("app", "Other")
+T0 = 1_700_000_000.0  # wall-clock seconds, as the pollers store them
+
+
+@pytest.fixture
+def store() -> SeriesStore:
+    s = SeriesStore()
+    # 120 s of one sample a second: rps = seconds since T0, so values identify times.
+    for i in range(120):
+        s.add(T0 + i, {KEY: {"requests_per_s": float(i), "latency_p99_ms": 100.0 + i},
+                       OTHER: {"requests_per_s": -1.0}})
+    return s
+
+
+@pytest.fixture
+def plots(qtbot, store) -> LivePlots:
+    w = LivePlots()
+    qtbot.addWidget(w)
+    w.resize(800, 600)
+    w.set_store(store)
+    w.set_key(KEY)
+    return w
+
+
+def test_every_plot_series_is_a_known_series():
+    for spec in PLOTS:
+        for c in spec.curves:
+            assert c.series in SERIES
+
+
+def test_curve_holds_the_points_inside_the_window_only(plots):
+    now = T0 + 119
+    plots.set_window(30.0)
+    plots.refresh(now)
+    x, y = plots.curves()["requests_per_s"].getData()
+    # Exactly the samples in [now - 30, now], with their values (not the other deployment's).
+    np.testing.assert_array_equal(x, T0 + np.arange(89, 120))
+    np.testing.assert_array_equal(y, np.arange(89, 120, dtype=float))
+    x0, x1 = plots.x_range()
+    assert x0 == pytest.approx(now - 30) and x1 == pytest.approx(now)
+
+    plots.set_window(None)  # "All"
+    plots.refresh(now)
+    x, _ = plots.curves()["requests_per_s"].getData()
+    assert len(x) == 120
+    assert plots.x_range()[0] == pytest.approx(T0)
+
+
+def test_follow_mode_moves_with_time(plots, store):
+    plots.set_window(30.0)
+    plots.refresh(T0 + 119)
+    store.add(T0 + 120, {KEY: {"requests_per_s": 120.0}})
+    plots.refresh(T0 + 125)
+    assert plots.x_range()[1] == pytest.approx(T0 + 125)
+    x, y = plots.curves()["requests_per_s"].getData()
+    assert x[-1] == T0 + 120 and y[-1] == 120.0
+    assert x[0] == T0 + 95
+
+
+def test_switching_deployment_shows_its_data(plots):
+    plots.refresh(T0 + 119)
+    plots.set_key(OTHER)
+    plots.refresh(T0 + 119)
+    _, y = plots.curves()["requests_per_s"].getData()
+    assert set(y) == {-1.0}
+    x, _ = plots.curves()["latency_p99_ms"].getData()
+    assert x is None or len(x) == 0  # OTHER has no latency series
+    plots.set_key(None)
+    plots.refresh(T0 + 119)
+    x, _ = plots.curves()["requests_per_s"].getData()
+    assert x is None or len(x) == 0
+    assert plots.age_text("Throughput") == "no data yet"
+
+
+def test_app_level_series_are_plotted_for_the_selected_deployment(plots, store):
+    store.add(T0 + 100, {("app", ""): {"http_latency_p99_ms": 42.0}})
+    store.add(T0 + 100, {("elsewhere", ""): {"http_latency_p50_ms": 7.0}})
+    plots.refresh(T0 + 119)
+    x, y = plots.curves()["http_latency_p99_ms"].getData()
+    assert list(x) == [T0 + 100] and list(y) == [42.0]
+    x, _ = plots.curves()["http_latency_p50_ms"].getData()
+    assert x is None or len(x) == 0  # another application's series is not ours
+    assert "HTTP p99" in plots.legend_labels("Latency")
+    assert "HTTP p50" not in plots.legend_labels("Latency")
+
+
+def test_legend_lists_only_series_with_data(plots):
+    plots.refresh(T0 + 119)
+    assert plots.legend_labels("Throughput") == [SERIES["requests_per_s"].label]
+    assert plots.legend_labels("Batch size") == []
+
+
+def test_pause_freezes_view_while_data_keeps_arriving(qtbot, plots, store):
+    plots.set_window(30.0)
+    plots.refresh(T0 + 119)
+    frozen = plots.x_range()
+    with qtbot.waitSignal(plots.paused_changed) as sig:
+        plots.set_paused(True)
+    assert sig.args == [True]
+    # Paused: the whole history so far is drawn (to pan back), but the view stays put.
+    # (xData is what was handed to setData; getData() is clipped to the visible range.)
+    x_paused = plots.curves()["requests_per_s"].xData
+    assert x_paused[0] == T0 and x_paused[-1] == T0 + 119
+    for i in range(120, 140):
+        store.add(T0 + i, {KEY: {"requests_per_s": float(i)}})
+        plots.refresh(T0 + i + 0.5)
+    assert plots.x_range() == pytest.approx(frozen)
+    assert plots.curves()["requests_per_s"].xData[-1] == T0 + 119  # nothing new drawn
+    # ...but the age label still tells the truth about the store.
+    assert plots.age_text("Throughput") == "data 0.5 s old"
+    # The user may zoom/pan only while paused.
+    vb = plots.plots()["Throughput"].getViewBox()
+    assert vb.state["mouseEnabled"] == [True, True]
+
+    plots.set_paused(False)
+    assert vb.state["mouseEnabled"] == [False, False]
+    plots.refresh(T0 + 140)
+    assert plots.x_range()[1] == pytest.approx(T0 + 140)
+    x, _ = plots.curves()["requests_per_s"].getData()
+    assert x[-1] == T0 + 139 and x[0] == T0 + 110
+
+
+def test_space_toggles_pause(qtbot, plots):
+    plots.show()
+    plots.activateWindow()
+    qtbot.waitUntil(lambda: QApplication.activeWindow() is plots)
+    plots.setFocus()
+    qtbot.keyClick(plots, Qt.Key.Key_Space)
+    assert plots.is_paused()
+    qtbot.keyClick(plots, Qt.Key.Key_Space)
+    assert not plots.is_paused()
+
+
+def test_age_label_reflects_newest_sample_and_turns_stale(plots):
+    plots.refresh(T0 + 119.7)
+    assert plots.age_text("Throughput") == "data 0.7 s old"
+    assert not plots.is_stale("Throughput")
+    assert plots.age_text("Batch size") == "no data yet"
+    plots.refresh(T0 + 119 + STALE_AFTER_S + 3)
+    assert plots.age_text("Throughput") == "data 8.0 s old"
+    assert plots.is_stale("Throughput")
+    title = plots.plots()["Throughput"].titleLabel.text
+    assert "data 8.0 s old" in title and "#ffb300" in title
+
+
+def test_markers_appear_on_every_plot_and_do_not_move_the_view(plots):
+    plots.set_window(30.0)
+    plots.refresh(T0 + 119)
+    before = plots.x_range()
+    plots.add_marker(T0 + 100, "max_batch_size 8 → 16")
+    assert plots.markers() == [(T0 + 100, "max_batch_size 8 → 16")]
+    for plot in plots.plots().values():
+        lines = [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
+        assert [ln.value() for ln in lines] == [T0 + 100]
+    plots.refresh(T0 + 119)
+    assert plots.x_range() == pytest.approx(before)
+    plots.clear_markers()
+    assert plots.markers() == []
+    for plot in plots.plots().values():
+        assert not [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
+
+
+def test_auto_refresh_draws_live_data(qtbot, store):
+    import time
+    w = LivePlots()
+    qtbot.addWidget(w)
+    s = SeriesStore()
+    w.set_store(s)
+    w.set_key(KEY)
+    w.start_auto_refresh(hz=50)
+    s.add(time.time(), {KEY: {"requests_per_s": 3.0}})
+    qtbot.waitUntil(lambda: len(w.curves()["requests_per_s"].getData()[1] or []) == 1,
+                    timeout=2000)
+    w.stop_auto_refresh()

@@ -1,0 +1,310 @@
+"""Tree of Serve applications → deployments → replicas, updated in place each poll.
+
+Items are kept across `set_status` calls (keyed by app / deployment / replica id) so
+the user's selection, expansion and scroll position survive the status poller.
+"""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QBrush, QColor, QFont
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
+
+from backend.model import FAILED, HEALTHY, PENDING, ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
+
+COL_NAME, COL_STATUS, COL_REPLICAS, COL_MESSAGE = range(4)
+HEADERS = ("Name", "Status", "Replicas", "Message")
+
+# Mid-tone colours that read on light and dark palettes alike.
+STATUS_COLORS = {"healthy": "#2e9d4f", "pending": "#d08a00", "failed": "#d03b3b"}
+
+PLACEHOLDER_TEXT = "No Serve applications — use Deploy demo"
+READ_ONLY_NOTE = "(deployed from code – read-only)"
+
+# Item roles: what a row stands for, independent of its display text.
+_KIND_ROLE = Qt.ItemDataRole.UserRole
+_KEY_ROLE = Qt.ItemDataRole.UserRole + 1
+_APP, _DEPLOYMENT, _REPLICA, _PLACEHOLDER = "app", "deployment", "replica", "placeholder"
+
+
+def status_class(status: str) -> str | None:
+    """'healthy' / 'pending' / 'failed' for a Serve status word, None if unknown."""
+    s = (status or "").upper()
+    if s in HEALTHY:
+        return "healthy"
+    if s in PENDING:
+        return "pending"
+    if s in FAILED:
+        return "failed"
+    return None
+
+
+class AppTree(QTreeWidget):
+    """Serve applications, their deployments and replicas, with coloured status."""
+
+    deployment_selected = Signal(str, str)  # (application, deployment)
+    selection_cleared = Signal()  # the selected deployment vanished or nothing is selected
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setColumnCount(len(HEADERS))
+        self.setHeaderLabels(list(HEADERS))
+        self.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self.setUniformRowHeights(True)
+        self.setAlternatingRowColors(True)
+        header = self.header()
+        header.setStretchLastSection(True)
+        header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Interactive)
+        self.setColumnWidth(COL_NAME, 220)
+        self.setColumnWidth(COL_STATUS, 110)
+        self.setColumnWidth(COL_REPLICAS, 70)
+        self.headerItem().setToolTip(COL_REPLICAS, "Running replicas / target replicas")
+        self.headerItem().setToolTip(COL_MESSAGE, "Serve's message, e.g. why a deployment failed")
+        self.setToolTip("Serve applications on the cluster. Select a deployment to plot "
+                        "its metrics and send load to it.")
+
+        self._apps: dict[str, QTreeWidgetItem] = {}
+        self._deployments: dict[tuple[str, str], QTreeWidgetItem] = {}
+        self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
+        self._emitted: tuple[str, str] | None = None
+        self._placeholder: QTreeWidgetItem | None = None
+        self._show_placeholder(True)
+
+        self.itemSelectionChanged.connect(self._on_tree_selection_changed)
+
+    # ----------------------------------------------------------------- public API
+
+    def set_status(self, status: ServeStatus) -> None:
+        """Show this snapshot, updating existing rows rather than rebuilding them."""
+        # Updates below may remove the selected row; report the outcome once at the end.
+        selected = self.selectedItems()
+        self.blockSignals(True)
+        try:
+            seen_apps: set[str] = set()
+            for app in status.applications:
+                seen_apps.add(app.name)
+                self._update_app(app)
+            for name in [n for n in self._apps if n not in seen_apps]:
+                self._remove_app(name)
+            self._show_placeholder(not self._apps)
+            if selected and not self._is_live(selected[0]):
+                # Qt would move the selection to a neighbouring row; plotting some other
+                # deployment the user never picked is worse than showing none.
+                self.clearSelection()
+                self.selectionModel().clearCurrentIndex()
+        finally:
+            self.blockSignals(False)
+        self._on_tree_selection_changed()
+
+    def selected_key(self) -> tuple[str, str] | None:
+        """(app, deployment) of the selection: a deployment row, a replica under one, or
+        an application's first deployment; None without a selection."""
+        items = self.selectedItems()
+        return self._key_for_item(items[0]) if items else None
+
+    def select_key(self, app: str, deployment: str) -> bool:
+        """Select a deployment's row (e.g. restoring the last session); False if absent."""
+        item = self._deployments.get((app, deployment))
+        if item is None:
+            return False
+        self.setCurrentItem(item)
+        return True
+
+    def deployment_item(self, app: str, deployment: str) -> QTreeWidgetItem | None:
+        return self._deployments.get((app, deployment))
+
+    def app_item(self, app: str) -> QTreeWidgetItem | None:
+        return self._apps.get(app)
+
+    def replica_item(self, app: str, deployment: str, replica_id: str) -> QTreeWidgetItem | None:
+        return self._replicas.get((app, deployment, replica_id))
+
+    def placeholder_item(self) -> QTreeWidgetItem | None:
+        return self._placeholder
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_tree_selection_changed(self) -> None:
+        key = self.selected_key()
+        if key == self._emitted:
+            return  # e.g. moving between replicas of one deployment: same plots, no signal
+        self._emitted = key
+        if key is None:
+            self.selection_cleared.emit()
+        else:
+            self.deployment_selected.emit(*key)
+
+    # ----------------------------------------------------------------- internals
+
+    def _is_live(self, item: QTreeWidgetItem) -> bool:
+        return any(item is i for d in (self._apps, self._deployments, self._replicas)
+                   for i in d.values())
+
+    def _key_for_item(self, item: QTreeWidgetItem) -> tuple[str, str] | None:
+        kind = item.data(COL_NAME, _KIND_ROLE)
+        if kind in (_DEPLOYMENT, _REPLICA):
+            return tuple(item.data(COL_NAME, _KEY_ROLE)[:2])  # type: ignore[return-value]
+        if kind == _APP:
+            first = item.child(0)
+            return self._key_for_item(first) if first is not None else None
+        return None
+
+    def _show_placeholder(self, show: bool) -> None:
+        if show and self._placeholder is None:
+            item = QTreeWidgetItem([PLACEHOLDER_TEXT])
+            item.setData(COL_NAME, _KIND_ROLE, _PLACEHOLDER)
+            item.setFlags(Qt.ItemFlag.NoItemFlags)  # not selectable: there is nothing to pick
+            item.setToolTip(COL_NAME, "Deploy a demo application, or `serve deploy` one, "
+                                      "and it will appear here.")
+            font = QFont(item.font(COL_NAME))
+            font.setItalic(True)
+            item.setFont(COL_NAME, font)
+            self.addTopLevelItem(item)
+            item.setFirstColumnSpanned(True)
+            self._placeholder = item
+        elif not show and self._placeholder is not None:
+            self.takeTopLevelItem(self.indexOfTopLevelItem(self._placeholder))
+            self._placeholder = None
+
+    def _update_app(self, app: ApplicationInfo) -> None:
+        item = self._apps.get(app.name)
+        if item is None:
+            item = QTreeWidgetItem()
+            item.setData(COL_NAME, _KIND_ROLE, _APP)
+            item.setData(COL_NAME, _KEY_ROLE, (app.name,))
+            self.addTopLevelItem(item)
+            item.setExpanded(True)  # new applications open on their deployments
+            self._apps[app.name] = item
+        name = app.name if app.declarative else f"{app.name}  {READ_ONLY_NOTE}"
+        _set_text(item, COL_NAME, name)
+        italic = not app.declarative
+        if item.font(COL_NAME).italic() != italic:
+            font = QFont(item.font(COL_NAME))
+            font.setItalic(italic)
+            item.setFont(COL_NAME, font)
+        self._set_status(item, app.status)
+        running = sum(d.running_replicas for d in app.deployments)
+        targets = [d.target_num_replicas for d in app.deployments]
+        target = sum(targets) if targets and all(t is not None for t in targets) else None
+        _set_text(item, COL_REPLICAS, _replica_text(running, target))
+        self._set_message(item, app.message)
+        tip = f"Application {app.name}: {app.status}"
+        if app.route_prefix:
+            tip += f"\nroute prefix {app.route_prefix}"
+        if not app.declarative:
+            tip += ("\nDeployed from code (serve.run): the console can watch it but cannot "
+                    "reproduce or reconfigure it through the REST API.")
+        if app.message:
+            tip += f"\n\n{app.message}"
+        _set_tooltip(item, tip)
+
+        seen: set[str] = set()
+        for dep in app.deployments:
+            seen.add(dep.name)
+            self._update_deployment(item, dep)
+        for key in [k for k in self._deployments if k[0] == app.name and k[1] not in seen]:
+            self._remove_deployment(key)
+
+    def _update_deployment(self, parent: QTreeWidgetItem, dep: DeploymentInfo) -> None:
+        item = self._deployments.get(dep.key)
+        if item is None:
+            item = QTreeWidgetItem()
+            item.setData(COL_NAME, _KIND_ROLE, _DEPLOYMENT)
+            item.setData(COL_NAME, _KEY_ROLE, dep.key)
+            parent.addChild(item)  # collapsed: replicas are detail, shown on demand
+            self._deployments[dep.key] = item
+        _set_text(item, COL_NAME, dep.name)
+        self._set_status(item, dep.status)
+        _set_text(item, COL_REPLICAS, _replica_text(dep.running_replicas, dep.target_num_replicas))
+        self._set_message(item, dep.message)
+        tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
+               f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running")
+        if dep.message:
+            tip += f"\n\n{dep.message}"
+        _set_tooltip(item, tip)
+
+        seen: set[str] = set()
+        for rep in dep.replicas:
+            seen.add(rep.replica_id)
+            self._update_replica(item, dep, rep)
+        for key in [k for k in self._replicas
+                    if k[:2] == dep.key and k[2] not in seen]:
+            r = self._replicas.pop(key)
+            item.removeChild(r)
+
+    def _update_replica(self, parent: QTreeWidgetItem, dep: DeploymentInfo,
+                        rep: ReplicaInfo) -> None:
+        key = (dep.app, dep.name, rep.replica_id)
+        item = self._replicas.get(key)
+        if item is None:
+            item = QTreeWidgetItem()
+            item.setData(COL_NAME, _KIND_ROLE, _REPLICA)
+            item.setData(COL_NAME, _KEY_ROLE, key)
+            parent.addChild(item)
+            self._replicas[key] = item
+        _set_text(item, COL_NAME, rep.replica_id)
+        self._set_status(item, rep.state)
+        where = []
+        if rep.node_ip:
+            where.append(f"node {rep.node_ip}")
+        if rep.pid is not None:
+            where.append(f"pid {rep.pid}")
+        _set_text(item, COL_MESSAGE, " · ".join(where))
+        _set_tooltip(item, f"Replica {rep.replica_id}: {rep.state}"
+                           + (f"\n{' · '.join(where)}" if where else ""))
+
+    def _remove_app(self, name: str) -> None:
+        for key in [k for k in self._deployments if k[0] == name]:
+            self._remove_deployment(key)
+        item = self._apps.pop(name)
+        self.takeTopLevelItem(self.indexOfTopLevelItem(item))
+
+    def _remove_deployment(self, key: tuple[str, str]) -> None:
+        for rkey in [k for k in self._replicas if k[:2] == key]:
+            del self._replicas[rkey]
+        item = self._deployments.pop(key)
+        parent = item.parent()
+        if parent is not None:
+            parent.removeChild(item)
+
+    def _set_status(self, item: QTreeWidgetItem, status: str) -> None:
+        _set_text(item, COL_STATUS, status)
+        cls = status_class(status)
+        color = STATUS_COLORS.get(cls) if cls else None
+        brush = QBrush(QColor(color)) if color else QBrush()
+        if item.foreground(COL_STATUS) != brush:
+            item.setForeground(COL_STATUS, brush)
+        bold = cls == "failed"
+        if item.font(COL_STATUS).bold() != bold:
+            font = QFont(item.font(COL_STATUS))
+            font.setBold(bold)
+            item.setFont(COL_STATUS, font)
+
+    def _set_message(self, item: QTreeWidgetItem, message: str) -> None:
+        # One line in the column (the full text is in the tooltip); a traceback's last
+        # line is usually the informative one.
+        lines = [ln for ln in (message or "").strip().splitlines() if ln.strip()]
+        short = lines[-1].strip() if lines else ""
+        if len(lines) > 1:
+            short = f"{lines[0].strip()} … {short}"
+        _set_text(item, COL_MESSAGE, short)
+        brush = QBrush(QColor(STATUS_COLORS["failed"])) if message and status_class(
+            item.text(COL_STATUS)) == "failed" else QBrush()
+        if item.foreground(COL_MESSAGE) != brush:
+            item.setForeground(COL_MESSAGE, brush)
+
+
+def _replica_text(running: int, target: int | None) -> str:
+    return f"{running}/{target if target is not None else '?'}"
+
+
+def _set_text(item: QTreeWidgetItem, col: int, text: str) -> None:
+    # Setting an equal text still emits dataChanged and repaints; skip it.
+    if item.text(col) != text:
+        item.setText(col, text)
+
+
+def _set_tooltip(item: QTreeWidgetItem, tip: str) -> None:
+    if item.toolTip(COL_NAME) != tip:
+        for col in range(len(HEADERS)):
+            item.setToolTip(col, tip)
