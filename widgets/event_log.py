@@ -1,0 +1,159 @@
+"""A timestamped, levelled log of what happened in the session (newest at the bottom)."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QAction, QBrush, QColor, QGuiApplication, QKeySequence
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QHBoxLayout,
+    QLabel,
+    QToolButton,
+    QTreeWidget,
+    QTreeWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+LEVELS = ("info", "warning", "error")
+LEVEL_COLORS = {"info": None, "warning": "#d08a00", "error": "#d03b3b"}
+DEFAULT_MAX_ENTRIES = 1000
+
+
+@dataclass(frozen=True)
+class LogEntry:
+    t: float
+    level: str
+    message: str
+
+    def stamp(self) -> str:
+        return (time.strftime("%H:%M:%S", time.localtime(self.t))
+                + f".{int(self.t % 1 * 1000):03d}")
+
+    def line(self) -> str:
+        return f"{self.stamp()}  {self.level.upper():7}  {self.message}"
+
+
+class EventLog(QWidget):
+    """Session events: connects, deploys, config changes, errors."""
+
+    def __init__(self, parent: QWidget | None = None,
+                 max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
+        super().__init__(parent)
+        self._max = max_entries
+        self._entries: list[LogEntry] = []
+
+        self._list = QTreeWidget()
+        self._list.setHeaderLabels(["Time", "Level", "Message"])
+        self._list.setRootIsDecorated(False)
+        self._list.setUniformRowHeights(True)
+        self._list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
+        self._list.setColumnWidth(0, 95)
+        self._list.setColumnWidth(1, 70)
+        self._list.setToolTip("What happened this session. Select rows and press Ctrl+C "
+                              "to copy them; with nothing selected the whole log is copied.")
+
+        self._copy_action = QAction("Copy", self)
+        self._copy_action.setShortcut(QKeySequence.StandardKey.Copy)
+        self._copy_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self._copy_action.setToolTip("Copy the selected entries (or the whole log) to the "
+                                     "clipboard, one line each (Ctrl+C)")
+        self._copy_action.triggered.connect(self._on_copy_action_triggered)
+        self.addAction(self._copy_action)
+
+        self._clear_action = QAction("Clear", self)
+        self._clear_action.setToolTip("Remove all entries from the log")
+        self._clear_action.triggered.connect(self._on_clear_action_triggered)
+
+        self._count_label = QLabel()
+        self._count_label.setToolTip(f"Entries kept (the oldest are dropped after {max_entries})")
+
+        bar = QHBoxLayout()
+        bar.setContentsMargins(0, 0, 0, 0)
+        bar.addWidget(QLabel("<b>Events</b>"))
+        bar.addStretch(1)
+        bar.addWidget(self._count_label)
+        for action in (self._copy_action, self._clear_action):
+            button = QToolButton()
+            button.setDefaultAction(action)
+            bar.addWidget(button)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addLayout(bar)
+        layout.addWidget(self._list, 1)
+        self._update_count()
+
+    # ----------------------------------------------------------------- public API
+
+    def add(self, message: str, level: str = "info", t: float | None = None) -> None:
+        """Append an entry; level is 'info', 'warning' or 'error'."""
+        level = {"warn": "warning", "err": "error"}.get(level, level)
+        if level not in LEVELS:
+            raise ValueError(f"unknown level {level!r}; use one of {LEVELS}")
+        entry = LogEntry(time.time() if t is None else t, level, str(message))
+        # Follow the newest entry only if the user was already looking at the bottom.
+        bar = self._list.verticalScrollBar()
+        at_bottom = bar.value() >= bar.maximum() - 2
+
+        self._entries.append(entry)
+        first_line = entry.message.splitlines()[0] if entry.message else ""
+        item = QTreeWidgetItem([entry.stamp(), level, first_line])
+        item.setToolTip(2, entry.message)
+        color = LEVEL_COLORS[level]
+        if color:
+            for col in (1, 2):
+                item.setForeground(col, QBrush(QColor(color)))
+        self._list.addTopLevelItem(item)
+
+        overflow = len(self._entries) - self._max
+        if overflow > 0:
+            del self._entries[:overflow]
+            for _ in range(overflow):
+                self._list.takeTopLevelItem(0)
+        self._update_count()
+        if at_bottom:
+            self._list.scrollToBottom()
+
+    def entries(self) -> list[LogEntry]:
+        return list(self._entries)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self._list.clear()
+        self._update_count()
+
+    def text(self, selected_only: bool = False) -> str:
+        """The log as plain text lines (what Copy puts on the clipboard)."""
+        if selected_only:
+            rows = sorted(self._list.indexOfTopLevelItem(i) for i in self._list.selectedItems())
+            entries = [self._entries[r] for r in rows]
+        else:
+            entries = self._entries
+        return "\n".join(e.line() for e in entries)
+
+    def copy_to_clipboard(self) -> str:
+        """Copy the selection (or everything when nothing is selected); returns the text."""
+        text = self.text(selected_only=bool(self._list.selectedItems()))
+        QGuiApplication.clipboard().setText(text)
+        return text
+
+    def copy_action(self) -> QAction:
+        return self._copy_action
+
+    def list_widget(self) -> QTreeWidget:
+        return self._list
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_copy_action_triggered(self) -> None:
+        self.copy_to_clipboard()
+
+    def _on_clear_action_triggered(self) -> None:
+        self.clear()
+
+    def _update_count(self) -> None:
+        self._count_label.setText(f"{len(self._entries)} entries")
