@@ -1,0 +1,98 @@
+"""ConnectDialog validates addresses itself and hands a ConnectTarget to its owner."""
+
+from __future__ import annotations
+
+import pytest
+from PySide6.QtCore import Qt
+
+from widgets.connect_dialog import ConnectDialog, ConnectTarget, validate_dashboard_url
+
+
+@pytest.fixture
+def dialog(qtbot) -> ConnectDialog:
+    d = ConnectDialog()
+    qtbot.addWidget(d)
+    return d
+
+
+@pytest.mark.parametrize("bad, words", [
+    ("htp://x", "http://"),
+    ("127.0.0.1:8265", "http://"),
+    ("http://", "host"),
+    ("http://host:99999", "port"),
+    ("http://host:abc", "port"),
+    ("", "dashboard address"),
+])
+def test_malformed_url_gives_a_message_and_no_signal(qtbot, dialog, bad, words):
+    dialog.set_remote(True)
+    dialog.set_url(bad)
+    with qtbot.assertNotEmitted(dialog.connect_requested):
+        dialog.connect_button().click()
+    assert words in dialog.status_text()
+    assert dialog.status_is_error()
+    assert not dialog.is_busy() and dialog.url_combo().isEnabled()
+    with pytest.raises(ValueError):
+        validate_dashboard_url(bad)
+
+
+def test_good_url_emits_target_and_goes_busy(qtbot, dialog):
+    dialog.set_recent(["http://10.0.0.5:8265/", "https://ray.example.com"])
+    assert dialog.url_combo().currentText() == "http://10.0.0.5:8265/"
+    dialog.set_remote(True)
+    dialog.set_token("  s3cret ")
+    assert dialog.token_edit().echoMode() == dialog.token_edit().EchoMode.Password
+    with qtbot.waitSignal(dialog.connect_requested) as sig:
+        dialog.connect_button().click()
+    assert sig.args == [ConnectTarget(local=False, url="http://10.0.0.5:8265", token="s3cret")]
+    assert dialog.is_busy()
+    assert not dialog.url_combo().isEnabled() and not dialog.connect_button().isEnabled()
+    assert dialog.cancel_button().isEnabled()
+    assert dialog.progress_bar().isVisibleTo(dialog)
+    assert dialog.progress_bar().maximum() == 0  # indeterminate
+
+    dialog.show_progress("Checking token…")
+    assert dialog.status_text() == "Checking token…"
+    dialog.show_error("401: the dashboard wants a token")
+    assert not dialog.is_busy() and dialog.url_combo().isEnabled()
+    assert dialog.status_is_error() and "401" in dialog.status_text()
+
+
+def test_local_emits_local_target_without_url(qtbot, dialog):
+    dialog.set_url("garbage")  # ignored for a local cluster
+    with qtbot.waitSignal(dialog.connect_requested) as sig:
+        dialog.connect_button().click()
+    assert sig.args == [ConnectTarget(local=True, url=None, token=None)]
+
+
+def test_empty_token_is_none(qtbot, dialog):
+    dialog.set_remote(True)
+    dialog.set_url("https://ray.example.com:443/")
+    with qtbot.waitSignal(dialog.connect_requested) as sig:
+        dialog.connect_button().click()
+    assert sig.args[0].token is None and sig.args[0].url == "https://ray.example.com:443"
+
+
+def test_cancel_while_busy_emits_and_keeps_dialog_open(qtbot, dialog):
+    dialog.show()
+    dialog.connect_button().click()
+    assert dialog.is_busy()
+    with qtbot.waitSignal(dialog.cancel_requested):
+        dialog.cancel_button().click()
+    assert dialog.isVisible() and not dialog.is_busy()
+    assert dialog.connect_button().isEnabled()
+    # Esc while busy cancels too, rather than closing over a running attempt.
+    dialog.connect_button().click()
+    with qtbot.waitSignal(dialog.cancel_requested):
+        qtbot.keyClick(dialog, Qt.Key.Key_Escape)
+    assert dialog.isVisible()
+    # Idle, Cancel closes the dialog.
+    with qtbot.assertNotEmitted(dialog.cancel_requested):
+        dialog.cancel_button().click()
+    assert dialog.result() == dialog.DialogCode.Rejected and not dialog.isVisible()
+
+
+def test_accept_closes(qtbot, dialog):
+    dialog.show()
+    dialog.connect_button().click()
+    dialog.accept()
+    assert not dialog.isVisible() and dialog.result() == dialog.DialogCode.Accepted

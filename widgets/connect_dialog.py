@@ -1,0 +1,280 @@
+"""Choose a cluster: start a local one, or connect to a remote dashboard.
+
+The dialog only validates what the user typed and emits what to connect to; the owner
+does the connecting off the GUI thread and reports back through `show_progress`,
+`show_error` or `accept`. It never blocks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import (
+    QButtonGroup,
+    QComboBox,
+    QDialog,
+    QDialogButtonBox,
+    QFormLayout,
+    QLabel,
+    QLineEdit,
+    QProgressBar,
+    QPushButton,
+    QRadioButton,
+    QVBoxLayout,
+    QWidget,
+)
+
+DEFAULT_URL_HINT = "http://127.0.0.1:8265"
+_ERROR_COLOR = "#d03b3b"
+
+
+@dataclass(frozen=True)
+class ConnectTarget:
+    """What the user asked to connect to."""
+
+    local: bool
+    url: str | None = None
+    token: str | None = None
+
+
+def validate_dashboard_url(text: str) -> str:
+    """The normalised dashboard URL, or ValueError with a message for the user."""
+    text = (text or "").strip()
+    if not text:
+        raise ValueError(f"Enter the Ray dashboard address, e.g. {DEFAULT_URL_HINT}")
+    parts = urlsplit(text)
+    if parts.scheme not in ("http", "https") or "://" not in text:
+        raise ValueError(f"“{text}” is not a dashboard address: it must start with "
+                         f"http:// or https://, e.g. {DEFAULT_URL_HINT}")
+    try:
+        host = parts.hostname
+        port = parts.port  # raises ValueError for a port out of range or not a number
+    except ValueError:
+        raise ValueError(f"“{text}” has an invalid port: use a number from 1 to 65535, "
+                         f"e.g. {DEFAULT_URL_HINT}") from None
+    if not host:
+        raise ValueError(f"“{text}” has no host name, e.g. {DEFAULT_URL_HINT}")
+    if port == 0:
+        raise ValueError(f"“{text}” has an invalid port: use a number from 1 to 65535")
+    if parts.query or parts.fragment:
+        raise ValueError(f"“{text}” should be just the dashboard address, "
+                         "without ?query or #fragment")
+    return text.rstrip("/")
+
+
+class ConnectDialog(QDialog):
+    """Local or remote cluster; emits `connect_requested(ConnectTarget)` on Connect."""
+
+    connect_requested = Signal(object)  # ConnectTarget
+    cancel_requested = Signal()  # Cancel while a connection attempt is in progress
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.setWindowTitle("Connect to a Ray cluster")
+        self._busy = False
+
+        self._local_radio = QRadioButton("&Local cluster (start one on this machine)")
+        self._local_radio.setToolTip(
+            "Start a single-node Ray head as a child process of the console, on free "
+            "ports. It stops when the console exits.")
+        self._remote_radio = QRadioButton("&Remote cluster")
+        self._remote_radio.setToolTip("Connect to a running cluster through its Ray "
+                                      "dashboard address.")
+        self._mode = QButtonGroup(self)
+        self._mode.addButton(self._local_radio)
+        self._mode.addButton(self._remote_radio)
+        self._local_radio.setChecked(True)
+        self._remote_radio.toggled.connect(self._on_remote_radio_toggled)
+
+        self._url_combo = QComboBox()
+        self._url_combo.setEditable(True)
+        self._url_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
+        self._url_combo.lineEdit().setPlaceholderText(DEFAULT_URL_HINT)
+        self._url_combo.setToolTip("The Ray dashboard address (http or https, usually "
+                                   "port 8265). Recent addresses are in the list.")
+        self._url_combo.setMinimumContentsLength(28)
+        self._url_combo.editTextChanged.connect(self._on_url_combo_edited)
+
+        self._token_edit = QLineEdit()
+        self._token_edit.setEchoMode(QLineEdit.EchoMode.Password)
+        self._token_edit.setPlaceholderText("optional — taken from RAY_AUTH_TOKEN if empty")
+        self._token_edit.setToolTip("Dashboard token for clusters with token auth "
+                                    "(RAY_AUTH_MODE=token). Leave empty to use the "
+                                    "RAY_AUTH_TOKEN environment variable, if set.")
+        self._token_edit.setClearButtonEnabled(True)
+
+        self._remote_form = QFormLayout()
+        self._remote_form.setContentsMargins(24, 0, 0, 0)
+        url_label = QLabel("Dashboard &URL:")
+        url_label.setBuddy(self._url_combo)
+        token_label = QLabel("&Token:")
+        token_label.setBuddy(self._token_edit)
+        self._remote_form.addRow(url_label, self._url_combo)
+        self._remote_form.addRow(token_label, self._token_edit)
+
+        self._progress = QProgressBar()
+        self._progress.setRange(0, 0)  # indeterminate: we cannot know how long a start takes
+        self._progress.setTextVisible(False)
+        self._progress.setMaximumHeight(8)
+        self._progress.setVisible(False)
+
+        self._status = QLabel()
+        self._status.setWordWrap(True)
+        self._status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+
+        self._buttons = QDialogButtonBox()
+        self._connect_button = QPushButton("&Connect")
+        self._connect_button.setDefault(True)
+        self._connect_button.setToolTip("Start or connect to the cluster (Enter)")
+        self._buttons.addButton(self._connect_button, QDialogButtonBox.ButtonRole.ActionRole)
+        self._cancel_button = self._buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
+        self._cancel_button.setToolTip("Close the dialog, or stop a connection attempt "
+                                       "in progress (Esc)")
+        self._connect_button.clicked.connect(self._on_connect_button_clicked)
+        self._cancel_button.clicked.connect(self._on_cancel_button_clicked)
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self._local_radio)
+        layout.addWidget(self._remote_radio)
+        layout.addLayout(self._remote_form)
+        layout.addSpacing(6)
+        layout.addWidget(self._progress)
+        layout.addWidget(self._status)
+        layout.addStretch(1)
+        layout.addWidget(self._buttons)
+
+        self._update_enabled()
+
+    # ----------------------------------------------------------------- public API
+
+    def set_recent(self, urls: list[str]) -> None:
+        """Recent dashboard addresses, newest first; the first is pre-filled."""
+        self._url_combo.clear()
+        self._url_combo.addItems([u for u in urls if u])
+        if urls:
+            self._url_combo.setCurrentIndex(0)
+
+    def set_remote(self, remote: bool) -> None:
+        (self._remote_radio if remote else self._local_radio).setChecked(True)
+
+    def set_url(self, url: str) -> None:
+        self._url_combo.setEditText(url)
+
+    def set_token(self, token: str) -> None:
+        self._token_edit.setText(token)
+
+    def target(self) -> ConnectTarget:
+        """What the inputs describe; ValueError with a user-facing message if invalid."""
+        if self._local_radio.isChecked():
+            return ConnectTarget(local=True)
+        url = validate_dashboard_url(self._url_combo.currentText())
+        token = self._token_edit.text().strip() or None
+        return ConnectTarget(local=False, url=url, token=token)
+
+    def is_busy(self) -> bool:
+        return self._busy
+
+    def show_progress(self, text: str) -> None:
+        """A connection attempt's progress ('Starting Ray head…')."""
+        self._set_busy(True)
+        self._show_status(text)
+
+    def show_error(self, message: str) -> None:
+        """The attempt failed: inputs back, message in red, dialog stays open."""
+        self._set_busy(False)
+        self._show_status(message, error=True)
+
+    def status_text(self) -> str:
+        return self._status.text()
+
+    def status_is_error(self) -> bool:
+        return bool(self._status.property("error"))
+
+    def connect_button(self) -> QPushButton:
+        return self._connect_button
+
+    def cancel_button(self) -> QPushButton:
+        return self._cancel_button
+
+    def url_combo(self) -> QComboBox:
+        return self._url_combo
+
+    def token_edit(self) -> QLineEdit:
+        return self._token_edit
+
+    def progress_bar(self) -> QProgressBar:
+        return self._progress
+
+    def accept(self) -> None:
+        self._set_busy(False)
+        super().accept()
+
+    def reject(self) -> None:
+        # Esc and the window's close button come here too: while busy they cancel the
+        # attempt (the owner aborts it) instead of leaving it running unseen.
+        if self._busy:
+            self._cancel_attempt()
+            return
+        super().reject()
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        if self._busy:
+            self._cancel_attempt()
+        super().closeEvent(event)
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_connect_button_clicked(self) -> None:
+        if self._busy:
+            return
+        try:
+            target = self.target()
+        except ValueError as e:
+            self._show_status(str(e), error=True)
+            self._url_combo.setFocus()
+            return
+        self.show_progress("Starting a local Ray cluster…" if target.local
+                           else f"Connecting to {target.url}…")
+        self.connect_requested.emit(target)
+
+    def _on_cancel_button_clicked(self) -> None:
+        self.reject()
+
+    def _on_remote_radio_toggled(self, _checked: bool) -> None:
+        self._show_status("")
+        self._update_enabled()
+
+    def _on_url_combo_edited(self, _text: str) -> None:
+        # A validation message about the old text is stale once the user edits it.
+        if self.status_is_error() and not self._busy:
+            self._show_status("")
+
+    # ----------------------------------------------------------------- internals
+
+    def _cancel_attempt(self) -> None:
+        self._set_busy(False)
+        self._show_status("Cancelled.")
+        self.cancel_requested.emit()
+
+    def _set_busy(self, busy: bool) -> None:
+        self._busy = busy
+        self._progress.setVisible(busy)
+        self._update_enabled()
+
+    def _update_enabled(self) -> None:
+        idle = not self._busy
+        remote = self._remote_radio.isChecked()
+        self._local_radio.setEnabled(idle)
+        self._remote_radio.setEnabled(idle)
+        self._url_combo.setEnabled(idle and remote)
+        self._token_edit.setEnabled(idle and remote)
+        self._connect_button.setEnabled(idle)
+        self._cancel_button.setEnabled(True)  # always: it is how a slow attempt is stopped
+
+    def _show_status(self, text: str, error: bool = False) -> None:
+        self._status.setProperty("error", error)
+        self._status.setStyleSheet(f"color: {_ERROR_COLOR};" if error else "")
+        self._status.setText(text)
