@@ -55,8 +55,8 @@ class AppTree(QTreeWidget):
         header = self.header()
         header.setStretchLastSection(True)
         header.setSectionResizeMode(COL_NAME, QHeaderView.ResizeMode.Interactive)
-        self.setColumnWidth(COL_NAME, 220)
-        self.setColumnWidth(COL_STATUS, 110)
+        self.setColumnWidth(COL_NAME, 250)
+        self.setColumnWidth(COL_STATUS, 125)
         self.setColumnWidth(COL_REPLICAS, 70)
         self.headerItem().setToolTip(COL_REPLICAS, "Running replicas / target replicas")
         self.headerItem().setToolTip(COL_MESSAGE, "Serve's message, e.g. why a deployment failed")
@@ -282,11 +282,9 @@ class AppTree(QTreeWidget):
 
     def _set_message(self, item: QTreeWidgetItem, message: str) -> None:
         # One line in the column (the full text is in the tooltip); a traceback's last
-        # line is usually the informative one.
+        # line is the informative one.
         lines = [ln for ln in (message or "").strip().splitlines() if ln.strip()]
         short = lines[-1].strip() if lines else ""
-        if len(lines) > 1:
-            short = f"{lines[0].strip()} … {short}"
         _set_text(item, COL_MESSAGE, short)
         brush = QBrush(QColor(STATUS_COLORS["failed"])) if message and status_class(
             item.text(COL_STATUS)) == "failed" else QBrush()

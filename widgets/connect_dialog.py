@@ -100,7 +100,7 @@ class ConnectDialog(QDialog):
 
         self._token_edit = QLineEdit()
         self._token_edit.setEchoMode(QLineEdit.EchoMode.Password)
-        self._token_edit.setPlaceholderText("optional — taken from RAY_AUTH_TOKEN if empty")
+        self._token_edit.setPlaceholderText("optional (default: $RAY_AUTH_TOKEN)")
         self._token_edit.setToolTip("Dashboard token for clusters with token auth "
                                     "(RAY_AUTH_MODE=token). Leave empty to use the "
                                     "RAY_AUTH_TOKEN environment variable, if set.")
