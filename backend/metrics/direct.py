@@ -348,7 +348,8 @@ class DirectScrapeSource:
     def targets(self) -> list[str]:
         """The metrics URLs in use, refreshed when due."""
         now = time.monotonic()
-        if self._need_refresh or now - self._targets_at >= self.refresh_s:
+        # An empty list (a head that just started) is asked again on every poll.
+        if self._need_refresh or not self._targets or now - self._targets_at >= self.refresh_s:
             try:
                 self._targets = list(self._targets_fn())
                 self._need_refresh = False
