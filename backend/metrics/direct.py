@@ -408,8 +408,8 @@ class DirectScrapeSource:
 
     def _fetch(self, url: str):
         # requests asks for gzip by default; keep it: the ~0.7 MB page is ~20 kB on the
-        # wire, and even over loopback on a loaded 2-core node the gzip fetch measured
-        # no slower than plain text (benchmarks/scrape.py prints both).
+        # wire (remote clusters), and over loopback the fetch took 50-75 ms either way,
+        # dominated by the node agent rendering the page (benchmarks/scrape.py prints both).
         r = self._session.get(url, headers=self.headers, timeout=self.timeout_s)
         r.raise_for_status()
         text = r.text
