@@ -139,6 +139,7 @@ class MainWindow(QMainWindow):
         s.load_stats.connect(self._on_session_load_stats)
         s.metrics_state.connect(self._on_session_metrics_state)
         self.tree.deployment_selected.connect(self._on_tree_deployment_selected)
+        self.tree.selection_cleared.connect(self._on_tree_selection_cleared)
         self.load_panel.start_requested.connect(self._on_load_panel_start_requested)
         self.load_panel.stop_requested.connect(self._on_load_panel_stop_requested)
         self.load_panel.rate_changed.connect(self._on_load_panel_rate_changed)
@@ -260,13 +261,18 @@ class MainWindow(QMainWindow):
 
     # -- widget slots -------------------------------------------------------------------------------
     def _select(self, app: str, deployment: str) -> None:
-        self.tree.select_deployment(app, deployment)
+        self.tree.select_key(app, deployment)
         self.plots.set_key((app, deployment))
         self._update_load_target()
 
     @Slot(str, str)
     def _on_tree_deployment_selected(self, app: str, deployment: str) -> None:
         self.plots.set_key((app, deployment))
+        self._update_load_target()
+
+    @Slot()
+    def _on_tree_selection_cleared(self) -> None:
+        self.plots.set_key(None)
         self._update_load_target()
 
     def _selected_demo(self) -> Demo | None:

@@ -93,6 +93,10 @@ def test_scripted_run_deploys_loads_and_saves_a_screenshot(tmp_path, ray_cluster
         env=env, capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     assert shot.exists() and shot.stat().st_size > 10_000
+    if os.environ.get("SERVE_CONSOLE_KEEP_SHOT"):
+        import shutil
+        shutil.copy(shot, os.environ["SERVE_CONSOLE_KEEP_SHOT"])
     # It connected to the cluster it was given and left that cluster running.
     import requests
-    assert requests.get(ray_cluster.dashboard_url + "/api/version", timeout=5).ok
+    assert requests.get(ray_cluster.dashboard_url + "/api/version", timeout=5,
+                        headers={"Authorization": f"Bearer {ray_cluster.token}"}).ok
