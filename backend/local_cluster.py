@@ -74,6 +74,11 @@ class LocalCluster:
         return f"http://{self.host}:{self.dashboard_port}"
 
     @property
+    def pid(self) -> int | None:
+        """PID of `ray start` (also the process-group id of everything it started)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
@@ -194,6 +199,15 @@ class LocalCluster:
         except (ProcessLookupError, PermissionError):
             pass
         proc.wait()
+        # The group's other members are reaped by init a moment later; wait for that so
+        # "stopped" means gone (ports free, nothing left running).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.1)
         atexit.unregister(self.stop)
         if self._log_file:
             self._log_file.close()

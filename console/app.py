@@ -107,6 +107,11 @@ class ScriptedRun:
             self.session.connect_local(num_cpus=self.args.num_cpus)
 
     def _on_connected(self, info) -> None:
+        local = self.session.local_cluster
+        if info.local and local is not None:
+            # Scripts (and the tests) learn which processes belong to this console.
+            print(f"serve-console: started local Ray cluster {info.url} "
+                  f"(process group {local.pid})", flush=True)
         if self.demo is not None:
             self.window.deploy_demo(self.demo)
         else:

@@ -33,5 +33,6 @@ def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
     assert not other.running
     assert not _group_alive(pgid)
     # The session's cluster is untouched.
-    r = requests.get(ray_cluster.dashboard_url + "/api/version", timeout=10)
+    r = requests.get(ray_cluster.dashboard_url + "/api/version", timeout=10,
+                     headers={"Authorization": f"Bearer {ray_cluster.token}"})
     assert r.ok and r.json()["ray_version"] == "2.60.0"
