@@ -221,9 +221,11 @@ class Session(QObject):
 
     def _on_metrics_result(self, last_error: str | None) -> None:
         if last_error != self._metrics_error:
-            self._metrics_error = last_error
+            had_error, self._metrics_error = self._metrics_error, last_error
             if last_error:
                 self.event.emit(f"Metrics: {last_error}", "warning")
+            elif had_error:
+                self.event.emit("Metrics: scraping every node again.", "info")
             self.metrics_state.emit(last_error or "")
 
     def _on_metrics_error(self, error: BaseException) -> None:

@@ -1,0 +1,74 @@
+"""The simple open-loop generator: offered rate kept, errors counted, stop is prompt."""
+
+from __future__ import annotations
+
+import http.server
+import threading
+import time
+
+import pytest
+
+from backend.loadgen import LoadGenerator, LoadTarget
+
+
+@pytest.fixture(scope="module")
+def echo_server():
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self):
+            length = int(self.headers.get("Content-Length", 0))
+            body = self.rfile.read(length)
+            status = 500 if b'"fail"' in body else 200
+            if b'"slow"' in body:
+                time.sleep(5)
+            self.send_response(status)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}/"
+    server.shutdown()
+
+
+def test_open_loop_rate_is_kept(echo_server):
+    gen = LoadGenerator(LoadTarget(url=echo_server, body='{"seq": {seq}}'), window_s=3.0)
+    gen.start(100)
+    try:
+        time.sleep(4.0)
+        stats = gen.stats()
+    finally:
+        gen.stop()
+    assert stats.errors == 0, stats.last_error
+    assert 90 <= stats.achieved_rps <= 110, stats
+    assert 360 <= stats.sent <= 440
+    assert stats.p50_ms is not None and stats.p50_ms < stats.p99_ms + 1e-9
+
+
+def test_errors_are_counted_with_their_reason(echo_server):
+    gen = LoadGenerator(LoadTarget(url=echo_server, body='"fail"'))
+    gen.start(50)
+    try:
+        time.sleep(1.5)
+        stats = gen.stats()
+    finally:
+        gen.stop()
+    assert stats.ok == 0 and stats.errors > 40
+    assert stats.last_error == "HTTP 500"
+
+
+def test_stop_cancels_in_flight_requests_within_a_second(echo_server):
+    gen = LoadGenerator(LoadTarget(url=echo_server, body='"slow"'))
+    gen.start(20)
+    time.sleep(1.0)
+    assert gen.stats().in_flight > 5
+    t0 = time.monotonic()
+    gen.stop()
+    assert time.monotonic() - t0 < 1.0
+    assert not gen.running
