@@ -6,4 +6,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh
+scripts/qt-system-libs.sh
 exec .venv/bin/serve-console "$@"

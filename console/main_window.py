@@ -45,7 +45,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.plots)
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([380, 1020])
+        splitter.setSizes([460, 940])
         self.setCentralWidget(splitter)
 
         self.load_dock = self._dock("Load", self.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
@@ -60,6 +60,7 @@ class MainWindow(QMainWindow):
         sb.addPermanentWidget(self._metrics_label)
         sb.addPermanentWidget(self._serve_label)
 
+        self.resizeDocks([self.load_dock], [150], Qt.Orientation.Vertical)
         self._build_menus()
         self._wire()
 
@@ -186,6 +187,7 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_session_connected(self, info: ConnectionInfo) -> None:
         self._connection_label.setText(f"Connected: {info.describe()}")
+        self._on_session_metrics_state("")
         self.setWindowTitle(f"serve-console — {info.url}")
         if info.local:
             self.settings.set_last_mode("local")
