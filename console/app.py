@@ -124,7 +124,7 @@ class ScriptedRun:
             if self.args.exit_after is None:
                 self._finish()
         else:
-            self.window.show_connect_dialog()
+            self.window.show_connect_dialog(message, self.args.address)
 
     def _on_deploy_finished(self, ok: bool, app: str, message: str) -> None:
         if self.demo is None or app != self.demo.app_name:

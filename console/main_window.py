@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
@@ -90,7 +91,7 @@ class MainWindow(QMainWindow):
         cluster = self.menuBar().addMenu("&Cluster")
         self.connect_action = self._action(cluster, "&Connect…", "Ctrl+K",
                                            "Connect to a local or remote Ray cluster",
-                                           self.show_connect_dialog)
+                                           lambda: self.show_connect_dialog())
         self.disconnect_action = self._action(
             cluster, "&Disconnect", None,
             "Disconnect (stops the local cluster if this console started it)",
@@ -146,14 +147,20 @@ class MainWindow(QMainWindow):
         self.load_panel.rate_changed.connect(self._on_load_panel_rate_changed)
 
     # -- actions ----------------------------------------------------------------------------------
-    def show_connect_dialog(self) -> None:
+    def show_connect_dialog(self, error: str | None = None,
+                            address: str | None = None) -> None:
         if self._dialog is None:
             self._dialog = ConnectDialog(self)
             self._dialog.connect_requested.connect(self._on_dialog_connect_requested)
             self._dialog.cancel_requested.connect(self._on_dialog_cancel_requested)
         self._dialog.set_recent(self.settings.recent_addresses())
+        if address:
+            self._dialog.set_remote(True)
+            self._dialog.set_url(address)
         self._dialog.show()
         self._dialog.raise_()
+        if error:
+            self._dialog.show_error(error)
 
     def connect_local(self) -> None:
         self.session.connect_local()
@@ -329,7 +336,8 @@ class MainWindow(QMainWindow):
         if target.local:
             self.connect_local()
         else:
-            self.connect_remote(target.url, target.token)
+            # As the dialog says: no token typed means the environment's, if any.
+            self.connect_remote(target.url, target.token or os.environ.get("RAY_AUTH_TOKEN"))
 
     @Slot()
     def _on_dialog_cancel_requested(self) -> None:

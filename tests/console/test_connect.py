@@ -8,7 +8,7 @@ import threading
 import time
 
 import pytest
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt, QTimer
 
 from backend.ports import free_ports
 from console.session import Session
@@ -134,3 +134,43 @@ def test_connects_with_the_right_token(qtbot, session, ray_cluster):
     # The status poller runs: a snapshot arrives within a few seconds.
     with qtbot.waitSignal(session.status_changed, timeout=10_000):
         pass
+
+
+def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, tmp_path,
+                                                                        ray_cluster):
+    from backend.catalog import load_catalog
+    from console.main_window import MainWindow
+    from console.settings import Settings
+
+    session = Session()
+    settings = Settings(str(tmp_path / "s.ini"))
+    win = MainWindow(session, load_catalog(), settings)
+    qtbot.addWidget(win)
+    try:
+        win.show_connect_dialog()
+        dialog = win._dialog
+        dialog.set_remote(True)
+        dialog.set_url(f"http://127.0.0.1:{free_ports(1)[0]}")
+        meter = StallMeter()
+        qtbot.mouseClick(dialog.connect_button(), Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: dialog.status_is_error(), timeout=10_000)
+        meter.stop()
+        assert "Connection refused" in dialog.status_text()
+        assert not dialog.is_busy() and dialog.isVisible()
+        assert meter.max_gap < 0.1
+
+        dialog.set_url(ray_cluster.dashboard_url)
+        dialog.set_token(ray_cluster.token)
+        with qtbot.waitSignal(session.connected, timeout=15_000):
+            qtbot.mouseClick(dialog.connect_button(), Qt.MouseButton.LeftButton)
+        qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5_000)
+        # Recent addresses persist; the token never does.
+        settings.sync()
+        text = (tmp_path / "s.ini").read_text()
+        assert "127.0.0.1" in text
+        again = Settings(str(tmp_path / "s.ini"))
+        assert again.recent_addresses()[0] == ray_cluster.dashboard_url
+        assert ray_cluster.token not in text
+    finally:
+        win.close()
+        session.shutdown()
