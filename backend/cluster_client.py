@@ -215,9 +215,17 @@ def _reason(e: Exception) -> str:
 
 
 def _first_line(text: str) -> str:
-    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
-    # Serve's errors end with the useful line (a traceback's last line).
-    return lines[-1][:500] if lines else "(no message)"
+    """The useful part of a dashboard error body, in one line."""
+    lines = [ln.strip() for ln in text.strip().splitlines()
+             if ln.strip() and not ln.strip().startswith("For further information")]
+    if not lines:
+        return "(no message)"
+    if "validation error" in text:
+        # pydantic: "N validation errors for X", then (field path, reason) pairs.
+        start = next((i for i, ln in enumerate(lines) if "validation error" in ln), 0)
+        return " ".join(lines[start:start + 7])[:600]
+    # Serve's other errors end with the useful line (a traceback's last line).
+    return lines[-1][:500]
 
 
 def parse_serve_status(details: dict[str, Any], fetched_at: float) -> ServeStatus:
