@@ -35,23 +35,31 @@ def current_config(details: dict[str, Any]) -> dict[str, Any]:
 def with_application(details: dict[str, Any], app: dict[str, Any],
                      http_options_if_new: dict[str, Any] | None = None) -> dict[str, Any]:
     """Current config with *app* added or replaced (by name); nothing else changes."""
-    name = app.get("name")
-    existing = (details.get("applications") or {}).get(name)
-    if existing is not None and existing.get("deployed_app_config") is None:
-        raise ConsoleError(
-            f"Application '{name}' was deployed from code (serve.run); it cannot be "
-            "replaced through the REST API. Delete it or deploy under another name."
-        )
-    config = current_config(details)
-    route = app.get("route_prefix")
-    for other_name, other in (details.get("applications") or {}).items():
-        if other_name != name and route and other.get("route_prefix") == route:
+    return with_applications(details, [app], http_options_if_new)
+
+
+def with_applications(details: dict[str, Any], apps: list[dict[str, Any]],
+                      http_options_if_new: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Current config with each of *apps* added or replaced (by name); nothing else."""
+    running = details.get("applications") or {}
+    new_names = {a.get("name") for a in apps}
+    for app in apps:
+        name = app.get("name")
+        existing = running.get(name)
+        if existing is not None and existing.get("deployed_app_config") is None:
             raise ConsoleError(
-                f"Route {route} is already served by application '{other_name}'."
+                f"Application '{name}' was deployed from code (serve.run); it cannot be "
+                "replaced through the REST API. Delete it or deploy under another name."
             )
-    apps = [a for a in config["applications"] if a.get("name") != name]
-    apps.append(copy.deepcopy(app))
-    config["applications"] = apps
+        route = app.get("route_prefix")
+        for other_name, other in running.items():
+            if other_name not in new_names and route and other.get("route_prefix") == route:
+                raise ConsoleError(
+                    f"Route {route} is already served by application '{other_name}'."
+                )
+    config = current_config(details)
+    kept = [a for a in config["applications"] if a.get("name") not in new_names]
+    config["applications"] = kept + [copy.deepcopy(a) for a in apps]
     if "http_options" not in config and http_options_if_new:
         # Serve is not running yet: this PUT starts it, so the console picks the port.
         config["http_options"] = dict(http_options_if_new)
