@@ -25,6 +25,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(e.g. 'batched')")
     p.add_argument("--rps", type=float, default=None,
                    help="requests/s of the --demo load (default: the demo's own)")
+    p.add_argument("--apply-config", metavar="FILE",
+                   help="apply a Serve config YAML on start (only the applications it "
+                        "names; the rest of the cluster is left as it is)")
     p.add_argument("--screenshot", metavar="PATH",
                    help="save an image of the main window before exiting "
                         "(at --exit-after, else 20 s after the demo runs or connects)")
@@ -60,6 +63,21 @@ def main(argv: list[str] | None = None) -> int:
         print(f"serve-console: unknown demo '{args.demo}'; choose from: "
               f"{', '.join(catalog)}", file=sys.stderr)
         return 2
+
+    if args.apply_config:
+        # Validate before starting anything: a typo should not cost a cluster start.
+        from backend.config_io import parse_config
+        from backend.errors import ConsoleError
+        try:
+            with open(args.apply_config, encoding="utf-8") as f:
+                parse_config(f.read(), args.apply_config)
+        except OSError as e:
+            print(f"serve-console: cannot read {args.apply_config}: {e.strerror}",
+                  file=sys.stderr)
+            return 2
+        except ConsoleError as e:
+            print(f"serve-console: {e}", file=sys.stderr)
+            return 2
 
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("serve-console")
@@ -98,6 +116,7 @@ class ScriptedRun:
         s.connected.connect(self._on_connected)
         s.connect_failed.connect(self._on_connect_failed)
         s.deploy_finished.connect(self._on_deploy_finished)
+        s.config_file_done.connect(self._on_config_file_done)
         if self.args.exit_after is not None:
             QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
         if self.args.address:
@@ -112,9 +131,20 @@ class ScriptedRun:
             # Scripts (and the tests) learn which processes belong to this console.
             print(f"serve-console: started local Ray cluster {info.url} "
                   f"(process group {local.pid})", flush=True)
+        if self.args.apply_config:
+            self.session.import_config(self.args.apply_config)
         if self.demo is not None:
             self.window.deploy_demo(self.demo)
-        else:
+        elif not self.args.apply_config:
+            self._schedule_screenshot()
+
+    def _on_config_file_done(self, ok: bool, message: str) -> None:
+        if not self.args.apply_config:
+            return
+        print(f"serve-console: {message}", file=sys.stdout if ok else sys.stderr, flush=True)
+        if not ok:
+            self.exit_code = 1
+        if self.demo is None:
             self._schedule_screenshot()
 
     def _on_connect_failed(self, message: str) -> None:

@@ -14,15 +14,18 @@ from dataclasses import dataclass
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from backend.catalog import Demo
+from backend.config_io import apply_config, export_application, parse_config
 from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_demo
+from backend.deployer import deploy_demo, wait_for_app
+from backend.knobs import KnobSet, knobs_for, load_knob_metadata, values_of
 from backend.errors import ConsoleError
 from backend.loadgen import LoadGenerator, LoadTarget
 from backend.local_cluster import LocalCluster
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
-from console.tasks import Poller, TaskRunner
+from console.tasks import Poller, TaskRunner, user_message
+from console.tuning import TuningController
 
 log = logging.getLogger(__name__)
 
@@ -43,13 +46,6 @@ class ConnectionInfo:
         return f"{where} {self.url} (Ray {self.ray_version})"
 
 
-def user_message(error: BaseException) -> str:
-    """What to show a user for an error from a background task."""
-    if isinstance(error, ConsoleError):
-        return str(error)
-    return f"{type(error).__name__}: {error}"
-
-
 class Session(QObject):
     connecting = Signal(str)          # progress text while connecting
     connected = Signal(object)        # ConnectionInfo
@@ -62,6 +58,7 @@ class Session(QObject):
     deploy_finished = Signal(bool, str, str)  # ok, app name, message
     load_stats = Signal(object)       # backend.loadgen.LoadStats
     metrics_state = Signal(str)       # "" when fine, else why metrics are missing
+    config_file_done = Signal(bool, str)  # ok, message (export / import)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -81,6 +78,12 @@ class Session(QObject):
         self._load_timer.setInterval(LOAD_STATS_INTERVAL_MS)
         self._load_timer.timeout.connect(self._on_load_timer_tick)
         self._connect_generation = 0
+        self._knob_metadata = load_knob_metadata()
+        # Applies wait for the cluster to report the change; their own pool keeps them
+        # from queueing behind a deploy.
+        self._tuning_runner = TaskRunner("tuning", max_workers=2, parent=self)
+        self.tuning = TuningController(self._tuning_runner, lambda: self.client,
+                                       self.knob_values, self.latest_p99, parent=self)
         self._status_error: str | None = None
         self._metrics_error: str | None = None
 
@@ -194,6 +197,7 @@ class Session(QObject):
         stop included) to finish. The window is already closed when this blocks."""
         self.disconnect()
         self._poll_runner.shutdown(wait=False)
+        self._tuning_runner.shutdown(wait=False)
         self._action_runner.shutdown(wait=True)
 
     # -- polling ----------------------------------------------------------------------
@@ -262,6 +266,68 @@ class Session(QObject):
         text = user_message(error)
         self.event.emit(f"Deploying '{demo.app_name}' failed: {text}", "error")
         self.deploy_finished.emit(False, demo.app_name, text)
+
+    # -- tuning -------------------------------------------------------------------------------
+    def knob_set(self, app: str, deployment: str) -> KnobSet | None:
+        if self.status is None:
+            return None
+        return knobs_for(self.status, app, deployment, self._knob_metadata)
+
+    def knob_values(self, app: str, deployment: str) -> dict:
+        ks = self.knob_set(app, deployment)
+        return values_of(ks) if ks else {}
+
+    def latest_p99(self, app: str, deployment: str) -> float | None:
+        _, values = self.store.snapshot((app, deployment), "latency_p99_ms")
+        return float(values[-1]) if len(values) else None
+
+    # -- config files ---------------------------------------------------------------------------
+    def export_config(self, app: str, path: str) -> None:
+        client = self.client
+        if client is None:
+            self.config_file_done.emit(False, "Not connected to a cluster.")
+            return
+
+        def work():
+            text = export_application(client.serve_details(), app)
+            with open(path, "w", encoding="utf-8") as f:
+                f.write(text)
+            return f"Exported '{app}' to {path}."
+
+        self._action_runner.submit(work, on_done=self._on_config_file_ok,
+                                   on_error=self._on_config_file_error)
+
+    def import_config(self, path: str) -> None:
+        client = self.client
+        if client is None:
+            self.config_file_done.emit(False, "Not connected to a cluster.")
+            return
+
+        def work():
+            try:
+                with open(path, encoding="utf-8") as f:
+                    text = f.read()
+            except OSError as e:
+                raise ConsoleError(f"Cannot read {path}: {e.strerror}.") from None
+            doc = parse_config(text, path)
+            names = apply_config(client, doc)
+            for name in names:
+                wait_for_app(client, name, progress=lambda t: self.deploy_progress.emit(t),
+                             timeout_s=300)
+            return f"Applied {path}: {', '.join(names)} RUNNING."
+
+        self.event.emit(f"Applying config file {path}…", "info")
+        self._action_runner.submit(work, on_done=self._on_config_file_ok,
+                                   on_error=self._on_config_file_error)
+
+    def _on_config_file_ok(self, message: str) -> None:
+        self.event.emit(message, "info")
+        self.config_file_done.emit(True, message)
+
+    def _on_config_file_error(self, error: BaseException) -> None:
+        text = user_message(error)
+        self.event.emit(text, "error")
+        self.config_file_done.emit(False, text)
 
     # -- load -------------------------------------------------------------------------------
     def serve_http_base(self) -> str | None:

@@ -11,9 +11,17 @@ import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
+from backend.errors import ConsoleError
 from PySide6.QtCore import QObject, QTimer, Signal, Slot
 
 log = logging.getLogger(__name__)
+
+
+def user_message(error: BaseException) -> str:
+    """What to show a user for an error from a background task."""
+    if isinstance(error, ConsoleError):
+        return str(error)
+    return f"{type(error).__name__}: {error}"
 
 
 class TaskRunner(QObject):

@@ -17,8 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from backend.cluster_client import ClusterClient
 from backend.knobs import check_values
 from backend.tuning import apply_changes
-from console.session import user_message
-from console.tasks import TaskRunner
+from console.tasks import TaskRunner, user_message
 
 DeploymentKey = tuple[str, str]
 DEBOUNCE_MS = 250
