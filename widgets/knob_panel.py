@@ -1,0 +1,806 @@
+"""Live tuning: one deployment's knobs as sliders, spin boxes, check boxes and JSON fields.
+
+The panel renders a `backend.knobs.KnobSet` and turns the user's edits into
+`change_requested(app, deployment, path, value)`; applying the change to the cluster
+(debounced, newest value wins) is the console's job, which reports back through
+`set_state` and the next `set_knobs`.
+
+Two values matter per knob: the one the control shows and the one the cluster runs (the
+`Knob.value` of the last `set_knobs`). They differ while the user drags or types and
+while a change is pending; then the cluster's value is shown beside the control
+("cluster: 16") instead of yanking the control back under the user's hand.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QCheckBox,
+    QDoubleSpinBox,
+    QFrame,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QScrollArea,
+    QSizePolicy,
+    QSlider,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from backend.knobs import LIVE, ROLLS, Knob, KnobSet
+
+EMPTY_TEXT = "Select a deployment to tune it"
+GROUP_ORDER = ("batching", "concurrency", "autoscaling", "multiplexing", "user_config", "other")
+GROUP_TITLES = {"batching": "Batching", "concurrency": "Concurrency",
+                "autoscaling": "Autoscaling", "multiplexing": "Multiplexing",
+                "user_config": "user_config", "other": "Other"}
+LIVE_TIP = "Applies live without restarting replicas."
+ROLLS_TIP = "Changing this restarts (rolls) the replicas."
+
+IDLE, PENDING, APPLIED, FAILED = "idle", "pending", "applied", "failed"
+STATES = (IDLE, PENDING, APPLIED, FAILED)
+STATE_TEXT = {IDLE: "", PENDING: "pending…", APPLIED: "applied ✓", FAILED: "failed ✗"}
+
+# Mid-tone colours that read on light and dark palettes (as in app_tree).
+GREEN, AMBER, RED, GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
+STATE_COLORS = {IDLE: GREY, PENDING: AMBER, APPLIED: GREEN, FAILED: RED}
+
+APPLIED_FLASH_MS = 2000     # how long "applied ✓" stays before the row goes back to idle
+SLIDER_STEPS = 1000         # positions of a continuous (float or log) slider
+LOG_FLOOR_FRACTION = 5e-4   # a log slider whose range starts at 0 starts its log part here × max
+
+
+# ------------------------------------------------------------------ value ↔ slider position
+
+class SliderScale:
+    """Maps a numeric knob's values onto integer slider positions and back.
+
+    Modes: *snap* (positions are the knob's suggestions, e.g. powers of two; the spin box
+    still takes any value), *linear* (ints: one position per value; floats:
+    SLIDER_STEPS positions) and *log*. A log range that starts at 0 (batch_wait_timeout_s,
+    0–1 s) cannot be logarithmic all the way down, so position 0 is exactly the minimum
+    and positions 1…N cover floor…maximum logarithmically, floor = LOG_FLOOR_FRACTION ×
+    maximum (0.5 ms for a 1 s range).
+    """
+
+    def __init__(self, knob: Knob) -> None:
+        self.is_int = knob.kind == "int"
+        lo = knob.minimum if knob.minimum is not None else 0
+        hi = knob.maximum
+        if hi is None:
+            hi = max(100, 4 * abs(knob.value)) if isinstance(knob.value, (int, float)) else 100
+        if hi <= lo:
+            hi = lo + 1
+        self.lo, self.hi = (int(lo), int(hi)) if self.is_int else (float(lo), float(hi))
+        sugg = sorted({s for s in knob.suggestions if self.lo <= s <= self.hi})
+        self.suggestions = [int(s) for s in sugg] if self.is_int else [float(s) for s in sugg]
+        # A log scale needs a positive top and no negative values.
+        self.log = bool(knob.log_scale) and self.lo >= 0 and self.hi > 0
+        self.floor = 0.0
+        self.zero_slot = False
+        if len(self.suggestions) >= 2:
+            self.mode = "snap"
+            self.positions = len(self.suggestions) - 1
+        elif self.log:
+            self.mode = "log"
+            self.zero_slot = self.lo <= 0
+            if self.zero_slot:
+                self.floor = 1.0 if self.is_int else self.hi * LOG_FLOOR_FRACTION
+            else:
+                self.floor = float(self.lo)
+            self.positions = SLIDER_STEPS
+        elif self.is_int:
+            self.mode = "linear"
+            self.positions = self.hi - self.lo
+        else:
+            self.mode = "linear"
+            self.positions = SLIDER_STEPS
+        self.decimals = 0 if self.is_int else self._decimals()
+
+    def _decimals(self) -> int:
+        # Enough digits to show the smallest value the slider can reach distinctly.
+        if self.log:
+            return min(6, max(2, math.ceil(-math.log10(self.floor))))
+        step = (self.hi - self.lo) / SLIDER_STEPS
+        return min(6, max(1, math.ceil(-math.log10(step)))) if step > 0 else 2
+
+    def clamp(self, value: float) -> float:
+        return min(max(value, self.lo), self.hi)
+
+    def to_pos(self, value: Any) -> int:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return 0
+        v = self.clamp(value)
+        if self.mode == "snap":
+            if self.log and v > 0 and self.suggestions[0] > 0:
+                dist = [abs(math.log(v) - math.log(s)) for s in self.suggestions]
+            else:
+                dist = [abs(v - s) for s in self.suggestions]
+            return dist.index(min(dist))
+        if self.mode == "log":
+            first = 1 if self.zero_slot else 0
+            if self.zero_slot and v < self.floor / 2:
+                return 0
+            v = max(v, self.floor)
+            span = math.log10(self.hi) - math.log10(self.floor)
+            frac = (math.log10(v) - math.log10(self.floor)) / span if span > 0 else 0.0
+            return first + round(frac * (self.positions - first))
+        if self.is_int:
+            return int(round(v)) - self.lo
+        return round((v - self.lo) / (self.hi - self.lo) * self.positions)
+
+    def to_value(self, pos: int) -> int | float:
+        pos = min(max(int(pos), 0), self.positions)
+        if self.mode == "snap":
+            return self.suggestions[pos]
+        if self.mode == "log":
+            first = 1 if self.zero_slot else 0
+            if self.zero_slot and pos == 0:
+                return self.lo
+            if pos >= self.positions:
+                return self.hi
+            frac = (pos - first) / (self.positions - first)
+            lf, lh = math.log10(self.floor), math.log10(self.hi)
+            v = 10 ** (lf + frac * (lh - lf))
+            if self.is_int:
+                return int(self.clamp(round(v)))
+            # Three significant digits: slider values the user can read and type again.
+            return round(self.clamp(float(f"{v:.3g}")), self.decimals)
+        if self.is_int:
+            return self.lo + pos
+        return round(self.lo + pos / self.positions * (self.hi - self.lo), self.decimals)
+
+
+# ------------------------------------------------------------------ helpers
+
+def _same(a: Any, b: Any, decimals: int | None = None) -> bool:
+    """Equal as the user would see them: floats compared to the shown decimals."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        tol = 0.5 * 10 ** -decimals if decimals else 1e-9 * max(1.0, abs(float(b)))
+        return abs(float(a) - float(b)) <= tol
+    return a == b
+
+
+def _fmt(value: Any, decimals: int = 0) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{value:g}"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value)
+
+
+def _rich(text: str) -> str:
+    # Rich text so Qt wraps long tooltips instead of showing one screen-wide line.
+    return "<qt>" + html.escape(text, quote=False).replace("\n", "<br>") + "</qt>"
+
+
+def knob_tooltip(knob: Knob) -> str:
+    """The tuning guidance plus how a change takes effect (plain text)."""
+    how = ROLLS_TIP if knob.applies == ROLLS else LIVE_TIP
+    return f"{knob.help}\n\n{how}" if knob.help else how
+
+
+class _WheelGuard(QObject):
+    """Scrolling the panel must not turn a slider or spin box under the pointer: each
+    turn would reconfigure the running cluster. Wheel events reach a control only when it
+    has keyboard focus; otherwise they go on to the scroll area."""
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) and not obj.hasFocus():
+            event.ignore()  # ignored + filtered: Qt offers it to the parents (the scroll area)
+            return True
+        return False
+
+
+# ------------------------------------------------------------------ one knob
+
+class KnobRow(QWidget):
+    """The controls of one knob: name, badge, state, editor, cluster value, error."""
+
+    committed = Signal(str, object)  # (path, typed value) the user settled on
+
+    def __init__(self, knob: Knob, wheel_guard: QObject, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.knob = knob
+        self.path = knob.path
+        self.cluster_value: Any = knob.value
+        self.pending_value: Any = None
+        self.state = IDLE
+        self.message = ""
+        self._read_only_reason = ""
+        self._syncing = False  # set while the code (not the user) moves a control
+
+        self.slider: QSlider | None = None
+        self.spin: QSpinBox | QDoubleSpinBox | None = None
+        self.check: QCheckBox | None = None
+        self.edit: QLineEdit | None = None
+        self.scale: SliderScale | None = None
+
+        self._applied_timer = QTimer(self)
+        self._applied_timer.setSingleShot(True)
+        self._applied_timer.timeout.connect(self._on_applied_timer_timeout)
+
+        self.name_label = QLabel()
+        self.badge = QLabel()
+        self.badge.setObjectName("badge")
+        self.state_label = QLabel()
+        self.state_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.state_label.setMinimumWidth(60)
+        self.cluster_label = QLabel()
+        self.cluster_label.setStyleSheet(f"color: {GREY};")
+        self.cluster_label.setToolTip("The value the cluster runs now; the control shows "
+                                      "your edit or a change that is still being applied.")
+        self.cluster_label.hide()
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet(f"color: {RED}; font-size: small;")
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.hide()
+
+        small = self.font()
+        small.setPointSizeF(max(6.0, small.pointSizeF() * 0.85))
+        for w in (self.badge, self.state_label, self.cluster_label):
+            w.setFont(small)
+
+        head = QHBoxLayout()
+        head.setContentsMargins(0, 0, 0, 0)
+        head.setSpacing(6)
+        line = QHBoxLayout()
+        line.setContentsMargins(0, 0, 0, 0)
+        line.setSpacing(6)
+
+        if knob.kind in ("int", "float"):
+            self._build_number(knob, wheel_guard)
+            head.addWidget(self.name_label)
+            line.addWidget(self.slider, 1)
+            line.addWidget(self.spin)
+        elif knob.kind == "bool":
+            self.check = QCheckBox()
+            self.check.toggled.connect(self._on_check_toggled)
+            head.addWidget(self.check)
+            head.addWidget(self.name_label)
+            self.name_label.setBuddy(self.check)
+        else:  # "json" and anything unknown: edit the value as JSON
+            self.edit = QLineEdit()
+            self.edit.setPlaceholderText("JSON value, e.g. 8, 0.5, \"text\", [1, 2]")
+            self.edit.editingFinished.connect(self._on_edit_editing_finished)
+            self.edit.textEdited.connect(self._on_edit_text_edited)
+            head.addWidget(self.name_label)
+            line.addWidget(self.edit, 1)
+            self.name_label.setBuddy(self.edit)
+        head.addWidget(self.badge)
+        head.addStretch(1)
+        # The cluster's value sits on the name line, not beside the slider: appearing
+        # there mid-drag would shrink the slider under the user's hand.
+        head.addWidget(self.cluster_label)
+        head.addWidget(self.state_label)
+
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 2, 0, 4)
+        box.setSpacing(1)
+        box.addLayout(head)
+        if line.count():
+            box.addLayout(line)
+        box.addWidget(self.error_label)
+
+        self.update_knob(knob, force=True)
+        self._show_state()
+
+    def _build_number(self, knob: Knob, wheel_guard: QObject) -> None:
+        scale = self.scale = SliderScale(knob)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, scale.positions)
+        self.slider.setPageStep(max(1, scale.positions // 10))
+        self.slider.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # no focus by wheel: see _WheelGuard
+        self.slider.setMinimumWidth(80)
+        if scale.is_int:
+            spin: QSpinBox | QDoubleSpinBox = QSpinBox()
+            spin.setRange(max(scale.lo, -2**31), min(scale.hi, 2**31 - 1))
+        else:
+            spin = QDoubleSpinBox()
+            spin.setDecimals(scale.decimals)
+            spin.setRange(scale.lo, scale.hi)
+            spin.setSingleStep(10 ** -scale.decimals if scale.log else
+                               max(10 ** -scale.decimals, (scale.hi - scale.lo) / 100))
+        if scale.log:
+            # Steps in proportion to the value: 2 → 3 but 200 → 210.
+            spin.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
+        spin.setKeyboardTracking(False)  # typing "250" must not send 2, 25, 250
+        spin.setAccelerated(True)
+        spin.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        spin.setAlignment(Qt.AlignmentFlag.AlignRight)
+        spin.setFixedWidth(84)  # one column of values down the panel
+        self.spin = spin
+        self.name_label.setBuddy(spin)
+        for w in (self.slider, spin):
+            w.installEventFilter(wheel_guard)
+        self.slider.sliderPressed.connect(self._on_slider_pressed)
+        self.slider.valueChanged.connect(self._on_slider_value_changed)
+        self.slider.sliderReleased.connect(self._on_slider_released)
+        spin.valueChanged.connect(self._on_spin_value_changed)
+
+    # ----------------------------------------------------------------- for the panel
+
+    def shape(self) -> tuple:
+        """What decides which controls a knob gets: a change means a new row."""
+        return _shape(self.knob)
+
+    def focus_widgets(self) -> list[QWidget]:
+        return [w for w in (self.check, self.slider, self.spin, self.edit) if w is not None]
+
+    def main_control(self) -> QWidget:
+        return self.spin or self.check or self.edit  # type: ignore[return-value]
+
+    def is_editing(self) -> bool:
+        """True while the user drags the slider or has typed into a field without
+        finishing: the cluster's value must not replace the edit."""
+        if self.slider is not None and self.slider.isSliderDown():
+            return True
+        if self.spin is not None and self.spin.hasFocus():
+            return self.spin.cleanText() != self.spin.textFromValue(self.spin.value())
+        if self.edit is not None and self.edit.hasFocus():
+            return self.edit.text() != _fmt(self.cluster_value if self.state != PENDING
+                                             else self.pending_value)
+        return False
+
+    def update_knob(self, knob: Knob, force: bool = False) -> None:
+        """New cluster value, help or enabled state for the same knob, in place."""
+        self.knob = knob
+        self.cluster_value = knob.value
+        unit = f" ({knob.unit})" if knob.unit else ""
+        self.name_label.setText(f"{knob.label}{unit}")
+        rolls = knob.applies == ROLLS
+        self.badge.setText("rolls replicas" if rolls else "live")
+        color = AMBER if rolls else GREEN
+        self.badge.setStyleSheet(f"QLabel#badge {{ color: {color}; border: 1px solid {color}; "
+                                 "border-radius: 3px; padding: 0px 3px; }")
+        self.badge.setToolTip(ROLLS_TIP if rolls else LIVE_TIP)
+        if force or (self.state != PENDING and not self.is_editing()):
+            self.show_value(knob.value)
+        self._update_enabled()
+        self._refresh_hint()
+
+    def set_read_only(self, reason: str) -> None:
+        self._read_only_reason = reason
+        self._update_enabled()
+
+    def show_value(self, value: Any) -> None:
+        """Put *value* in the control without emitting anything."""
+        self._syncing = True
+        try:
+            if self.spin is not None and self.slider is not None and self.scale is not None:
+                v = value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    else self.scale.lo
+                self.spin.setValue(v)
+                self.slider.setValue(self.scale.to_pos(v))
+            elif self.check is not None:
+                self.check.setChecked(bool(value))
+            elif self.edit is not None:
+                self.edit.setText(_fmt(value))
+                self.edit.setCursorPosition(0)
+                self._show_error("")
+        finally:
+            self._syncing = False
+        self._refresh_hint()
+
+    def displayed_value(self) -> Any:
+        """The typed value the control shows (JSON: parsed; the raw text if invalid)."""
+        if self.spin is not None:
+            v = self.spin.value()
+            return int(v) if self.scale and self.scale.is_int else round(float(v), self.spin.decimals())
+        if self.check is not None:
+            return self.check.isChecked()
+        assert self.edit is not None
+        try:
+            return json.loads(self.edit.text())
+        except ValueError:
+            return self.edit.text()
+
+    def set_state(self, state: str, message: str = "") -> None:
+        if state not in STATES:
+            raise ValueError(f"unknown knob state {state!r}; one of {STATES}")
+        self._applied_timer.stop()
+        if state == APPLIED:
+            # The console reports the change took effect: the cluster runs what was sent.
+            if self.pending_value is not None:
+                self.cluster_value = self.pending_value
+            self._applied_timer.start(APPLIED_FLASH_MS)
+        elif state == FAILED:
+            # Never leave a control showing a value the cluster does not run.
+            self.show_value(self.cluster_value)
+        if state != PENDING:
+            self.pending_value = None
+        self.state = state
+        self.message = message if state == FAILED else ""
+        self._show_error(self.message and f"Not applied: {self.message}")
+        self._show_state()
+        self._refresh_hint()
+
+    def revert(self, value: Any) -> None:
+        """The cluster runs *value* (e.g. after a refused change): show it, drop pending."""
+        self.cluster_value = value
+        self.show_value(value)
+        if self.state == PENDING:
+            self.set_state(IDLE)
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_slider_pressed(self) -> None:
+        self._refresh_hint()
+
+    def _on_slider_value_changed(self, pos: int) -> None:
+        if self._syncing or self.scale is None or self.spin is None:
+            return
+        # While dragging the spin box shows the value; it is sent on release.
+        self._syncing = True
+        try:
+            self.spin.setValue(self.scale.to_value(pos))
+        finally:
+            self._syncing = False
+        self._refresh_hint()
+        if self.slider is not None and not self.slider.isSliderDown():
+            self._commit(self.displayed_value())  # keyboard / page steps: one change each
+
+    def _on_slider_released(self) -> None:
+        self._commit(self.displayed_value())
+
+    def _on_spin_value_changed(self, value: float) -> None:
+        if self._syncing or self.slider is None or self.scale is None:
+            return
+        self._syncing = True
+        try:
+            self.slider.setValue(self.scale.to_pos(value))
+        finally:
+            self._syncing = False
+        self._commit(self.displayed_value())
+
+    def _on_check_toggled(self, checked: bool) -> None:
+        if not self._syncing:
+            self._commit(bool(checked))
+
+    def _on_edit_text_edited(self, _text: str) -> None:
+        self._show_error("")  # the user is fixing it; judge again when they finish
+        self._refresh_hint()
+
+    def _on_edit_editing_finished(self) -> None:
+        if self._syncing or self.edit is None:
+            return
+        text = self.edit.text().strip()
+        try:
+            value = json.loads(text)
+        except ValueError as exc:
+            hint = "" if text[:1] in "[{\"" else " (text needs double quotes)"
+            self._show_error(f"Invalid JSON{hint}: {exc.msg} at column {exc.pos + 1}"
+                             if isinstance(exc, json.JSONDecodeError) else f"Invalid JSON: {exc}")
+            return
+        self._show_error("")
+        self._commit(value)
+
+    def _on_applied_timer_timeout(self) -> None:
+        if self.state == APPLIED:
+            self.set_state(IDLE)
+
+    # ----------------------------------------------------------------- internals
+
+    def _commit(self, value: Any) -> None:
+        decimals = self.scale.decimals if self.scale else None
+        if self.state == PENDING:
+            if _same(value, self.pending_value, decimals):
+                return  # e.g. Enter on an unchanged spin box after a release
+        elif _same(value, self.cluster_value, decimals):
+            self._refresh_hint()
+            return  # nothing to change: the cluster runs this already
+        self.pending_value = value
+        self.state = PENDING
+        self.message = ""
+        self._applied_timer.stop()
+        self._show_error("")
+        self._show_state()
+        self._refresh_hint()
+        self.committed.emit(self.path, value)
+
+    def _update_enabled(self) -> None:
+        knob = self.knob
+        enabled = knob.enabled and not self._read_only_reason
+        tip = knob_tooltip(knob)
+        if self._read_only_reason:
+            control_tip = self._read_only_reason
+        elif not knob.enabled:
+            control_tip = knob.disabled_reason or "Not available for this deployment."
+        else:
+            control_tip = tip
+        for w in self.focus_widgets():
+            w.setEnabled(enabled)
+            w.setToolTip(_rich(control_tip))
+        self.name_label.setEnabled(enabled)
+        self.name_label.setToolTip(_rich(tip if enabled else f"{control_tip}\n\n{tip}"))
+        self.setToolTip(_rich(tip))
+
+    def _show_state(self) -> None:
+        self.state_label.setText(STATE_TEXT[self.state])
+        self.state_label.setStyleSheet(f"color: {STATE_COLORS[self.state]};")
+        tips = {IDLE: "", PENDING: "Sent to the console; waiting until the cluster runs it.",
+                APPLIED: "The cluster runs the new value.", FAILED: self.message}
+        self.state_label.setToolTip(_rich(tips[self.state]) if tips[self.state] else "")
+
+    def _show_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))
+        if self.edit is not None:
+            self.edit.setStyleSheet(f"QLineEdit {{ border: 1px solid {RED}; }}"
+                                    if text and self.state != FAILED else "")
+
+    def _refresh_hint(self) -> None:
+        decimals = self.scale.decimals if self.scale else None
+        shown = self.displayed_value()
+        differs = not _same(shown, self.cluster_value, decimals)
+        self.cluster_label.setText(f"cluster: {_fmt(self.cluster_value, decimals or 0)}")
+        self.cluster_label.setVisible(differs)
+
+
+def _shape(k: Knob) -> tuple:
+    return (k.kind, k.minimum, k.maximum, k.log_scale, tuple(k.suggestions))
+
+
+# ------------------------------------------------------------------ the panel
+
+class KnobPanel(QWidget):
+    """The knobs of one deployment, grouped in sections, updated in place each poll."""
+
+    change_requested = Signal(str, str, str, object)  # (app, deployment, path, value)
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._knob_set: KnobSet | None = None
+        self._rows: dict[str, KnobRow] = {}
+        self._sections: dict[str, tuple[QWidget, QVBoxLayout]] = {}
+        self._wheel_guard = _WheelGuard(self)
+
+        self._title = QLabel()
+        font = self._title.font()
+        font.setBold(True)
+        self._title.setFont(font)
+        self._title.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self._title.setToolTip("The deployment these knobs change (application / deployment)")
+        self._notes = QLabel()
+        self._notes.setWordWrap(True)
+        self._notes.setStyleSheet(f"color: {GREY}; font-size: small;")
+        self._notes.setToolTip("Notes about what this deployment can tune")
+        self._banner = QLabel()
+        self._banner.setWordWrap(True)
+        self._banner.setStyleSheet("QLabel { background: rgba(128,128,128,40); "
+                                   f"border: 1px solid {GREY}; border-radius: 3px; padding: 4px; }}")
+        self._banner.setToolTip("Why the knobs of this deployment cannot be changed here")
+        self._warnings = QLabel()
+        self._warnings.setWordWrap(True)
+        self._warnings.setTextFormat(Qt.TextFormat.PlainText)
+        self._warnings.setStyleSheet("QLabel { background: rgba(208,138,0,40); "
+                                     f"border: 1px solid {AMBER}; border-radius: 3px; "
+                                     "padding: 4px; }")
+        self._warnings.setToolTip("Checks across knobs: the values shown work against "
+                                  "each other")
+        self._empty = QLabel(EMPTY_TEXT)
+        self._empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._empty.setWordWrap(True)
+        self._empty.setStyleSheet(f"color: {GREY}; font-style: italic;")
+        self._empty.setToolTip("Pick a deployment in the application tree: its knobs "
+                               "appear here and apply to the running cluster.")
+
+        self._content = QWidget()
+        self._content_box = QVBoxLayout(self._content)
+        self._content_box.setContentsMargins(0, 0, 4, 0)
+        self._content_box.setSpacing(6)
+        self._content_box.addStretch(1)
+        self._scroll = QScrollArea()
+        self._scroll.setWidgetResizable(True)
+        self._scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self._scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._scroll.setWidget(self._content)
+
+        box = QVBoxLayout(self)
+        box.setContentsMargins(6, 6, 6, 6)
+        box.setSpacing(4)
+        for w in (self._title, self._notes, self._banner, self._warnings):
+            box.addWidget(w)
+        box.addWidget(self._scroll, 1)
+        box.addWidget(self._empty, 1)
+        self.setMinimumWidth(280)
+        self.set_knobs(None)
+
+    # ----------------------------------------------------------------- public API
+
+    def set_knobs(self, knob_set: KnobSet | None) -> None:
+        """Show a deployment's knobs. The same (app, deployment) again updates the
+        controls in place, leaving alone those the user is editing or whose change is
+        pending; another deployment rebuilds the panel; None shows the empty state."""
+        old = self._knob_set
+        same = (old is not None and knob_set is not None
+                and (old.app, old.deployment) == (knob_set.app, knob_set.deployment))
+        if not same:
+            self._clear()
+            self.set_warnings([])
+        self._knob_set = knob_set
+        has = knob_set is not None
+        self._empty.setVisible(not has)
+        self._scroll.setVisible(has)
+        self._title.setVisible(has)
+        if knob_set is None:
+            self._notes.hide()
+            self._banner.hide()
+            return
+
+        self._title.setText(f"{knob_set.deployment}  <span style='color:{GREY}; "
+                            f"font-weight:normal'>in {html.escape(knob_set.app)}</span>")
+        self._notes.setText("\n".join(knob_set.notes))
+        self._notes.setVisible(bool(knob_set.notes))
+        reason = knob_set.read_only_reason
+        self._banner.setText(f"🔒 {reason}" if reason else "")
+        self._banner.setVisible(bool(reason))
+
+        wanted = [k.path for k in knob_set.knobs]
+        for path in [p for p in self._rows if p not in wanted]:
+            self._drop_row(path)
+        order_changed = False
+        for knob in knob_set.knobs:
+            row = self._rows.get(knob.path)
+            if row is not None and (row.shape() != _shape(knob) or row.knob.group != knob.group):
+                self._drop_row(knob.path)  # e.g. a new range: the controls must be rebuilt
+                row = None
+            if row is None:
+                row = KnobRow(knob, self._wheel_guard)
+                row.committed.connect(self._on_row_committed)
+                self._rows[knob.path] = row
+                order_changed = True
+            else:
+                row.update_knob(knob)
+            row.set_read_only(reason)
+        if order_changed or list(self._rows) != wanted:
+            self._lay_out(knob_set)
+        if not knob_set.knobs:
+            self._empty.setText("This deployment has no knobs the console can change.")
+            self._empty.show()
+        else:
+            self._empty.setText(EMPTY_TEXT)
+
+    def knob_set(self) -> KnobSet | None:
+        return self._knob_set
+
+    def set_state(self, path: str, state: str, message: str = "") -> None:
+        """The console's word on a knob's change: pending, applied (✓ for a moment, then
+        idle), failed (✗, the control shows the cluster's value again, *message* says
+        why) or idle."""
+        row = self._rows.get(path)
+        if row is not None:
+            row.set_state(state, message)
+
+    def revert(self, path: str, value: Any) -> None:
+        """Show *value* as what the cluster runs for *path* (no signal)."""
+        row = self._rows.get(path)
+        if row is not None:
+            row.revert(value)
+
+    def set_warnings(self, warnings: list[str]) -> None:
+        """Cross-knob checks on the values shown (amber, above the knobs)."""
+        self._warnings.setText("\n".join(f"⚠ {w}" for w in warnings))
+        self._warnings.setVisible(bool(warnings) and self._knob_set is not None)
+
+    def warnings(self) -> list[str]:
+        text = self._warnings.text()
+        return [line.removeprefix("⚠ ") for line in text.split("\n")] if text else []
+
+    def state(self, path: str) -> str:
+        return self._rows[path].state
+
+    def state_message(self, path: str) -> str:
+        return self._rows[path].message
+
+    def control(self, path: str) -> QWidget:
+        """The knob's main control: the spin box of a number, the check box, the JSON field."""
+        return self._rows[path].main_control()
+
+    def slider(self, path: str) -> QSlider | None:
+        return self._rows[path].slider
+
+    def row(self, path: str) -> KnobRow:
+        return self._rows[path]
+
+    def displayed_value(self, path: str) -> Any:
+        return self._rows[path].displayed_value()
+
+    def cluster_hint(self, path: str) -> str:
+        """'cluster: 16' while the control shows something else, else ''."""
+        label = self._rows[path].cluster_label
+        return label.text() if not label.isHidden() else ""
+
+    def banner_text(self) -> str:
+        return self._banner.text() if not self._banner.isHidden() else ""
+
+    def empty_text(self) -> str:
+        return self._empty.text() if not self._empty.isHidden() else ""
+
+    def section_titles(self) -> list[str]:
+        return [self._sections[g][0].findChild(QLabel, "sectionTitle").text()
+                for g in GROUP_ORDER + tuple(g for g in self._sections if g not in GROUP_ORDER)
+                if g in self._sections]
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_row_committed(self, path: str, value: Any) -> None:
+        ks = self._knob_set
+        if ks is not None:
+            self.change_requested.emit(ks.app, ks.deployment, path, value)
+
+    # ----------------------------------------------------------------- internals
+
+    def _drop_row(self, path: str) -> None:
+        row = self._rows.pop(path)
+        row.setParent(None)
+        row.deleteLater()
+
+    def _clear(self) -> None:
+        for path in list(self._rows):
+            self._drop_row(path)
+        for section, _ in self._sections.values():
+            section.setParent(None)
+            section.deleteLater()
+        self._sections.clear()
+
+    def _section(self, group: str) -> QVBoxLayout:
+        if group not in self._sections:
+            section = QWidget()
+            layout = QVBoxLayout(section)
+            layout.setContentsMargins(0, 0, 0, 0)
+            layout.setSpacing(0)
+            title = QLabel(GROUP_TITLES.get(group, group.replace("_", " ").capitalize()))
+            title.setObjectName("sectionTitle")
+            title.setStyleSheet(f"QLabel#sectionTitle {{ font-weight: bold; color: {GREY}; "
+                                f"border-bottom: 1px solid {GREY}; padding-bottom: 1px; "
+                                "margin-bottom: 2px; }")
+            title.setToolTip(f"Knobs of the {GROUP_TITLES.get(group, group)} group")
+            layout.addWidget(title)
+            self._sections[group] = (section, layout)
+        return self._sections[group][1]
+
+    def _lay_out(self, knob_set: KnobSet) -> None:
+        """Put the rows into their sections in order. Rows are moved, not recreated, so
+        a pending edit survives knobs coming and going (e.g. autoscaling turned on)."""
+        rank = {g: i for i, g in enumerate(GROUP_ORDER)}
+        by_group: dict[str, list[KnobRow]] = {}
+        for knob in knob_set.knobs:
+            by_group.setdefault(knob.group, []).append(self._rows[knob.path])
+        for group in [g for g in self._sections if g not in by_group]:
+            section, _ = self._sections.pop(group)
+            section.setParent(None)
+            section.deleteLater()
+        # Take every section out of the content and put back the ones in use, in order.
+        for section, layout in self._sections.values():
+            self._content_box.removeWidget(section)
+            for i in reversed(range(1, layout.count())):
+                layout.takeAt(i)
+        groups = sorted(by_group, key=lambda g: rank.get(g, len(GROUP_ORDER)))
+        focus_chain: list[QWidget] = []
+        for i, group in enumerate(groups):
+            layout = self._section(group)
+            for row in by_group[group]:
+                layout.addWidget(row)
+                focus_chain.extend(row.focus_widgets())
+            self._content_box.insertWidget(i, self._sections[group][0])
+        # Tab follows the visual order even when rows were added later.
+        for a, b in zip(focus_chain, focus_chain[1:]):
+            QWidget.setTabOrder(a, b)
+        # Rebuilt rows keep their insertion order for the in-place check in set_knobs.
+        self._rows = {k.path: self._rows[k.path] for k in knob_set.knobs}
