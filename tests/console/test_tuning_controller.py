@@ -1,0 +1,146 @@
+"""Live tuning through the console's controller, against a real cluster under load."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import random
+import threading
+import time
+
+import pytest
+import requests
+
+from backend.loadgen import LoadGenerator, LoadTarget
+from console.session import Session
+from tests.console.test_connect import StallMeter
+
+
+@pytest.fixture
+def session(qtbot, ray_cluster):
+    s = Session()
+    with qtbot.waitSignal(s.connected, timeout=20_000):
+        s.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+    with qtbot.waitSignal(s.status_changed, timeout=10_000):
+        pass
+    yield s
+    s.shutdown()
+
+
+def declarative_configs(client) -> dict[str, str]:
+    details = client.serve_details()
+    return {name: json.dumps(a["deployed_app_config"], sort_keys=True)
+            for name, a in details["applications"].items()}
+
+
+def test_thirty_random_changes_under_load(qtbot, session, cluster_client, tuning_app):
+    app, dep, url = tuning_app
+    rng = random.Random(43288)
+    before = declarative_configs(cluster_client)
+    gen = LoadGenerator(LoadTarget(url=url, body='{"seed": {seq}}'))
+    gen.start(60)
+    applied, failed = [], []
+    session.tuning.applied.connect(lambda *a: applied.append(a))
+    session.tuning.failed.connect(lambda *a: failed.append(a))
+    last: dict[str, object] = {}
+    try:
+        qtbot.wait(3000)  # steady load first
+        for _ in range(30):
+            path, value = rng.choice([
+                ("user_config.max_batch_size", rng.choice([1, 2, 4, 8, 16, 32])),
+                ("user_config.batch_wait_timeout_s", rng.choice([0.001, 0.005, 0.01, 0.02])),
+                ("max_ongoing_requests", rng.randint(32, 96)),
+                ("num_replicas", rng.choice([1, 2])),
+            ])
+            last[path] = value
+            session.tuning.request(app, dep, path, value)
+            qtbot.wait(rng.randint(20, 400))  # quick succession, some within the debounce
+        qtbot.waitUntil(lambda: not session.tuning.busy(), timeout=180_000)
+        qtbot.wait(1500)  # requests sent during the last apply finish
+        stats = gen.stats()
+    finally:
+        gen.stop()
+    assert not failed, failed
+    assert applied, "nothing was applied"
+    assert stats.errors == 0, stats.last_error
+    assert stats.ok > 500
+    cfg = cluster_client.serve_status().deployment(app, dep).config
+    for path, value in last.items():
+        head, _, key = path.partition(".")
+        actual = cfg[head][key] if key else cfg[head]
+        assert actual == value, (path, actual, value)
+    after = declarative_configs(cluster_client)
+    for name, text in before.items():
+        if name != app:
+            assert after[name] == text, name
+    # Coalescing: far fewer PUTs than requested changes, and every one took effect.
+    assert len(applied) < 30
+
+
+class SlowDashboard(http.server.ThreadingHTTPServer):
+    """Forwards to the real dashboard after a delay: a cluster that is slow to answer."""
+
+    def __init__(self, target: str, delay_s: float) -> None:
+        target_url, delay = target, delay_s
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self):
+                time.sleep(delay)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() in ("authorization", "content-type", "user-agent")}
+                r = requests.request(self.command, target_url + self.path, data=body or None,
+                                     headers=headers, timeout=60)
+                self.send_response(r.status_code)
+                self.send_header("Content-Type", r.headers.get("Content-Type", "text/plain"))
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_PUT = _forward
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.daemon_threads = True
+
+
+def test_gui_stays_responsive_while_a_slow_cluster_applies(qtbot, ray_cluster, tuning_app):
+    app, dep, _ = tuning_app
+    slow = SlowDashboard(ray_cluster.dashboard_url, delay_s=0.7)
+    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    s = Session()
+    try:
+        with qtbot.waitSignal(s.connected, timeout=30_000):
+            s.connect_remote(f"http://127.0.0.1:{slow.server_address[1]}", ray_cluster.token)
+        qtbot.waitUntil(lambda: s.status is not None, timeout=30_000)
+        current = s.knob_values(app, dep)["max_ongoing_requests"]
+        meter = StallMeter()
+        with qtbot.waitSignal(s.tuning.applied, timeout=120_000):
+            s.tuning.request(app, dep, "max_ongoing_requests", current + 1)
+        meter.stop()
+        assert meter.max_gap < 0.1, f"event loop stalled {meter.max_gap * 1000:.0f} ms"
+    finally:
+        s.shutdown()
+        slow.shutdown()
+
+
+def test_refused_change_reports_the_reason(qtbot, session, tuning_app):
+    app, dep, _ = tuning_app
+    states = []
+    session.tuning.knob_state.connect(lambda *a: states.append(a))
+    with qtbot.waitSignal(session.tuning.failed, timeout=60_000) as blocker:
+        session.tuning.request(app, dep, "max_ongoing_requests", 0)
+    reason = blocker.args[3]
+    assert "max_ongoing_requests" in reason
+    assert states[-1][2:4] == ("max_ongoing_requests", "failed")
+
+
+def test_min_above_max_is_refused_before_sending(qtbot, session, tuning_app):
+    app, dep, _ = tuning_app
+    with qtbot.waitSignal(session.tuning.failed, timeout=10_000) as blocker:
+        session.tuning.request(app, dep, "autoscaling", True)
+        session.tuning.request(app, dep, "autoscaling_config.min_replicas", 3)
+        session.tuning.request(app, dep, "autoscaling_config.max_replicas", 2)
+    assert "min_replicas (3) > max_replicas (2)" in blocker.args[3]
