@@ -271,9 +271,8 @@ class KnobRow(QWidget):
         elif knob.kind == "bool":
             self.check = QCheckBox()
             self.check.toggled.connect(self._on_check_toggled)
+            # The check box carries the name: clicking the name toggles it.
             head.addWidget(self.check)
-            head.addWidget(self.name_label)
-            self.name_label.setBuddy(self.check)
         else:  # "json" and anything unknown: edit the value as JSON
             self.edit = QLineEdit()
             self.edit.setPlaceholderText("JSON value, e.g. 8, 0.5, \"text\", [1, 2]")
@@ -363,11 +362,15 @@ class KnobRow(QWidget):
         self.cluster_value = knob.value
         unit = f" ({knob.unit})" if knob.unit else ""
         self.name_label.setText(f"{knob.label}{unit}")
+        if self.check is not None:
+            self.check.setText(f"{knob.label}{unit}")
         rolls = knob.applies == ROLLS
         self.badge.setText("rolls replicas" if rolls else "live")
         color = AMBER if rolls else GREEN
-        self.badge.setStyleSheet(f"QLabel#badge {{ color: {color}; border: 1px solid {color}; "
-                                 "border-radius: 3px; padding: 0px 3px; }")
+        style = (f"QLabel#badge {{ color: {color}; border: 1px solid {color}; "
+                 "border-radius: 3px; padding: 0px 3px; }")
+        if self.badge.styleSheet() != style:  # re-styling each poll would re-polish it
+            self.badge.setStyleSheet(style)
         self.badge.setToolTip(ROLLS_TIP if rolls else LIVE_TIP)
         if force or (self.state != PENDING and not self.is_editing()):
             self.show_value(knob.value)

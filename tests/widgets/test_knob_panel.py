@@ -1,0 +1,403 @@
+"""KnobPanel turns the user's edits into typed change requests and shows what the cluster
+runs: pending → applied, or failed with the control back at the cluster's value."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QApplication, QWidget
+
+import widgets.knob_panel as kp
+from backend.knobs import LIVE, ROLLS, Knob, KnobSet
+from widgets.knob_panel import EMPTY_TEXT, KnobPanel, SliderScale
+
+MBS = "user_config.max_batch_size"
+WAIT = "user_config.batch_wait_timeout_s"
+MOR = "max_ongoing_requests"
+REPLICAS = "num_replicas"
+AUTO = "autoscaling"
+MODEL = "user_config.model_name"
+MAX_MODELS = "args.max_num_models_per_replica"
+READ_ONLY = "Deployed from code (serve.run): read-only through the REST API"
+
+
+def knob_set(mbs=16, wait=0.01, mor=32, replicas=2, auto=False, model="resnet18",
+             deployment="Model", read_only="", num_replicas_enabled=True,
+             extra: tuple[Knob, ...] = ()) -> KnobSet:
+    knobs = (
+        Knob(MBS, "max_batch_size", "int", mbs, LIVE, "batching", 1, 256,
+             log_scale=True, suggestions=(1, 2, 4, 8, 16, 32, 64, 128, 256),
+             help="Largest batch @serve.batch forms; double until throughput flattens."),
+        Knob(WAIT, "batch_wait_timeout_s", "float", wait, LIVE, "batching", 0.0, 1.0,
+             log_scale=True, unit="s",
+             help="How long a batch waits to fill: SLO minus compute time."),
+        Knob(MOR, "max_ongoing_requests", "int", mor, LIVE, "concurrency", 1, 1000,
+             log_scale=True, help="Requests a replica takes at once."),
+        Knob(REPLICAS, "num_replicas", "int", replicas, LIVE, "concurrency", 1, 16,
+             help="Fixed number of replicas.", enabled=num_replicas_enabled,
+             disabled_reason="" if num_replicas_enabled else
+             "Autoscaling sets the replica count; turn it off to fix num_replicas."),
+        Knob(AUTO, "autoscaling", "bool", auto, LIVE, "autoscaling",
+             help="Let Serve size the deployment from its load."),
+        Knob(MODEL, "model_name", "json", model, LIVE, "user_config",
+             help="A user_config key of this deployment."),
+        Knob(MAX_MODELS, "max_num_models_per_replica", "int", 3, ROLLS, "multiplexing", 1, 64,
+             help="Models each replica keeps loaded."),
+    ) + extra
+    return KnobSet("batched", deployment, knobs, read_only_reason=read_only,
+                   notes=("Batching knobs come from user_config.",))
+
+
+@pytest.fixture
+def panel(qtbot) -> KnobPanel:
+    w = KnobPanel()
+    qtbot.addWidget(w)
+    w.resize(400, 800)
+    w.set_knobs(knob_set())
+    return w
+
+
+@pytest.fixture
+def changes(panel) -> list[tuple]:
+    received: list[tuple] = []
+    panel.change_requested.connect(lambda *args: received.append(args))
+    return received
+
+
+def drag(panel: KnobPanel, path: str, value, release: bool = True) -> None:
+    """Press the slider, move it to *value*'s position, and release it (or not)."""
+    slider = panel.slider(path)
+    scale = panel.row(path).scale
+    slider.setSliderDown(True)  # emits sliderPressed, like a mouse press on the handle
+    for pos in range(slider.value(), scale.to_pos(value) + 1):
+        slider.setValue(pos)  # intermediate positions, as a drag produces
+    slider.setValue(scale.to_pos(value))
+    if release:
+        slider.setSliderDown(False)  # emits sliderReleased
+
+
+def show_active(qtbot, panel: KnobPanel) -> None:
+    # Focus (hence "being typed into" and focus-out) needs an active window.
+    panel.show()
+    panel.activateWindow()
+    qtbot.waitUntil(panel.isActiveWindow)
+
+
+def type_into(qtbot, widget: QWidget, text: str, enter: bool = True) -> None:
+    line = widget.lineEdit() if hasattr(widget, "lineEdit") else widget
+    widget.setFocus()
+    line.selectAll()
+    qtbot.keyClicks(line, text)
+    if enter:
+        qtbot.keyClick(line, Qt.Key.Key_Return)
+
+
+# ------------------------------------------------------------------ building
+
+def test_empty_state_then_sections_in_order(qtbot):
+    w = KnobPanel()
+    qtbot.addWidget(w)
+    assert w.empty_text() == EMPTY_TEXT
+    w.set_knobs(knob_set())
+    assert w.empty_text() == ""
+    assert w.section_titles() == ["Batching", "Concurrency", "Autoscaling", "Multiplexing",
+                                  "user_config"]
+    w.set_knobs(None)
+    assert w.empty_text() == EMPTY_TEXT and w.knob_set() is None
+
+
+def test_controls_by_kind_badges_and_tooltips(panel):
+    assert panel.slider(MBS) is not None and panel.displayed_value(MBS) == 16
+    assert panel.displayed_value(WAIT) == pytest.approx(0.01)
+    assert panel.control(AUTO).isChecked() is False
+    assert panel.displayed_value(MODEL) == "resnet18"
+    assert panel.control(MODEL).text() == '"resnet18"'
+    assert panel.row(MBS).badge.text() == "live"
+    assert panel.row(MAX_MODELS).badge.text() == "rolls replicas"
+    assert kp.AMBER in panel.row(MAX_MODELS).badge.styleSheet()
+    assert "double until throughput flattens" in panel.control(MBS).toolTip()
+    assert "Applies live without restarting replicas" in panel.control(MBS).toolTip()
+    assert "restarts (rolls) the replicas" in panel.control(MAX_MODELS).toolTip()
+    assert panel.row(WAIT).name_label.text() == "batch_wait_timeout_s (s)"
+    assert all(panel.state(k.path) == "idle" for k in panel.knob_set().knobs)
+
+
+def test_disabled_knob_has_its_reason_as_tooltip(qtbot):
+    w = KnobPanel()
+    qtbot.addWidget(w)
+    w.set_knobs(knob_set(num_replicas_enabled=False))
+    assert not w.control(REPLICAS).isEnabled() and not w.slider(REPLICAS).isEnabled()
+    assert "Autoscaling sets the replica count" in w.control(REPLICAS).toolTip()
+    assert w.control(MOR).isEnabled()
+
+
+def test_read_only_disables_everything_and_says_why(qtbot):
+    w = KnobPanel()
+    qtbot.addWidget(w)
+    w.set_knobs(knob_set(read_only=READ_ONLY))
+    assert READ_ONLY in w.banner_text()
+    for knob in w.knob_set().knobs:
+        for control in w.row(knob.path).focus_widgets():
+            assert not control.isEnabled(), knob.path
+        assert READ_ONLY in w.control(knob.path).toolTip()
+    # The same deployment becoming declarative (redeployed from a config) enables them.
+    w.set_knobs(knob_set())
+    assert w.banner_text() == "" and w.control(MOR).isEnabled()
+
+
+# ------------------------------------------------------------------ user edits → signal
+
+def test_slider_release_emits_one_typed_change_and_marks_pending(qtbot, panel, changes):
+    drag(panel, MBS, 64, release=False)
+    assert changes == []  # dragging sends nothing …
+    assert panel.displayed_value(MBS) == 64  # … but the spin box follows the slider
+    assert panel.state(MBS) == "idle"
+    panel.slider(MBS).setSliderDown(False)
+    assert changes == [("batched", "Model", MBS, 64)]
+    assert type(changes[0][3]) is int
+    assert panel.state(MBS) == "pending"
+    assert panel.row(MBS).state_label.text() == "pending…"
+    assert panel.cluster_hint(MBS) == "cluster: 16"
+
+
+def test_slider_snaps_to_suggestions_but_spinbox_takes_any_integer(qtbot, panel, changes):
+    slider = panel.slider(MBS)
+    assert (slider.minimum(), slider.maximum()) == (0, 8)  # nine powers of two
+    type_into(qtbot, panel.control(MBS), "48")
+    assert changes == [("batched", "Model", MBS, 48)]
+    assert panel.displayed_value(MBS) == 48  # not rounded to 32 or 64
+    assert panel.row(MBS).scale.to_value(slider.value()) in (32, 64)
+
+
+def test_float_spinbox_edit_emits_a_float(qtbot, panel, changes):
+    type_into(qtbot, panel.control(WAIT), "0.025")
+    assert changes == [("batched", "Model", WAIT, pytest.approx(0.025))]
+    assert type(changes[0][3]) is float
+    assert panel.state(WAIT) == "pending"
+
+
+def test_spinbox_arrow_step_emits(qtbot, panel, changes):
+    panel.control(MOR).setFocus()
+    qtbot.keyClick(panel.control(MOR), Qt.Key.Key_Up)
+    assert len(changes) == 1 and changes[0][2] == MOR and changes[0][3] > 32
+
+
+def test_no_change_sent_for_the_value_the_cluster_runs(qtbot, panel, changes):
+    drag(panel, MBS, 16)  # press and release where it was
+    type_into(qtbot, panel.control(MOR), "32")
+    type_into(qtbot, panel.control(MODEL), '"resnet18"')
+    assert changes == []
+    assert panel.state(MBS) == panel.state(MOR) == "idle"
+
+
+def test_going_back_to_the_cluster_value_while_pending_is_sent(qtbot, panel, changes):
+    drag(panel, MBS, 64)
+    drag(panel, MBS, 16)
+    assert [c[3] for c in changes] == [64, 16]  # the newest wins at the console
+
+
+def test_checkbox_toggle_emits_bool(qtbot, panel, changes):
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.mouseClick(panel.control(AUTO), Qt.MouseButton.LeftButton)
+    assert changes == [("batched", "Model", AUTO, True)]
+    assert panel.state(AUTO) == "pending"
+
+
+def test_json_editor_parses_and_rejects_invalid(qtbot, panel, changes):
+    edit = panel.control(MODEL)
+    type_into(qtbot, edit, "resnet50")  # a bare word is not JSON
+    assert changes == []
+    error = panel.row(MODEL).error_label
+    assert not error.isHidden() and "Invalid JSON" in error.text() and "quotes" in error.text()
+    assert panel.state(MODEL) == "idle"
+    type_into(qtbot, edit, '{"name": "resnet50", "layers": [1, 2]}')
+    assert changes == [("batched", "Model", MODEL, {"name": "resnet50", "layers": [1, 2]})]
+    assert error.isHidden() and panel.state(MODEL) == "pending"
+
+
+def test_json_editor_applies_on_focus_out(qtbot, panel, changes):
+    show_active(qtbot, panel)
+    type_into(qtbot, panel.control(MODEL), '"vit"', enter=False)
+    assert changes == []
+    panel.control(MOR).setFocus()
+    qtbot.waitUntil(lambda: len(changes) == 1)
+    assert changes == [("batched", "Model", MODEL, "vit")]
+
+
+# ------------------------------------------------------------------ cluster → panel
+
+def test_same_deployment_updates_in_place_but_not_a_pending_knob(qtbot, panel, changes):
+    controls = {k.path: panel.control(k.path) for k in panel.knob_set().knobs}
+    sliders = {p: panel.slider(p) for p in (MBS, WAIT, MOR)}
+    drag(panel, MBS, 64)  # pending
+    panel.set_knobs(knob_set(mbs=32, wait=0.05, mor=64, auto=True, model="vit"))
+    assert changes == [("batched", "Model", MBS, 64)]  # updating sends nothing
+    assert all(panel.control(p) is c for p, c in controls.items())
+    assert all(panel.slider(p) is s for p, s in sliders.items())
+    assert panel.displayed_value(WAIT) == pytest.approx(0.05)
+    assert panel.displayed_value(MOR) == 64
+    assert panel.control(AUTO).isChecked() and panel.displayed_value(MODEL) == "vit"
+    assert panel.cluster_hint(MOR) == ""
+    # The pending knob keeps the user's value and shows the cluster's beside it.
+    assert panel.displayed_value(MBS) == 64 and panel.state(MBS) == "pending"
+    assert panel.cluster_hint(MBS) == "cluster: 32"
+
+
+def test_a_knob_being_dragged_or_typed_into_is_not_overwritten(qtbot, panel, changes):
+    show_active(qtbot, panel)
+    drag(panel, MBS, 128, release=False)
+    type_into(qtbot, panel.control(MOR), "200", enter=False)  # typed, not yet confirmed
+    panel.set_knobs(knob_set(mbs=8, mor=50))
+    assert panel.displayed_value(MBS) == 128 and panel.cluster_hint(MBS) == "cluster: 8"
+    assert panel.control(MOR).cleanText() == "200"
+    panel.slider(MBS).setSliderDown(False)
+    assert changes == [("batched", "Model", MBS, 128)]
+
+
+def test_other_deployment_rebuilds_and_drops_warnings(qtbot, panel):
+    old = panel.control(MOR)
+    panel.set_warnings(["max_batch_size × max_concurrent_batches > max_ongoing_requests"])
+    assert panel.warnings() and panel._warnings.isVisible() is panel.isVisible()
+    panel.set_knobs(knob_set(deployment="Ingress", mor=7))
+    assert panel.control(MOR) is not old and panel.displayed_value(MOR) == 7
+    assert panel.state(MOR) == "idle" and panel.warnings() == []
+
+
+def test_knobs_coming_and_going_keep_a_pending_row(qtbot, panel, changes):
+    panel.show()
+    qtbot.waitExposed(panel)
+    qtbot.mouseClick(panel.control(AUTO), Qt.MouseButton.LeftButton)  # autoscaling on: pending
+    auto_box = panel.control(AUTO)
+    extra = (Knob("autoscaling_config.min_replicas", "min_replicas", "int", 1, LIVE,
+                  "autoscaling", 0, 64, help="Fewest replicas."),)
+    panel.set_knobs(knob_set(auto=False, num_replicas_enabled=False, extra=extra))
+    assert panel.control(AUTO) is auto_box and auto_box.isChecked()
+    assert panel.state(AUTO) == "pending" and panel.cluster_hint(AUTO) == "cluster: off"
+    assert panel.displayed_value("autoscaling_config.min_replicas") == 1
+    # Tab order follows the panel top to bottom, the new row included.
+    chain, w = [], panel.row(MBS).focus_widgets()[0]
+    focusable = {id(c) for k in panel.knob_set().knobs for c in panel.row(k.path).focus_widgets()}
+    for _ in range(200):
+        if id(w) in focusable and w not in chain:
+            chain.append(w)
+        w = w.nextInFocusChain()
+    expected = [c for k in (MBS, WAIT, MOR, REPLICAS, AUTO, "autoscaling_config.min_replicas",
+                            MAX_MODELS, MODEL) for c in panel.row(k).focus_widgets()]
+    assert chain == expected
+
+
+def test_failed_reverts_to_the_cluster_value_with_the_reason(qtbot, panel, changes):
+    drag(panel, MBS, 128)
+    panel.set_state(MBS, "failed", "HTTP 400: invalid user_config")
+    assert panel.state(MBS) == "failed"
+    assert panel.displayed_value(MBS) == 16
+    assert panel.row(MBS).scale.to_value(panel.slider(MBS).value()) == 16
+    assert panel.row(MBS).state_label.text() == "failed ✗"
+    assert "HTTP 400: invalid user_config" in panel.row(MBS).state_label.toolTip()
+    assert "HTTP 400" in panel.row(MBS).error_label.text()
+    assert panel.cluster_hint(MBS) == ""
+    # Trying again clears the failure.
+    drag(panel, MBS, 32)
+    assert panel.state(MBS) == "pending" and panel.row(MBS).error_label.isHidden()
+
+
+def test_failed_json_edit_reverts_the_text(qtbot, panel, changes):
+    type_into(qtbot, panel.control(MODEL), '"vit"')
+    panel.set_state(MODEL, "failed", "replica raised in reconfigure()")
+    assert panel.control(MODEL).text() == '"resnet18"'
+
+
+def test_applied_shows_a_tick_then_idle(qtbot, panel, changes, monkeypatch):
+    monkeypatch.setattr(kp, "APPLIED_FLASH_MS", 50)
+    type_into(qtbot, panel.control(MOR), "64")
+    panel.set_state(MOR, "applied")
+    assert panel.row(MOR).state_label.text() == "applied ✓"
+    # What was sent is now the cluster's value: no "cluster: …" beside it, and sending
+    # the same value again is not a change.
+    assert panel.cluster_hint(MOR) == ""
+    qtbot.waitUntil(lambda: panel.state(MOR) == "idle", timeout=2000)
+    assert panel.row(MOR).state_label.text() == ""
+    type_into(qtbot, panel.control(MOR), "64")
+    assert len(changes) == 1
+
+
+def test_revert_sets_the_cluster_value_without_a_signal(qtbot, panel, changes):
+    drag(panel, MBS, 64)
+    panel.revert(MBS, 8)
+    assert panel.displayed_value(MBS) == 8 and panel.state(MBS) == "idle"
+    assert len(changes) == 1 and panel.cluster_hint(MBS) == ""
+
+
+def test_warnings_shown_above_the_knobs(qtbot, panel):
+    panel.show()
+    text = "max_batch_size × max_concurrent_batches > max_ongoing_requests: batches can never fill"
+    panel.set_warnings([text])
+    assert panel.warnings() == [text] and panel._warnings.isVisible()
+    panel.set_warnings([])
+    assert not panel._warnings.isVisible()
+
+
+def test_unknown_state_is_an_error(panel):
+    with pytest.raises(ValueError):
+        panel.set_state(MBS, "done")
+
+
+# ------------------------------------------------------------------ slider scales
+
+def float_log_knob(lo=0.0, hi=1.0) -> Knob:
+    return Knob(WAIT, "batch_wait_timeout_s", "float", 0.01, minimum=lo, maximum=hi,
+                log_scale=True)
+
+
+def test_log_float_scale_reaches_zero_and_one_and_round_trips():
+    s = SliderScale(float_log_knob())
+    assert s.to_pos(0.0) == 0 and s.to_value(0) == 0.0
+    assert s.to_pos(1.0) == s.positions and s.to_value(s.positions) == 1.0
+    assert s.to_value(1) == pytest.approx(0.0005)  # the floor, just right of 0
+    for v in (0.0005, 0.001, 0.0025, 0.01, 0.02, 0.05, 0.1, 0.333, 0.9):
+        back = s.to_value(s.to_pos(v))
+        assert back == pytest.approx(v, rel=0.01), v
+    assert s.to_pos(0.0001) == 0  # below half the floor: closest to 0
+    assert s.to_pos(0.01) > s.positions // 3  # the low end gets a fair share of the track
+    assert s.decimals >= 4  # 0.5 ms must be visible in the spin box
+
+
+def test_log_slider_drag_emits_the_mapped_float(qtbot, panel, changes):
+    drag(panel, WAIT, 0.1)
+    assert changes and changes[-1][3] == pytest.approx(0.1, rel=0.01)
+    slider = panel.slider(WAIT)
+    slider.setSliderDown(True)
+    slider.setValue(0)
+    slider.setSliderDown(False)
+    assert changes[-1][3] == 0.0
+
+
+def test_int_scales():
+    mor = SliderScale(Knob(MOR, MOR, "int", 5, minimum=1, maximum=1000, log_scale=True))
+    assert mor.to_value(0) == 1 and mor.to_value(mor.positions) == 1000
+    assert isinstance(mor.to_value(500), int)
+    assert abs(mor.to_value(mor.to_pos(100)) - 100) <= 1
+    lin = SliderScale(Knob(REPLICAS, REPLICAS, "int", 2, minimum=1, maximum=16))
+    assert lin.positions == 15 and lin.to_value(lin.to_pos(7)) == 7
+    snap = SliderScale(dataclasses.replace(
+        Knob(MBS, MBS, "int", 16, minimum=1, maximum=256, log_scale=True,
+             suggestions=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512))))
+    assert snap.suggestions[-1] == 256  # suggestions outside the range are dropped
+    assert snap.to_value(snap.to_pos(48)) == 64 and snap.to_value(snap.to_pos(40)) == 32
+
+
+def test_wheel_over_an_unfocused_slider_does_not_change_it(qtbot, panel, changes):
+    from PySide6.QtCore import QPoint, QPointF
+    from PySide6.QtGui import QWheelEvent
+
+    slider = panel.slider(MOR)
+    before = slider.value()
+    pos = QPointF(slider.rect().center())
+    event = QWheelEvent(pos, QPointF(slider.mapToGlobal(QPoint(10, 5))), QPoint(0, 0),
+                        QPoint(0, 120), Qt.MouseButton.NoButton, Qt.KeyboardModifier.NoModifier,
+                        Qt.ScrollPhase.NoScrollPhase, False)
+    QApplication.sendEvent(slider, event)
+    assert slider.value() == before and changes == []
