@@ -500,6 +500,11 @@ class KnobRow(QWidget):
     # ----------------------------------------------------------------- internals
 
     def _commit(self, value: Any) -> None:
+        if self._read_only_reason or not self.knob.enabled:
+            # Disabled controls take no input, but a programmatic nudge must not send a
+            # change the panel says is impossible either.
+            self.show_value(self.cluster_value)
+            return
         decimals = self.scale.decimals if self.scale else None
         if self.state == PENDING:
             if _same(value, self.pending_value, decimals):
@@ -651,7 +656,7 @@ class KnobPanel(QWidget):
         self._notes.setText("\n".join(knob_set.notes))
         self._notes.setVisible(bool(knob_set.notes))
         reason = knob_set.read_only_reason
-        self._banner.setText(f"🔒 {reason}" if reason else "")
+        self._banner.setText(f"Read-only. {reason}" if reason else "")  # no emoji: fonts lack it
         self._banner.setVisible(bool(reason))
 
         wanted = [k.path for k in knob_set.knobs]

@@ -142,6 +142,10 @@ def test_read_only_disables_everything_and_says_why(qtbot):
         for control in w.row(knob.path).focus_widgets():
             assert not control.isEnabled(), knob.path
         assert READ_ONLY in w.control(knob.path).toolTip()
+    received = []
+    w.change_requested.connect(lambda *a: received.append(a))
+    drag(w, MBS, 64)  # even driven programmatically, nothing is sent
+    assert received == [] and w.displayed_value(MBS) == 16
     # The same deployment becoming declarative (redeployed from a config) enables them.
     w.set_knobs(knob_set())
     assert w.banner_text() == "" and w.control(MOR).isEnabled()
