@@ -108,6 +108,8 @@ class ScriptedRun:
         self.demo = catalog.get(args.demo) if args.demo else None
         self.exit_code = 0
         self._shot_taken = False
+        if args.exit_after is not None or args.screenshot:
+            window.interactive = False
 
     def start(self) -> None:
         from PySide6.QtCore import QTimer

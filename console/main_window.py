@@ -7,16 +7,18 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QLabel, QMainWindow, QMessageBox, QSplitter,
-                               QWidget)
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
+                               QScrollArea, QSplitter, QWidget)
 
 from backend.catalog import Demo
+from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
 from console.session import ConnectionInfo, Session
 from console.settings import Settings
 from widgets.app_tree import AppTree
 from widgets.connect_dialog import ConnectDialog, ConnectTarget
 from widgets.event_log import EventLog
+from widgets.knob_panel import KnobPanel
 from widgets.live_plots import LivePlots
 from widgets.load_panel import LoadPanel
 
@@ -32,6 +34,8 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._dialog: ConnectDialog | None = None
         self._closing = False
+        # Scripted runs (--exit-after, --screenshot) must never stop at a modal box.
+        self.interactive = True
         self.setWindowTitle("serve-console")
         self.resize(1400, 900)
 
@@ -40,6 +44,7 @@ class MainWindow(QMainWindow):
         self.plots.set_store(session.store)
         self.load_panel = LoadPanel()
         self.event_log = EventLog()
+        self.knob_panel = KnobPanel()
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.tree)
@@ -49,6 +54,10 @@ class MainWindow(QMainWindow):
         splitter.setSizes([460, 940])
         self.setCentralWidget(splitter)
 
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setWidget(self.knob_panel)
+        self.tuning_dock = self._dock("Tuning", scroll, Qt.DockWidgetArea.RightDockWidgetArea)
         self.load_dock = self._dock("Load", self.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.log_dock = self._dock("Event log", self.event_log,
                                    Qt.DockWidgetArea.BottomDockWidgetArea)
@@ -56,6 +65,7 @@ class MainWindow(QMainWindow):
         self._connection_label = QLabel("Not connected")
         self._serve_label = QLabel("")
         self._metrics_label = QLabel("")
+        self.resizeDocks([self.tuning_dock], [400], Qt.Orientation.Horizontal)
         sb = self.statusBar()
         sb.addWidget(self._connection_label, 1)
         sb.addPermanentWidget(self._metrics_label)
@@ -97,6 +107,15 @@ class MainWindow(QMainWindow):
             "Disconnect (stops the local cluster if this console started it)",
             self.session.disconnect)
         cluster.addSeparator()
+        self.export_action = self._action(
+            cluster, "&Export config…", "Ctrl+E",
+            "Save the running (tuned) config of the selected application as a Serve "
+            "config YAML that `serve deploy` accepts", self._on_export_triggered)
+        self.import_action = self._action(
+            cluster, "&Import config…", "Ctrl+I",
+            "Apply a Serve config YAML: only the applications it names change",
+            self._on_import_triggered)
+        cluster.addSeparator()
         self._action(cluster, "&Quit", QKeySequence.StandardKey.Quit, "Quit serve-console",
                      self.close)
 
@@ -110,6 +129,7 @@ class MainWindow(QMainWindow):
         view = self.menuBar().addMenu("&View")
         view.addAction(self.plots.pause_action())
         view.addSeparator()
+        view.addAction(self.tuning_dock.toggleViewAction())
         view.addAction(self.load_dock.toggleViewAction())
         view.addAction(self.log_dock.toggleViewAction())
 
@@ -140,6 +160,12 @@ class MainWindow(QMainWindow):
         s.deploy_finished.connect(self._on_session_deploy_finished)
         s.load_stats.connect(self._on_session_load_stats)
         s.metrics_state.connect(self._on_session_metrics_state)
+        s.config_file_done.connect(self._on_session_config_file_done)
+        s.tuning.knob_state.connect(self._on_tuning_knob_state)
+        s.tuning.applied.connect(self._on_tuning_applied)
+        s.tuning.failed.connect(self._on_tuning_failed)
+        s.tuning.findings.connect(self._on_tuning_findings)
+        self.knob_panel.change_requested.connect(self._on_knob_panel_change_requested)
         self.tree.deployment_selected.connect(self._on_tree_deployment_selected)
         self.tree.selection_cleared.connect(self._on_tree_selection_cleared)
         self.load_panel.start_requested.connect(self._on_load_panel_start_requested)
@@ -180,6 +206,8 @@ class MainWindow(QMainWindow):
     def _update_actions(self) -> None:
         connected = self.session.client is not None
         self.disconnect_action.setEnabled(connected)
+        self.import_action.setEnabled(connected)
+        self.export_action.setEnabled(connected and self.plots.key() is not None)
         for action in self.deploy_actions.values():
             action.setEnabled(connected)
         self._update_load_target()
@@ -233,6 +261,7 @@ class MainWindow(QMainWindow):
             if app.deployments:
                 self._select(app.name, app.deployments[0].name)
         self._update_load_target()
+        self._update_knobs()
 
     @Slot(str)
     def _on_session_status_failed(self, message: str) -> None:
@@ -254,7 +283,7 @@ class MainWindow(QMainWindow):
             a = status.application(app) if status else None
             if a is not None and a.deployments:
                 self._select(app, a.deployments[0].name)
-        elif not self._closing:
+        elif not self._closing and self.interactive:
             QMessageBox.warning(self, f"Deploy of {app} failed", message)
 
     @Slot(object)
@@ -271,18 +300,88 @@ class MainWindow(QMainWindow):
     # -- widget slots -------------------------------------------------------------------------------
     def _select(self, app: str, deployment: str) -> None:
         self.tree.select_key(app, deployment)
-        self.plots.set_key((app, deployment))
-        self._update_load_target()
+        self._on_tree_deployment_selected(app, deployment)
 
     @Slot(str, str)
     def _on_tree_deployment_selected(self, app: str, deployment: str) -> None:
         self.plots.set_key((app, deployment))
         self._update_load_target()
+        self._update_knobs()
+        self._update_actions()
 
     @Slot()
     def _on_tree_selection_cleared(self) -> None:
         self.plots.set_key(None)
         self._update_load_target()
+        self._update_knobs()
+        self._update_actions()
+
+    # -- tuning ---------------------------------------------------------------------------------
+    def _update_knobs(self) -> None:
+        key = self.plots.key()
+        knob_set = self.session.knob_set(*key) if key else None
+        self.knob_panel.set_knobs(knob_set)
+        if knob_set is not None:
+            findings = check_values(values_of(knob_set), self.session.latest_p99(*key))
+            self.knob_panel.set_warnings([f.message for f in findings])
+
+    def _is_shown(self, app: str, deployment: str) -> bool:
+        return self.plots.key() == (app, deployment)
+
+    @Slot(str, str, str, object)
+    def _on_knob_panel_change_requested(self, app: str, deployment: str, path: str,
+                                        value) -> None:
+        self.session.tuning.request(app, deployment, path, value)
+
+    @Slot(str, str, str, str, str)
+    def _on_tuning_knob_state(self, app, deployment, path, state, message) -> None:
+        if self._is_shown(app, deployment):
+            self.knob_panel.set_state(path, state, message)
+
+    @Slot(str, str, object, float)
+    def _on_tuning_applied(self, app, deployment, changes, t) -> None:
+        text = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in changes.items())
+        where = "" if self._is_shown(app, deployment) else f"{app}/{deployment}: "
+        self.plots.add_marker(t, where + text)
+        self.event_log.add(f"Applied to {app}/{deployment}: {text}", "info", t)
+        self._update_knobs()
+
+    @Slot(str, str, object, str)
+    def _on_tuning_failed(self, app, deployment, changes, reason) -> None:
+        text = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in changes.items())
+        self.event_log.add(f"Change to {app}/{deployment} ({text}) failed: {reason}", "error")
+
+    @Slot(str, str, object)
+    def _on_tuning_findings(self, app, deployment, findings) -> None:
+        for f in findings:
+            self.event_log.add(f"{app}/{deployment}: {f.message}",
+                               "error" if f.severity == "error" else "warning")
+        if self._is_shown(app, deployment):
+            self.knob_panel.set_warnings([f.message for f in findings])
+
+    # -- config files -----------------------------------------------------------------------------
+    @Slot()
+    def _on_export_triggered(self) -> None:
+        key = self.plots.key()
+        if key is None:
+            return
+        path, _ = QFileDialog.getSaveFileName(self, f"Export the config of '{key[0]}'",
+                                              f"{key[0]}.yaml", "Serve config (*.yaml *.yml)")
+        if path:
+            self.session.export_config(key[0], path)
+
+    @Slot()
+    def _on_import_triggered(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Apply a Serve config file", "",
+                                              "Serve config (*.yaml *.yml);;All files (*)")
+        if path:
+            self.session.import_config(path)
+
+    @Slot(bool, str)
+    def _on_session_config_file_done(self, ok: bool, message: str) -> None:
+        self.statusBar().showMessage(message, 10_000)
+        if not ok and not self._closing and self.interactive and self.isVisible():
+            QMessageBox.warning(self, "Config file", message)
 
     def _selected_demo(self) -> Demo | None:
         key = self.plots.key()

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtCore import Qt
 
 from backend.catalog import load_catalog
 from console.main_window import MainWindow
@@ -100,3 +101,31 @@ def test_scripted_run_deploys_loads_and_saves_a_screenshot(tmp_path, ray_cluster
     import requests
     assert requests.get(ray_cluster.dashboard_url + "/api/version", timeout=5,
                         headers={"Authorization": f"Bearer {ray_cluster.token}"}).ok
+
+
+def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window,
+                                                                   tuning_app):
+    app, dep, _ = tuning_app
+    qtbot.waitUntil(lambda: window.session.status is not None
+                    and window.session.status.application(app) is not None, timeout=20_000)
+    window._select(app, dep)
+    panel = window.knob_panel
+    assert panel.knob_set() is not None and panel.knob_set().app == app
+    current = panel.knob_set().knob("max_ongoing_requests").value
+    new = current + 3 if current < 900 else current - 3
+    spin = panel.control("max_ongoing_requests")
+    markers_before = len(window.plots.markers())
+    with qtbot.waitSignal(window.session.tuning.applied, timeout=60_000):
+        # The user types a value and presses Enter in the knob's spin box.
+        spin.setFocus()
+        spin.selectAll()
+        qtbot.keyClicks(spin, str(new))
+        qtbot.keyClick(spin, Qt.Key.Key_Return)
+        assert panel.state("max_ongoing_requests") == "pending"
+    cfg = window.session.client.serve_status().deployment(app, dep).config
+    assert cfg["max_ongoing_requests"] == new
+    assert len(window.plots.markers()) == markers_before + 1
+    assert "max_ongoing_requests" in window.plots.markers()[-1][1]
+    assert panel.state("max_ongoing_requests") == "applied"
+    assert any("Applied to tuning/BatchedClassifier" in e.message
+               for e in window.event_log.entries())
