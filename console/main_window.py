@@ -8,7 +8,7 @@ import time
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QScrollArea, QSplitter, QWidget)
+                               QSplitter, QWidget)
 
 from backend.catalog import Demo
 from backend.knobs import check_values, values_of
@@ -54,10 +54,9 @@ class MainWindow(QMainWindow):
         splitter.setSizes([460, 940])
         self.setCentralWidget(splitter)
 
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setWidget(self.knob_panel)
-        self.tuning_dock = self._dock("Tuning", scroll, Qt.DockWidgetArea.RightDockWidgetArea)
+        # The knob panel scrolls itself.
+        self.tuning_dock = self._dock("Tuning", self.knob_panel,
+                                      Qt.DockWidgetArea.RightDockWidgetArea)
         self.load_dock = self._dock("Load", self.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.log_dock = self._dock("Event log", self.event_log,
                                    Qt.DockWidgetArea.BottomDockWidgetArea)
