@@ -51,7 +51,7 @@ class MainWindow(QMainWindow):
         splitter.addWidget(self.plots)
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
-        splitter.setSizes([460, 940])
+        splitter.setSizes([340, 760])
         self.setCentralWidget(splitter)
 
         # The knob panel scrolls itself.

@@ -129,3 +129,33 @@ def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window
     assert panel.state("max_ongoing_requests") == "applied"
     assert any("Applied to tuning/BatchedClassifier" in e.message
                for e in window.event_log.entries())
+
+
+def test_apply_config_from_the_command_line(tmp_path, ray_cluster, cluster_client,
+                                            tuning_app):
+    import yaml
+
+    from backend.config_io import export_application
+
+    app, dep, _ = tuning_app
+    doc = yaml.safe_load(export_application(cluster_client.serve_details(), app))
+    current = doc["applications"][0]["deployments"][0].get("max_ongoing_requests", 64)
+    new = current + 5 if current < 900 else current - 5
+    doc["applications"][0]["deployments"][0]["max_ongoing_requests"] = new
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    others = {n: a["deployed_app_config"]
+              for n, a in cluster_client.serve_details()["applications"].items() if n != app}
+    exe = Path(sys.executable).with_name("serve-console")
+    env = dict(os.environ, QT_QPA_PLATFORM="offscreen", RAY_AUTH_TOKEN=ray_cluster.token,
+               SERVE_CONSOLE_SETTINGS=str(tmp_path / "s.ini"))
+    r = subprocess.run([str(exe), "--address", ray_cluster.dashboard_url, "--apply-config",
+                        str(path), "--exit-after", "25"],
+                       env=env, capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert f"Applied {path}: {app} RUNNING" in r.stdout
+    details = cluster_client.serve_details()
+    assert details["applications"][app]["deployments"][dep]["deployment_config"][
+        "max_ongoing_requests"] == new
+    for n, cfg in others.items():
+        assert details["applications"][n]["deployed_app_config"] == cfg
