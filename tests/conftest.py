@@ -19,6 +19,7 @@ from backend.cluster_client import ClusterClient
 from backend.deployer import deploy_demo
 from backend.local_cluster import LocalCluster
 from backend.loadgen import LoadGenerator, LoadTarget
+from tests.helpers import batched_copy
 
 
 @pytest.fixture(scope="session")
@@ -82,21 +83,12 @@ def tuning_app(ray_cluster, cluster_client, batched_demo):
     """A second copy of the batched demo that tuning tests may change freely.
 
     Returns (app name, deployment name, URL)."""
-    from backend.deployer import deploy_app, upload_demo_package
+    from backend.deployer import deploy_app
 
-    uri = upload_demo_package(cluster_client)
-    app = {
-        "name": "tuning",
-        "route_prefix": "/tuning",
-        "import_path": "demo_apps.batched:app",
-        "runtime_env": {"py_modules": [uri], "env_vars": {"OMP_NUM_THREADS": "1"}},
-        "deployments": [{
-            "name": "BatchedClassifier", "num_replicas": 1, "max_ongoing_requests": 64,
-            "user_config": {"max_batch_size": 8, "batch_wait_timeout_s": 0.01},
-            "ray_actor_options": {"num_cpus": 0.25},
-        }],
-    }
+    app = batched_copy(cluster_client, "tuning", max_batch_size=8, batch_wait_timeout_s=0.01,
+                       max_ongoing_requests=64)
     status = deploy_app(cluster_client, app, timeout_s=240)
     url = f"http://127.0.0.1:{status.http_port}/tuning"
     assert requests.post(url, json={"seed": 0}, timeout=30).ok
     return "tuning", "BatchedClassifier", url
+

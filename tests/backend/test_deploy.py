@@ -9,9 +9,10 @@ import requests
 
 from backend.catalog import load_catalog
 from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app, deploy_demo, upload_demo_package
+from backend.deployer import deploy_app, deploy_demo
 from backend.errors import ConsoleError
 from backend.serve_config import with_application
+from tests.helpers import batched_copy
 
 
 def test_demo_answers_with_a_prediction(batched_demo):
@@ -32,18 +33,8 @@ def test_demo_rejects_bad_input_clearly(batched_demo):
 
 def test_second_application_survives_demo_redeploy(cluster_client: ClusterClient, batched_demo,
                                                    ray_cluster):
-    uri = upload_demo_package(cluster_client)
-    other = {
-        "name": "bystander",
-        "route_prefix": "/bystander",
-        "import_path": "demo_apps.batched:app",
-        "runtime_env": {"py_modules": [uri], "env_vars": {"OMP_NUM_THREADS": "1"}},
-        "deployments": [{
-            "name": "BatchedClassifier", "num_replicas": 1,
-            "user_config": {"max_batch_size": 2, "batch_wait_timeout_s": 0.05},
-            "ray_actor_options": {"num_cpus": 0.25},
-        }],
-    }
+    other = batched_copy(cluster_client, "bystander", max_batch_size=2,
+                         batch_wait_timeout_s=0.05)
     deploy_app(cluster_client, other, timeout_s=240)
     before = copy.deepcopy(cluster_client.serve_details())
     # Redeploy the demo from the catalog: a read–modify–write of the whole config.
