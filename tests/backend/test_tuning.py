@@ -97,3 +97,16 @@ def test_cross_knob_checks():
     bad = check_values({"autoscaling": True, "autoscaling_config.min_replicas": 4,
                         "autoscaling_config.max_replicas": 2})
     assert [f.severity for f in bad] == ["error"]
+
+
+def test_code_deployed_application_is_read_only():
+    from backend.cluster_client import parse_serve_status
+
+    details = {"controller_info": {"x": 1}, "applications": {"code": {
+        "status": "RUNNING", "route_prefix": "/code", "deployed_app_config": None,
+        "deployments": {"D": {"status": "HEALTHY", "replicas": [],
+                              "deployment_config": {"max_ongoing_requests": 5,
+                                                    "num_replicas": 1}}}}}}
+    ks = knobs_for(parse_serve_status(details, 0.0), "code", "D")
+    assert "deployed from code" in ks.read_only_reason.lower()
+    assert ks.knob("max_ongoing_requests").value == 5
