@@ -1,0 +1,188 @@
+"""Prometheus source: the same named series as the direct scrape, from PromQL.
+
+For clusters that already have a Prometheus scraping them. Every series is one PromQL
+query (`queries()` hands them out, so a user can paste them into Grafana); `poll()` runs
+them all, concurrently, and returns {(app, deployment): {series: value}} like
+DirectScrapeSource.poll(). Queries use a window of `window_s` seconds; pick it ≥ 4×
+Prometheus' scrape interval (rate() needs at least two samples in its window).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from backend.metrics import exposition as ex
+from backend.metrics.direct import histogram_mean
+from backend.metrics.series import DeploymentKey
+
+DEP = "application, deployment"
+APP = "application"
+
+
+@dataclass(frozen=True)
+class SeriesQuery:
+    series: str
+    promql: str
+    by: str          # the grouping labels: DEP or APP
+    kind: str = "value"   # "value", or "int_mean_buckets" (computed from the bucket vector)
+
+
+def _rate(name: str, w: str, by: str) -> str:
+    return f"sum by ({by}) (rate({name}_total[{w}]))"
+
+
+def _quantile(q: float, name: str, w: str, by: str) -> str:
+    return f"histogram_quantile({q}, sum by ({by}, le) (rate({name}_bucket[{w}])))"
+
+
+def _mean(name: str, w: str, by: str) -> str:
+    # Ray builds _sum from bucket midpoints, so this equals the direct source's mean.
+    return (f"sum by ({by}) (increase({name}_sum[{w}])) / "
+            f"sum by ({by}) (increase({name}_count[{w}]))")
+
+
+def build_queries(window_s: float) -> list[SeriesQuery]:
+    w = f"{max(1, int(round(window_s)))}s"
+    return [
+        SeriesQuery("requests_per_s", _rate(ex.REQUESTS, w, DEP), DEP),
+        SeriesQuery("errors_per_s", _rate(ex.ERRORS, w, DEP), DEP),
+        SeriesQuery("latency_p50_ms", _quantile(0.5, ex.PROCESSING_LATENCY, w, DEP), DEP),
+        SeriesQuery("latency_p90_ms", _quantile(0.9, ex.PROCESSING_LATENCY, w, DEP), DEP),
+        SeriesQuery("latency_p99_ms", _quantile(0.99, ex.PROCESSING_LATENCY, w, DEP), DEP),
+        SeriesQuery("queued_requests", f"sum by ({DEP}) ({ex.QUEUED})", DEP),
+        SeriesQuery("ongoing_requests", f"sum by ({DEP}) ({ex.REPLICA_ONGOING})", DEP),
+        SeriesQuery("replicas_running", f"sum by ({DEP}) ({ex.REPLICA_HEALTHY})", DEP),
+        SeriesQuery("replicas_target", f"sum by ({DEP}) ({ex.TARGET_REPLICAS})", DEP),
+        # Batch sizes are whole numbers: the mean is taken from the buckets with the same
+        # whole-number rule as the direct source (Ray's midpoint _sum would say 0.5 for 1).
+        SeriesQuery("batch_size",
+                    f"sum by ({DEP}, le) (increase({ex.BATCH_SIZE}_bucket[{w}]))", DEP,
+                    "int_mean_buckets"),
+        SeriesQuery("batch_wait_ms", _mean(ex.BATCH_WAIT, w, DEP), DEP),
+        SeriesQuery("batch_utilization_pct", _mean(ex.BATCH_UTILIZATION, w, DEP), DEP),
+        SeriesQuery("batch_queue_length", f"sum by ({DEP}) ({ex.BATCH_QUEUE})", DEP),
+        SeriesQuery("multiplex_hit_rate",
+                    f"1 - sum by ({DEP}) (increase({ex.MUX_LOADS}_total[{w}])) / "
+                    f"sum by ({DEP}) (increase({ex.MUX_GET_MODEL}_total[{w}]))", DEP),
+        SeriesQuery("model_loads_per_s", _rate(ex.MUX_LOADS, w, DEP), DEP),
+        SeriesQuery("models_loaded_per_replica", f"avg by ({DEP}) ({ex.MUX_MODELS})", DEP),
+        SeriesQuery("requests_per_s", _rate(ex.HTTP_REQUESTS, w, APP), APP),
+        SeriesQuery("errors_per_s", _rate(ex.HTTP_ERRORS, w, APP), APP),
+        SeriesQuery("http_latency_p50_ms", _quantile(0.5, ex.HTTP_LATENCY, w, APP), APP),
+        SeriesQuery("http_latency_p90_ms", _quantile(0.9, ex.HTTP_LATENCY, w, APP), APP),
+        SeriesQuery("http_latency_p99_ms", _quantile(0.99, ex.HTTP_LATENCY, w, APP), APP),
+    ]
+
+
+class PrometheusSource:
+    """Poll a Prometheus server for the console's named series."""
+
+    def __init__(self, url: str, window_s: float = 10.0, headers: dict[str, str] | None = None,
+                 verify: bool | str = True, timeout_s: float = 5.0) -> None:
+        import requests
+        from prometheus_api_client import PrometheusConnect  # only when this source is used
+
+        self.url = url.rstrip("/")
+        self.window_s = window_s
+        self.timeout_s = timeout_s
+        self.headers = dict(headers or {})
+        self._session = requests.Session()
+        self._session.verify = verify  # True, False, or a CA bundle path
+        self._prom = PrometheusConnect(url=self.url, headers=self.headers or None,
+                                       disable_ssl=verify is False, session=self._session,
+                                       timeout=max(1, int(timeout_s)))
+        self._queries = build_queries(window_s)
+        self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="prometheus")
+        self._lock = threading.Lock()
+        self.last_error: str | None = None
+
+    def check(self) -> str:
+        """Raise if the server is not a reachable Prometheus; return its version."""
+        r = self._session.get(f"{self.url}/api/v1/status/buildinfo",
+                              timeout=self.timeout_s, headers=self.headers)
+        r.raise_for_status()
+        data = r.json()
+        if data.get("status") != "success":
+            raise RuntimeError(f"{self.url} is not a Prometheus API")
+        return str(data["data"].get("version", "?"))
+
+    def queries(self, key: DeploymentKey | None = None) -> dict[str, str]:
+        """series → PromQL (for one deployment when *key* is given), to copy into Grafana."""
+        out = {}
+        for q in self._queries:
+            promql = q.promql
+            if key is not None:
+                app, dep = key
+                sel = (f'application="{app}"' if q.by == APP
+                       else f'application="{app}",deployment="{dep}"')
+                promql = _with_selector(promql, sel)
+            out.setdefault(q.series if q.by == DEP else f"{q.series} (HTTP)", promql)
+        return out
+
+    def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
+        with self._lock:
+            t = time.time()
+            results = list(self._pool.map(self._run, self._queries))
+            values: dict[DeploymentKey, dict[str, float]] = {}
+            errors = [err for _, err in results if err]
+            for q, (rows, _) in zip(self._queries, results):
+                for key, value in _reduce(q, rows or []).items():
+                    values.setdefault(key, {})[q.series] = value
+            self.last_error = errors[0] if errors else None
+            return t, values
+
+    def _run(self, q: SeriesQuery):
+        try:
+            return self._prom.custom_query(q.promql, params={"timeout": f"{max(1, int(self.timeout_s))}s"}), None
+        except Exception as e:  # one failed query costs one series, not the poll
+            return None, f"Prometheus query for {q.series} failed: {e}"
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _with_selector(promql: str, selector: str) -> str:
+    """Add a label selector to every metric name of the form ray_serve_…[w] or ray_serve_… ."""
+    import re
+
+    return re.sub(r"\b(ray_serve_[a-z_]+)\b(?!\{)", lambda m: f"{m.group(1)}{{{selector}}}",
+                  promql)
+
+
+def _key(metric: dict[str, str], by: str) -> DeploymentKey | None:
+    app = metric.get("application")
+    if app is None:
+        return None
+    if by == APP:
+        return (app, "")
+    dep = metric.get("deployment")
+    return (app, dep) if dep is not None else None
+
+
+def _reduce(q: SeriesQuery, rows: list[dict]) -> dict[DeploymentKey, float]:
+    out: dict[DeploymentKey, float] = {}
+    if q.kind == "int_mean_buckets":
+        buckets: dict[DeploymentKey, list[tuple[float, float]]] = {}
+        for row in rows:
+            key = _key(row.get("metric", {}), q.by)
+            le = row.get("metric", {}).get("le")
+            if key is None or le is None:
+                continue
+            buckets.setdefault(key, []).append((float(le), float(row["value"][1])))
+        for key, b in buckets.items():
+            mean = histogram_mean(b, integer=True)
+            if mean is not None and math.isfinite(mean):
+                out[key] = mean
+        return out
+    for row in rows:
+        key = _key(row.get("metric", {}), q.by)
+        if key is None:
+            continue
+        value = float(row["value"][1])
+        if math.isfinite(value):  # NaN: no observations in the window
+            out[key] = value
+    return out

@@ -1,0 +1,117 @@
+"""The Prometheus source against a real Prometheus scraping the real session cluster.
+
+Prometheus is configured the way a user would: from Ray's service-discovery file in the
+cluster's session directory. The two sources must agree on the same cluster under load.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics
+import subprocess
+import time
+
+import pytest
+import requests
+
+from backend.metrics.direct import DirectScrapeSource
+from backend.metrics.prometheus import PrometheusSource
+from backend.ports import free_ports
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+@pytest.fixture(scope="module")
+def prometheus_url(tmp_path_factory, cluster_client):
+    if PROMETHEUS is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus is not installed; .ci/run installs it (Debian package)")
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    deadline = time.monotonic() + 60
+    while not (summary := cluster_client.node_summary()):
+        assert time.monotonic() < deadline, "the dashboard lists no node"
+        time.sleep(0.5)
+    session_dir = summary[0]["raylet"]["sessionDir"]
+    sd_file = os.path.join(session_dir, "prom_metrics_service_discovery.json")
+    while not os.path.exists(sd_file):
+        assert time.monotonic() < deadline, f"Ray wrote no {sd_file}"
+        time.sleep(0.5)
+    root = tmp_path_factory.mktemp("prometheus")
+    config = root / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: ray\n    file_sd_configs:\n"
+        f"      - files: ['{sd_file}']\n        refresh_interval: 2s\n")
+    port = free_ports(1)[0]
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={root / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=open(root / "prometheus.log", "w"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(url + "/-/ready", timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "Prometheus did not become ready"
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, load_on):
+    load_on(60)
+    prom = PrometheusSource(prometheus_url, window_s=10)
+    assert prom.check()
+    direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=10)
+    key = ("batched", "BatchedClassifier")
+    samples = {"prom": [], "direct": []}
+    try:
+        time.sleep(12)  # both windows fill with loaded data
+        for _ in range(8):
+            _, dv = direct.poll()
+            _, pv = prom.poll()
+            samples["direct"].append(dv.get(key, {}))
+            samples["prom"].append(pv.get(key, {}))
+            time.sleep(1)
+    finally:
+        direct.close()
+        prom.close()
+    assert prom.last_error is None, prom.last_error
+
+    def med(source, series):
+        vals = [s[series] for s in samples[source] if series in s]
+        assert vals, f"{source} has no {series}"
+        return statistics.median(vals)
+
+    rate_p, rate_d = med("prom", "requests_per_s"), med("direct", "requests_per_s")
+    assert abs(rate_p - 60) / 60 < 0.2 and abs(rate_p - rate_d) / rate_d < 0.15, (rate_p, rate_d)
+    for series, rel, abs_ms in (("latency_p50_ms", 0.3, 5), ("latency_p99_ms", 0.5, 25)):
+        p, d = med("prom", series), med("direct", series)
+        assert abs(p - d) <= max(abs_ms, rel * d), (series, p, d)
+    bs_p, bs_d = med("prom", "batch_size"), med("direct", "batch_size")
+    assert bs_p > 1 and abs(bs_p - bs_d) <= max(0.3, 0.25 * bs_d), (bs_p, bs_d)
+    q_p, q_d = med("prom", "ongoing_requests"), med("direct", "ongoing_requests")
+    assert abs(q_p - q_d) <= 3, (q_p, q_d)
+    assert med("prom", "queued_requests") <= 3 and med("direct", "queued_requests") <= 3
+
+
+def test_promql_can_be_copied_per_deployment(prometheus_url):
+    prom = PrometheusSource(prometheus_url, window_s=10)
+    try:
+        q = prom.queries(("batched", "BatchedClassifier"))
+        assert 'application="batched",deployment="BatchedClassifier"' in q["latency_p99_ms"]
+        assert q["latency_p99_ms"].startswith("histogram_quantile(0.99")
+        # The query is valid PromQL: Prometheus itself accepts it.
+        r = requests.get(prometheus_url + "/api/v1/query",
+                         params={"query": q["requests_per_s"]}, timeout=5)
+        assert r.json()["status"] == "success"
+    finally:
+        prom.close()
