@@ -11,11 +11,34 @@ import yaml
 
 
 @dataclass(frozen=True)
+class ModelIds:
+    """Which model each request names (serve_multiplexed_model_id header): ids
+    `prefix + 0 … prefix + (count-1)`, drawn uniformly or with Zipf weights 1/(rank+1)^s."""
+
+    count: int = 100
+    prefix: str = "tenant-"
+    distribution: str = "zipf"   # "zipf" | "uniform"
+    s: float = 1.1
+    header: str = "serve_multiplexed_model_id"
+
+    def ids(self) -> list[str]:
+        return [f"{self.prefix}{i}" for i in range(self.count)]
+
+    def weights(self) -> list[float]:
+        if self.distribution == "uniform":
+            return [1.0 / self.count] * self.count
+        raw = [1.0 / (i + 1) ** self.s for i in range(self.count)]
+        total = sum(raw)
+        return [w / total for w in raw]
+
+
+@dataclass(frozen=True)
 class LoadHint:
     method: str = "POST"
     path: str = ""
     body: str = ""
     default_rps: float = 20.0
+    model_ids: ModelIds | None = None   # multiplexed demos: the header each request sends
 
 
 @dataclass(frozen=True)
@@ -44,6 +67,12 @@ class Demo:
         return app
 
 
+def _load_hint(raw: dict[str, Any]) -> LoadHint:
+    raw = dict(raw)
+    ids = raw.pop("model_ids", None)
+    return LoadHint(**raw, model_ids=ModelIds(**ids) if ids else None)
+
+
 def load_catalog(text: str | None = None) -> dict[str, Demo]:
     if text is None:
         text = resources.files("resources").joinpath("demos.yaml").read_text()
@@ -56,6 +85,6 @@ def load_catalog(text: str | None = None) -> dict[str, Demo]:
             summary=" ".join(str(d.get("summary", "")).split()),
             application=d["application"],
             gpu_deployments=tuple(d.get("gpu_deployments") or ()),
-            load=LoadHint(**(d.get("load") or {})),
+            load=_load_hint(d.get("load") or {}),
         )
     return demos

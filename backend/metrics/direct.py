@@ -18,6 +18,9 @@ histogram buckets into per-deployment values over a short window:
 | multiplex_hit_rate (app, dep)        | 1 - increase(ray_serve_multiplexed_models_load_counter_total) / increase(ray_serve_multiplexed_get_model_requests_counter_total) |
 | model_loads_per_s (app, dep)         | rate(ray_serve_multiplexed_models_load_counter_total[W])        |
 | models_loaded_per_replica (app, dep) | avg by (application, deployment) (ray_serve_num_multiplexed_models) |
+| model_unloads_per_s (app, dep)       | rate(ray_serve_multiplexed_models_unload_counter_total[W])      |
+| model_load_latency_p99_ms (app, dep) | histogram_quantile(0.99, sum by (application, deployment, le) (rate(ray_serve_multiplexed_model_load_latency_ms_bucket[W]))) |
+| held_models(app, dep) (not a series) | {replica: model ids} where ray_serve_registered_multiplexed_model_id == 1, from the newest poll |
 | requests_per_s, errors_per_s (app, "") | rate of the proxy's ray_serve_num_http_requests_total / ray_serve_num_http_error_requests_total by application |
 | http_latency_p50/p90/p99_ms (app, "")  | histogram_quantile over ray_serve_http_request_latency_ms_bucket by (application, le) |
 
@@ -187,6 +190,8 @@ class WindowedSeries:
         # (family, deployment key, series labels without le) -> le -> _Cumulative;
         # counters use le = None.
         self._cum: dict[tuple[str, DeploymentKey, tuple], dict[float | None, _Cumulative]] = {}
+        #: {deployment: {replica: sorted model ids}} as of the newest ingest.
+        self.held_models: dict[DeploymentKey, dict[str, list[str]]] = {}
 
     def ingest(self, t: float, pages: Iterable[list[ex.Sample]]
                ) -> dict[DeploymentKey, dict[str, float]]:
@@ -199,9 +204,16 @@ class WindowedSeries:
         t_base = self._polls[0]
 
         gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
+        held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         for samples in pages:
             for s in samples:
+                if s.name == ex.MUX_REGISTERED:
+                    if s.value > 0 and s.labels.get("model_id"):
+                        dkey = (s.labels.get("application", ""), s.labels.get("deployment", ""))
+                        held[dkey][s.labels.get("replica", "")].add(s.labels["model_id"])
+                    continue
                 self._ingest_sample(t, s, gauges)
+        self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
 
         values: dict[DeploymentKey, dict[str, float]] = defaultdict(dict)
         span = t - t_base
@@ -229,7 +241,8 @@ class WindowedSeries:
             for family, name in ((ex.REQUESTS, "requests_per_s"), (ex.ERRORS, "errors_per_s"),
                                  (ex.HTTP_REQUESTS, "requests_per_s"),
                                  (ex.HTTP_ERRORS, "errors_per_s"),
-                                 (ex.MUX_LOADS, "model_loads_per_s")):
+                                 (ex.MUX_LOADS, "model_loads_per_s"),
+                                 (ex.MUX_UNLOADS, "model_unloads_per_s")):
                 for dkey, inc in increases.get(family, {}).items():
                     values[dkey][name] = inc / span
             # A deployment that serves traffic but never failed has no error series yet:
@@ -252,6 +265,10 @@ class WindowedSeries:
                     v = histogram_quantile(q, pairs)
                     if v is not None:
                         values[dkey][f"{prefix}_p{label}_ms"] = v
+        for dkey, per_le in buckets.get(ex.MUX_LOAD_LATENCY, {}).items():
+            v = histogram_quantile(0.99, list(per_le.items()))
+            if v is not None:
+                values[dkey]["model_load_latency_p99_ms"] = v
         for family, name in ((ex.BATCH_SIZE, "batch_size"), (ex.BATCH_WAIT, "batch_wait_ms"),
                              (ex.BATCH_UTILIZATION, "batch_utilization_pct")):
             for dkey, per_le in buckets.get(family, {}).items():
@@ -364,6 +381,12 @@ class DirectScrapeSource:
     def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         with self._lock:
             return self._poll()
+
+    def held_models(self, key: DeploymentKey) -> dict[str, list[str]]:
+        """The model ids each replica of a multiplexed deployment holds, as of the last
+        poll ({replica: ids}; empty when it holds none or is not multiplexed)."""
+        with self._lock:
+            return dict(self._window.held_models.get(tuple(key), {}))
 
     def _poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         t0 = time.perf_counter()

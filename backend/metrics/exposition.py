@@ -39,6 +39,10 @@ BATCH_QUEUE = "ray_serve_batch_queue_length"                 # gauge, + function
 MUX_GET_MODEL = "ray_serve_multiplexed_get_model_requests_counter"  # counter
 MUX_LOADS = "ray_serve_multiplexed_models_load_counter"      # counter
 MUX_MODELS = "ray_serve_num_multiplexed_models"              # gauge, per replica
+MUX_UNLOADS = "ray_serve_multiplexed_models_unload_counter"  # counter
+MUX_LOAD_LATENCY = "ray_serve_multiplexed_model_load_latency_ms"  # histogram
+# 1 per (replica, model_id) the replica holds; Ray sets it to 0 when it evicts the model.
+MUX_REGISTERED = "ray_serve_registered_multiplexed_model_id"  # gauge, + model_id
 # Caller side (router in the proxy or in a calling replica; labels: application,
 # deployment, handle, actor_id).
 QUEUED = "ray_serve_deployment_queued_queries"               # gauge
@@ -51,12 +55,12 @@ HTTP_REQUESTS = "ray_serve_num_http_requests"                # counter, + status
 HTTP_ERRORS = "ray_serve_num_http_error_requests"            # counter, + error_code
 HTTP_LATENCY = "ray_serve_http_request_latency_ms"           # histogram
 
-COUNTERS = frozenset({REQUESTS, ERRORS, MUX_GET_MODEL, MUX_LOADS, HTTP_REQUESTS,
-                      HTTP_ERRORS})
+COUNTERS = frozenset({REQUESTS, ERRORS, MUX_GET_MODEL, MUX_LOADS, MUX_UNLOADS,
+                      HTTP_REQUESTS, HTTP_ERRORS})
 HISTOGRAMS = frozenset({PROCESSING_LATENCY, BATCH_SIZE, BATCH_WAIT, BATCH_UTILIZATION,
-                        HTTP_LATENCY})
-GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, QUEUED, REPLICA_HEALTHY,
-                    TARGET_REPLICAS})
+                        HTTP_LATENCY, MUX_LOAD_LATENCY})
+GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QUEUED,
+                    REPLICA_HEALTHY, TARGET_REPLICAS})
 
 #: Family names as they appear after `# TYPE` (counters carry `_total` there).
 NEEDED_FAMILIES: frozenset[str] = frozenset(

@@ -58,6 +58,11 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
                "Models loaded per second (ray_serve_multiplexed_models_load_counter)."),
     SeriesSpec("models_loaded_per_replica", "loaded models per replica", "models",
                "Mean models held per replica (ray_serve_num_multiplexed_models)."),
+    SeriesSpec("model_unloads_per_s", "model unloads/s", "1/s",
+               "Models evicted per second (ray_serve_multiplexed_models_unload_counter)."),
+    SeriesSpec("model_load_latency_p99_ms", "model load p99", "ms",
+               "99th percentile time to load a model on a cache miss "
+               "(ray_serve_multiplexed_model_load_latency_ms)."),
 ]}
 
 
