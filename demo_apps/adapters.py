@@ -20,9 +20,9 @@ import numpy as np
 import torch
 
 FEATURES = 256
-HIDDEN = 768
+HIDDEN = 1024
 CLASSES = 10
-RANK = 64
+RANK = 128
 STORE_ENV = "SERVE_CONSOLE_MODEL_STORE"
 
 

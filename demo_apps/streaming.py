@@ -143,8 +143,12 @@ class PipelineIngress:
 
     async def _naive(self, frames: int, chunk: int, seed: int):
         # Decode everything, then detect + encode everything in one call.
+        t0 = time.perf_counter()
         all_frames = await self.decoder.decode_all.remote(frames, seed)
+        t1 = time.perf_counter()
         result = await self.detect_encode.run.remote(all_frames)
+        result["stage_ms"] = {"decode": round((t1 - t0) * 1000, 2),
+                              "detect_encode": round((time.perf_counter() - t1) * 1000, 2)}
         yield result
 
     async def _streaming(self, frames: int, chunk: int, seed: int):
@@ -182,9 +186,12 @@ class PipelineIngress:
                 ttfo = t_ms
             parts.append(result["bytes"])
             n_chunks += 1
-            yield json.dumps({"chunk": n_chunks - 1, "frames": result["frames"],
-                              "t_ms": round(t_ms, 2), "bytes": len(result["bytes"]),
-                              "detections": len(result["boxes"])}) + "\n"
+            line = {"chunk": n_chunks - 1, "frames": result["frames"],
+                    "t_ms": round(t_ms, 2), "bytes": len(result["bytes"]),
+                    "detections": len(result["boxes"])}
+            if "stage_ms" in result:
+                line["stage_ms"] = result["stage_ms"]
+            yield json.dumps(line) + "\n"
         video = b"".join(parts)   # the concatenated output
         total = (time.perf_counter() - started) * 1000
         yield json.dumps({"done": True, "mode": mode, "frames": frames, "chunk_frames": chunk,

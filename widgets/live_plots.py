@@ -48,6 +48,9 @@ class PlotSpec:
     title: str
     unit: str
     curves: tuple[CurveSpec, ...]
+    # Optional plots appear only while the selected deployment has data for one of their
+    # series: the multiplexing group shows for multiplexed deployments, not for the rest.
+    optional: bool = False
 
 
 # The stack of plots, top to bottom. Add a PlotSpec here to grow the view; every series
@@ -71,6 +74,20 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("Batch size", "requests", (
         CurveSpec("batch_size", "#f06292"),
     )),
+    # Multiplexing (@serve.multiplexed): shown only for deployments that report it.
+    PlotSpec("Model cache hit rate", "fraction", (
+        CurveSpec("multiplex_hit_rate", "#aed581"),
+    ), optional=True),
+    PlotSpec("Model loads", "1/s", (
+        CurveSpec("model_loads_per_s", "#ffb74d"),
+        CurveSpec("model_unloads_per_s", "#e57373", dashed=True),
+    ), optional=True),
+    PlotSpec("Model load latency", "ms", (
+        CurveSpec("model_load_latency_p99_ms", "#ff8a65"),
+    ), optional=True),
+    PlotSpec("Models per replica", "models", (
+        CurveSpec("models_loaded_per_replica", "#9575cd"),
+    ), optional=True),
 )
 
 # Time-window choices: (combo text, seconds; None = all history).
@@ -131,15 +148,20 @@ class LivePlots(QWidget):
         self._age_texts: dict[str, str] = {}
         self._age_stale: dict[str, bool] = {}
         self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
+        self._visible: tuple[str, ...] = ()
 
         self._build_toolbar()
         self._build_plots()
+        self._model_cache = ModelCacheView()
+        self._model_cache.setVisible(False)
 
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(self._toolbar)
         layout.addWidget(self._graphics, 1)
+        layout.addWidget(self._model_cache)
+        self._relayout()
         # Clicking into the plots gives this widget focus, so its Space shortcut works.
         self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
 
@@ -199,7 +221,6 @@ class LivePlots(QWidget):
         master: pg.PlotItem | None = None
         for row, spec in enumerate(self._specs):
             plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-            layout.addItem(plot, row=row, col=0)
             plot.setClipToView(True)
             plot.setDownsampling(auto=True, mode="peak")
             plot.showGrid(x=True, y=True, alpha=0.15)
@@ -217,18 +238,13 @@ class LivePlots(QWidget):
                 master = plot
             else:
                 plot.setXLink(master)
-            if row < len(self._specs) - 1:
-                # Only the bottom plot labels the shared time axis; it saves a row each.
-                plot.getAxis("bottom").setStyle(showValues=False)
             plot.setToolTip("\n".join(
                 f"{SERIES[c.series].label}: {SERIES[c.series].help}" for c in spec.curves))
 
             # The legend gets its own layout cell right of the plot, so it never covers data.
             legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
-            layout.addItem(legend, row=row, col=1)
             # Keep entries packed at the top of the cell instead of spread over its height.
             legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
-            layout.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
 
             for c in spec.curves:
                 pen = pg.mkPen(c.color, width=2,
@@ -240,6 +256,32 @@ class LivePlots(QWidget):
             self._plots[spec.title] = plot
             self._legends[spec.title] = legend
         self._master = master
+
+    def _wanted_plots(self) -> tuple[str, ...]:
+        return tuple(spec.title for spec in self._specs
+                     if not spec.optional
+                     or any(self._resolve(c.series) is not None for c in spec.curves))
+
+    def _relayout(self) -> None:
+        """Put the plots that should show into the layout, top to bottom (optional ones
+        only with data); only the bottom one labels the shared time axis."""
+        wanted = self._wanted_plots()
+        if wanted == self._visible:
+            return
+        layout = self._graphics.ci
+        for title in self._visible:
+            layout.removeItem(self._plots[title])
+            layout.removeItem(self._legends[title])
+        for title, plot in self._plots.items():
+            plot.setVisible(title in wanted)
+            self._legends[title].setVisible(title in wanted)
+        for row, title in enumerate(wanted):
+            plot, legend = self._plots[title], self._legends[title]
+            layout.addItem(plot, row=row, col=0)
+            layout.addItem(legend, row=row, col=1)
+            layout.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
+            plot.getAxis("bottom").setStyle(showValues=row == len(wanted) - 1)
+        self._visible = wanted
 
     # ----------------------------------------------------------------- public API
 
@@ -271,6 +313,7 @@ class LivePlots(QWidget):
             self._update_ages(now)
             return
         self._last_now = now
+        self._relayout()
         window = self.window_seconds()
         earliest = self._draw_curves(since=None if window is None else now - window)
         self._update_ages(now)
@@ -346,8 +389,24 @@ class LivePlots(QWidget):
         return dict(self._curves)
 
     def plots(self) -> dict[str, pg.PlotItem]:
-        """The PlotItems keyed by title, top to bottom."""
+        """The PlotItems keyed by title, top to bottom (shown or not)."""
         return dict(self._plots)
+
+    def visible_plots(self) -> list[str]:
+        """Titles of the plots shown now, top to bottom."""
+        return list(self._visible)
+
+    def set_model_cache(self, held: dict[str, list[str]] | None,
+                        requested: dict[str, float] | None = None) -> None:
+        """Which model ids each replica of the selected deployment holds now
+        ({replica: ids}, from ray_serve_registered_multiplexed_model_id) beside the
+        model-id distribution the load generator sends ({model id: requests or share}).
+        Hidden while both are empty (deployments that are not multiplexed)."""
+        self._model_cache.set_data(held or {}, requested or {})
+        self._model_cache.setVisible(bool(held) or bool(requested))
+
+    def model_cache_view(self) -> "ModelCacheView":
+        return self._model_cache
 
     def age_text(self, title: str) -> str:
         """The data-age text a plot shows, e.g. 'data 0.7 s old' or 'no data yet'."""
@@ -413,6 +472,7 @@ class LivePlots(QWidget):
 
     def _redraw_after_change(self) -> None:
         # A new store or key: show its data now rather than on the next timer tick.
+        self._relayout()
         if self._paused:
             self._draw_curves(since=None)
             self._update_ages(time.time())
@@ -500,3 +560,72 @@ class LivePlots(QWidget):
             f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>"
             f"&nbsp;&nbsp;&nbsp;<span style='color:{color}'>{text}</span>",
             color=_TEXT, size="9pt", justify="left")
+
+
+class ModelCacheView(QWidget):
+    """Bars: the share of requests per model id the load sends (most requested first,
+    top MAX_BARS); a bar is green when some replica holds that model now, grey when none
+    does. Beside it, the ids each replica holds."""
+
+    MAX_BARS = 30
+    _HELD = "#81c784"
+    _NOT_HELD = "#616161"
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._plot = pg.PlotWidget(background=_BACKGROUND)
+        self._plot.setMaximumHeight(150)
+        self._plot.setMenuEnabled(False)
+        self._plot.setMouseEnabled(x=False, y=False)
+        self._plot.hideButtons()
+        item = self._plot.getPlotItem()
+        item.setTitle("<b>Requested model ids</b> (share of requests; green = held by a "
+                      "replica now)", color=_TEXT, size="9pt", justify="left")
+        item.getAxis("left").setTextPen(_TEXT)
+        item.getAxis("bottom").setTextPen(_TEXT)
+        self._bars = pg.BarGraphItem(x=[], height=[], width=0.8, brushes=[])
+        self._plot.addItem(self._bars)
+        self._held_label = QLabel()
+        self._held_label.setTextFormat(Qt.TextFormat.PlainText)
+        self._held_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
+        self._held_label.setWordWrap(True)
+        self._held_label.setToolTip("Model ids each replica holds now "
+                                    "(ray_serve_registered_multiplexed_model_id).")
+        row = QHBoxLayout(self)
+        row.setContentsMargins(4, 0, 4, 0)
+        row.addWidget(self._plot, 3)
+        row.addWidget(self._held_label, 1)
+        self._ids: list[str] = []
+        self._shares: list[float] = []
+        self._held: dict[str, list[str]] = {}
+
+    def set_data(self, held: dict[str, list[str]], requested: dict[str, float]) -> None:
+        self._held = {r: list(ids) for r, ids in held.items()}
+        held_ids = {m for ids in held.values() for m in ids}
+        total = float(sum(requested.values())) or 1.0
+        top = sorted(requested.items(), key=lambda kv: (-kv[1], kv[0]))[:self.MAX_BARS]
+        self._ids = [m for m, _ in top]
+        self._shares = [n / total for _, n in top]
+        brushes = [pg.mkBrush(self._HELD if m in held_ids else self._NOT_HELD)
+                   for m in self._ids]
+        self._bars.setOpts(x=list(range(len(self._ids))), height=self._shares,
+                           brushes=brushes)
+        self._plot.getPlotItem().getAxis("bottom").setTicks(
+            [[(i, m) for i, m in enumerate(self._ids)]])
+        lines = [f"{_short_replica(r)}: {', '.join(ids) or '—'}"
+                 for r, ids in sorted(held.items())]
+        self._held_label.setText("Held now\n" + "\n".join(lines) if lines
+                                 else "No replica holds a model.")
+
+    def bars(self) -> list[tuple[str, float, bool]]:
+        """(model id, share of requests, held by some replica) per bar, left to right."""
+        held_ids = {m for ids in self._held.values() for m in ids}
+        return [(m, s, m in held_ids) for m, s in zip(self._ids, self._shares)]
+
+    def held_text(self) -> str:
+        return self._held_label.text()
+
+
+def _short_replica(replica: str) -> str:
+    # Ray's replica label is "<app>#<deployment>#<id>"; the id is what tells them apart.
+    return replica.rsplit("#", 1)[-1] if replica else "replica"

@@ -1,0 +1,102 @@
+"""The multiplexing plot group and the model-cache view appear only where there is data."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from backend.metrics.series import SeriesStore
+from widgets.live_plots import PLOTS, LivePlots
+
+BATCHED = ("batched", "BatchedClassifier")
+MUX = ("multiplexed", "MultiplexedAdapters")
+T0 = 1_700_000_000.0
+MUX_PLOTS = ["Model cache hit rate", "Model loads", "Model load latency", "Models per replica"]
+
+
+@pytest.fixture
+def store() -> SeriesStore:
+    s = SeriesStore()
+    for i in range(30):
+        s.add(T0 + i, {
+            BATCHED: {"requests_per_s": 50.0, "batch_size": 4.0},
+            MUX: {"requests_per_s": 20.0, "multiplex_hit_rate": 0.3 + i / 100,
+                  "model_loads_per_s": 14.0, "model_unloads_per_s": 13.0,
+                  "model_load_latency_p99_ms": 45.0, "models_loaded_per_replica": 4.0},
+        })
+    return s
+
+
+@pytest.fixture
+def plots(qtbot, store) -> LivePlots:
+    w = LivePlots()
+    qtbot.addWidget(w)
+    w.resize(800, 900)
+    w.set_store(store)
+    return w
+
+
+def test_multiplex_group_is_optional_and_after_the_base_plots():
+    titles = [p.title for p in PLOTS]
+    assert titles[:4] == ["Throughput", "Latency", "Queue depth", "Batch size"]
+    assert all(p.optional for p in PLOTS if p.title in MUX_PLOTS)
+    assert set(MUX_PLOTS) <= set(titles)
+
+
+def test_batched_deployment_gets_no_multiplex_plots(plots):
+    plots.set_key(BATCHED)
+    plots.refresh(T0 + 29)
+    assert plots.visible_plots() == ["Throughput", "Latency", "Queue depth", "Batch size"]
+    for title in MUX_PLOTS:
+        assert not plots.plots()[title].isVisible()
+
+
+def test_multiplexed_deployment_shows_its_group_with_data(plots):
+    plots.set_key(MUX)
+    plots.refresh(T0 + 29)
+    assert plots.visible_plots()[-4:] == MUX_PLOTS
+    x, y = plots.curves()["multiplex_hit_rate"].getData()
+    np.testing.assert_allclose(y[-3:], [0.57, 0.58, 0.59])
+    assert plots.legend_labels("Model loads") == ["model loads/s", "model unloads/s"]
+    assert plots.curves()["model_load_latency_p99_ms"].getData()[1][-1] == 45.0
+    assert plots.age_text("Models per replica") == "data 0.0 s old"
+    # Only the bottom plot shows time labels; switching back hides the group again.
+    axes = [plots.plots()[t].getAxis("bottom").style["showValues"] for t in plots.visible_plots()]
+    assert axes == [False] * (len(axes) - 1) + [True]
+    plots.set_key(BATCHED)
+    assert plots.visible_plots()[-1] == "Batch size"
+    assert plots.plots()["Batch size"].getAxis("bottom").style["showValues"]
+
+
+def test_group_appears_when_multiplex_data_starts(plots, store):
+    key = ("late", "Dep")
+    store.add(T0, {key: {"requests_per_s": 1.0}})
+    plots.set_key(key)
+    assert "Model loads" not in plots.visible_plots()
+    store.add(T0 + 1, {key: {"model_loads_per_s": 2.0}})
+    plots.refresh(T0 + 1)
+    assert "Model loads" in plots.visible_plots()
+    # A marker added while some plots are hidden is on them too when they show.
+    plots.add_marker(T0 + 1, "args.max_num_models_per_replica 4 → 8")
+    lines = [i for i in plots.plots()["Model cache hit rate"].items
+             if i.__class__.__name__ == "InfiniteLine"]
+    assert [ln.value() for ln in lines] == [T0 + 1]
+
+
+def test_model_cache_view_shows_held_ids_beside_the_requested_distribution(plots):
+    view = plots.model_cache_view()
+    plots.set_model_cache(None, None)
+    assert not view.isVisibleTo(plots)
+    held = {"multiplexed#MultiplexedAdapters#abc": ["tenant-0", "tenant-3"],
+            "multiplexed#MultiplexedAdapters#xyz": ["tenant-1"]}
+    requested = {"tenant-0": 50, "tenant-1": 25, "tenant-2": 15, "tenant-3": 10}
+    plots.set_model_cache(held, requested)
+    assert view.isVisibleTo(plots)
+    assert view.bars() == [("tenant-0", 0.5, True), ("tenant-1", 0.25, True),
+                           ("tenant-2", 0.15, False), ("tenant-3", 0.1, True)]
+    text = view.held_text()
+    assert "abc: tenant-0, tenant-3" in text and "xyz: tenant-1" in text
+    many = {f"tenant-{i}": 100 - i for i in range(100)}
+    plots.set_model_cache({}, many)
+    assert len(view.bars()) == view.MAX_BARS and view.bars()[0][0] == "tenant-0"
+    assert view.held_text() == "No replica holds a model."
