@@ -59,6 +59,7 @@ class ClusterClient:
         self.url = normalize_url(url)
         self.token = token or None
         self.timeout_s = timeout_s
+        self.verify = verify
         self._session = requests.Session()
         self._session.verify = verify
         self._session.headers["User-Agent"] = USER_AGENT

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import signal
 import sys
 import time
@@ -20,6 +19,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--address", metavar="URL",
                    help="dashboard URL of an existing cluster, e.g. http://head:8265")
     p.add_argument("--token", help="cluster auth token (default: $RAY_AUTH_TOKEN)")
+    p.add_argument("--token-file", metavar="PATH", help="read the token from this file")
+    p.add_argument("--prometheus", metavar="URL",
+                   help="take metrics from this Prometheus (PromQL) instead of scraping "
+                        "the nodes directly")
+    p.add_argument("--serve-url", metavar="URL",
+                   help="where to send load: the Serve HTTP proxy, when it is not where "
+                        "the cluster says (load balancer, port forward)")
+    p.add_argument("--ca-bundle", metavar="PATH", help="CA bundle for TLS verification")
+    p.add_argument("--insecure", action="store_true",
+                   help="do not verify TLS certificates (trusted networks only)")
     p.add_argument("--demo", metavar="NAME",
                    help="deploy this bundled demo on start and put load on it "
                         "(e.g. 'batched')")
@@ -122,8 +131,11 @@ class ScriptedRun:
         if self.args.exit_after is not None:
             QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
         if self.args.address:
-            token = self.args.token or os.environ.get("RAY_AUTH_TOKEN")
-            self.window.connect_remote(self.args.address, token)
+            a = self.args
+            self.window.connect_remote(
+                a.address, a.token, token_file=a.token_file, prometheus_url=a.prometheus,
+                verify=False if a.insecure else (a.ca_bundle or True),
+                serve_http_url=a.serve_url)
         else:
             self.session.connect_local(num_cpus=self.args.num_cpus)
 

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import os
 import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
-from PySide6.QtGui import QAction, QCloseEvent, QKeySequence
+from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
                                QSplitter, QWidget)
 
 from backend.catalog import Demo
+from backend.diagnose import ConnectionSpec
 from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
 from console.session import ConnectionInfo, Session
@@ -23,6 +23,13 @@ from widgets.live_plots import LivePlots
 from widgets.load_panel import LoadPanel
 
 REDRAW_HZ = 10
+
+
+def _verify(target: ConnectTarget) -> bool | str:
+    """TLS verification as requests takes it: a CA bundle path, True or False."""
+    if not target.verify_tls:
+        return False
+    return target.ca_bundle or True
 
 
 class MainWindow(QMainWindow):
@@ -128,6 +135,25 @@ class MainWindow(QMainWindow):
         view = self.menuBar().addMenu("&View")
         view.addAction(self.plots.pause_action())
         view.addSeparator()
+        source_menu = view.addMenu("Metrics &source")
+        self.direct_source_action = self._action(
+            source_menu, "&Direct scrape", None,
+            "Scrape each node's metrics endpoint (no Prometheus needed)",
+            lambda: self.session.set_metrics_source("direct"))
+        self.prometheus_source_action = self._action(
+            source_menu, "&Prometheus", None,
+            "Query the Prometheus given when connecting (PromQL)",
+            lambda: self.session.set_metrics_source("prometheus"))
+        group = QActionGroup(self)
+        for a in (self.direct_source_action, self.prometheus_source_action):
+            a.setCheckable(True)
+            group.addAction(a)
+        self.direct_source_action.setChecked(True)
+        self.copy_promql_action = self._action(
+            view, "Copy &PromQL of this deployment", "Ctrl+Shift+C",
+            "Copy the PromQL behind every plotted series (for Grafana)",
+            self._on_copy_promql_triggered)
+        view.addSeparator()
         view.addAction(self.tuning_dock.toggleViewAction())
         view.addAction(self.load_dock.toggleViewAction())
         view.addAction(self.log_dock.toggleViewAction())
@@ -178,6 +204,7 @@ class MainWindow(QMainWindow):
             self._dialog = ConnectDialog(self)
             self._dialog.connect_requested.connect(self._on_dialog_connect_requested)
             self._dialog.cancel_requested.connect(self._on_dialog_cancel_requested)
+            self._dialog.test_requested.connect(self._on_dialog_test_requested)
         self._dialog.set_recent(self.settings.recent_addresses())
         if address:
             self._dialog.set_remote(True)
@@ -190,8 +217,8 @@ class MainWindow(QMainWindow):
     def connect_local(self) -> None:
         self.session.connect_local()
 
-    def connect_remote(self, url: str, token: str | None) -> None:
-        self.session.connect_remote(url, token)
+    def connect_remote(self, url: str, token: str | None, **options) -> None:
+        self.session.connect_remote(url, token, **options)
 
     def deploy_demo(self, demo: Demo) -> None:
         if self.session.client is None:
@@ -206,6 +233,9 @@ class MainWindow(QMainWindow):
         connected = self.session.client is not None
         self.disconnect_action.setEnabled(connected)
         self.import_action.setEnabled(connected)
+        self.prometheus_source_action.setEnabled(
+            connected and bool(self.session.info and self.session.info.prometheus_url))
+        self.copy_promql_action.setEnabled(self.plots.key() is not None)
         self.export_action.setEnabled(connected and self.plots.key() is not None)
         for action in self.deploy_actions.values():
             action.setEnabled(connected)
@@ -292,9 +322,23 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:
-        self._metrics_label.setText("Metrics: direct scrape" if not problem
+        source = self.session.describe_metrics_source()
+        prometheus = self.session.metrics_source == "prometheus"
+        self.prometheus_source_action.setChecked(prometheus)
+        self.direct_source_action.setChecked(not prometheus)
+        self._metrics_label.setText(f"Metrics: {source}" if not problem
                                     else "Metrics: unavailable")
-        self._metrics_label.setToolTip(problem or "Scraping each node's metrics endpoint")
+        self._metrics_label.setToolTip(problem or f"Plots are computed from {source}")
+
+    @Slot()
+    def _on_copy_promql_triggered(self) -> None:
+        key = self.plots.key()
+        if key is None:
+            return
+        text = "\n".join(f"# {name}\n{q}" for name, q in self.session.promql(key).items())
+        QGuiApplication.clipboard().setText(text)
+        self.statusBar().showMessage(f"PromQL of {key[0]}/{key[1]} copied to the clipboard",
+                                     5000)
 
     # -- widget slots -------------------------------------------------------------------------------
     def _select(self, app: str, deployment: str) -> None:
@@ -434,8 +478,22 @@ class MainWindow(QMainWindow):
         if target.local:
             self.connect_local()
         else:
-            # As the dialog says: no token typed means the environment's, if any.
-            self.connect_remote(target.url, target.token or os.environ.get("RAY_AUTH_TOKEN"))
+            # As the dialog says: no token typed means the file's, else the environment's.
+            self.connect_remote(target.url, target.token, token_file=target.token_file,
+                                prometheus_url=target.prometheus_url,
+                                verify=_verify(target),
+                                serve_http_url=target.serve_http_url)
+
+    @Slot(object)
+    def _on_dialog_test_requested(self, target: ConnectTarget) -> None:
+        dialog = self._dialog
+        spec = ConnectionSpec(target.url, target.token, target.prometheus_url,
+                              _verify(target), target.serve_http_url)
+        self.session.diagnose(
+            spec, token_file=target.token_file,
+            on_step=lambda step: dialog.add_step(step.name, step.ok, step.detail),
+            on_done=lambda steps: dialog.test_finished(bool(steps) and
+                                                       all(st.ok for st in steps)))
 
     @Slot()
     def _on_dialog_cancel_requested(self) -> None:

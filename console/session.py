@@ -7,7 +7,9 @@ TaskRunners; results come back as Qt signals on the GUI thread.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import os
 import threading
 from dataclasses import dataclass
 
@@ -21,7 +23,9 @@ from backend.knobs import KnobSet, knobs_for, load_knob_metadata, values_of
 from backend.errors import ConsoleError
 from backend.loadgen import LoadGenerator, LoadTarget
 from backend.local_cluster import LocalCluster
+from backend.diagnose import ConnectionSpec, diagnose
 from backend.metrics.direct import DirectScrapeSource
+from backend.metrics.prometheus import PrometheusSource, build_queries, queries_for
 from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
 from console.tasks import Poller, TaskRunner, user_message
@@ -40,10 +44,26 @@ class ConnectionInfo:
     local: bool
     ray_version: str
     token: str | None = None
+    prometheus_url: str | None = None
+    serve_http_url: str | None = None
 
     def describe(self) -> str:
         where = "local cluster" if self.local else "remote cluster"
         return f"{where} {self.url} (Ray {self.ray_version})"
+
+
+def read_token_file(path: str | None) -> str | None:
+    """The token in *path* (whitespace stripped), else $RAY_AUTH_TOKEN, else None."""
+    if path:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as e:
+            raise ConsoleError(f"Cannot read the token file {path}: {e.strerror}.") from None
+        if not token:
+            raise ConsoleError(f"The token file {path} is empty.")
+        return token
+    return os.environ.get("RAY_AUTH_TOKEN") or None
 
 
 class Session(QObject):
@@ -59,6 +79,7 @@ class Session(QObject):
     load_stats = Signal(object)       # backend.loadgen.LoadStats
     metrics_state = Signal(str)       # "" when fine, else why metrics are missing
     config_file_done = Signal(bool, str)  # ok, message (export / import)
+    diagnose_step = Signal(object)        # backend.diagnose.Step
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -116,21 +137,35 @@ class Session(QObject):
         self._action_runner.submit(work, on_done=done,
                                    on_error=lambda e: self._on_connect_error(generation, e))
 
-    def connect_remote(self, url: str, token: str | None = None) -> None:
+    def connect_remote(self, url: str, token: str | None = None, *,
+                       token_file: str | None = None, prometheus_url: str | None = None,
+                       verify: bool | str = True, serve_http_url: str | None = None) -> None:
         self.disconnect()
         generation = self._begin_connect()
 
         def work():
-            client = ClusterClient(url, token)  # validates the address itself
+            tok = token or read_token_file(token_file)
+            client = ClusterClient(url, tok, verify=verify)  # validates the address itself
             version = client.check()
-            return client, version
+            if prometheus_url:
+                self.connecting.emit(f"Checking Prometheus at {prometheus_url}…")
+                prom = PrometheusSource(prometheus_url, verify=verify)
+                try:
+                    prom.check()
+                except Exception as e:
+                    prom.close()
+                    raise ConsoleError(f"Prometheus at {prometheus_url} is not reachable: "
+                                       f"{e}") from None
+                prom.close()
+            return client, version, tok
 
         def done(result):
             if generation != self._connect_generation:
                 return
-            client, version = result
+            client, version, tok = result
             self._on_connected(client, ConnectionInfo(
-                client.url, False, version.get("ray_version", "?"), token))
+                client.url, False, version.get("ray_version", "?"), tok,
+                prometheus_url=prometheus_url, serve_http_url=serve_http_url))
 
         self.connecting.emit(f"Connecting to {url}…")
         self._action_runner.submit(work, on_done=done,
@@ -154,7 +189,7 @@ class Session(QObject):
         self.client = client
         self.info = info
         self.store.clear()
-        self._source = DirectScrapeSource(client.metrics_targets, window_s=5.0)
+        self._source = self._make_source("prometheus" if info.prometheus_url else "direct")
         self._status_poller = Poller(self._poll_runner, client.serve_status,
                                      STATUS_INTERVAL_MS, self._on_status_result,
                                      self._on_status_error, parent=self)
@@ -165,6 +200,58 @@ class Session(QObject):
         self._metrics_poller.start()
         self.event.emit(f"Connected to {info.describe()}.", "info")
         self.connected.emit(info)
+
+    # -- metrics source ---------------------------------------------------------------------
+    @property
+    def metrics_source(self) -> str:
+        """"direct" or "prometheus" — what the plots are computed from now."""
+        return "prometheus" if isinstance(self._source, PrometheusSource) else "direct"
+
+    def _make_source(self, kind: str):
+        client, info = self.client, self.info
+        if kind == "prometheus" and info is not None and info.prometheus_url:
+            return PrometheusSource(info.prometheus_url, window_s=10.0, verify=client.verify)
+        return DirectScrapeSource(client.metrics_targets, window_s=5.0)
+
+    def set_metrics_source(self, kind: str) -> None:
+        """Switch between the direct scrape and Prometheus for this session."""
+        if self.client is None or kind == self.metrics_source:
+            return
+        if kind == "prometheus" and not (self.info and self.info.prometheus_url):
+            self.event.emit("No Prometheus URL was given for this connection.", "warning")
+            return
+        old, self._source = self._source, self._make_source(kind)
+        if old is not None:
+            self._action_runner.submit(old.close)
+        self.event.emit(f"Metrics now from {self.describe_metrics_source()}.", "info")
+        self.metrics_state.emit(self._metrics_error or "")
+
+    def describe_metrics_source(self) -> str:
+        if self.metrics_source == "prometheus" and self.info:
+            return f"Prometheus {self.info.prometheus_url}"
+        return "direct scrape"
+
+    def promql(self, key) -> dict[str, str]:
+        """The PromQL behind each plotted series of one deployment (for Grafana)."""
+        window = self._source.window_s if self._source is not None else 10.0
+        return queries_for(build_queries(window), key)
+
+    def diagnose(self, spec: ConnectionSpec, on_step, on_done,
+                 token_file: str | None = None) -> None:
+        """Run the step-by-step connection test off the GUI thread."""
+        def work():
+            full = spec
+            if not spec.token:
+                full = dataclasses.replace(spec, token=read_token_file(token_file))
+            return diagnose(full, report=lambda step: self.diagnose_step.emit(step))
+
+        self.diagnose_step.connect(on_step)
+
+        def finished(result):
+            self.diagnose_step.disconnect(on_step)
+            on_done(result if isinstance(result, list) else [])
+
+        self._action_runner.submit(work, on_done=finished, on_error=finished)
 
     def disconnect(self) -> None:
         """Stop everything that runs against the cluster; stop the cluster we started."""
@@ -333,6 +420,8 @@ class Session(QObject):
     def serve_http_base(self) -> str | None:
         """The Serve proxy's address as the cluster reports it (never an assumed 8000)."""
         status, client = self.status, self.client
+        if self.info is not None and self.info.serve_http_url:
+            return self.info.serve_http_url  # the user said where the proxy is reachable
         if status is None or client is None or not status.http_port:
             return None
         host = status.http_host or client.host

@@ -85,20 +85,25 @@ class Poller(QObject):
         self._on_result = on_result
         self._on_error = on_error
         self._busy = False
+        # A plain attribute, not the timer's state: after stop() the poller may be
+        # deleted (deleteLater) while its last call is still running.
+        self._stopped = True
         self._timer = QTimer(self)
         self._timer.setInterval(interval_ms)
         self._timer.timeout.connect(self.poll_now)
 
     def start(self) -> None:
+        self._stopped = False
         self._timer.start()
         self.poll_now()
 
     def stop(self) -> None:
+        self._stopped = True
         self._timer.stop()
 
     @property
     def active(self) -> bool:
-        return self._timer.isActive()
+        return not self._stopped
 
     @Slot()
     def poll_now(self) -> None:
@@ -109,10 +114,10 @@ class Poller(QObject):
 
     def _done(self, result: Any) -> None:
         self._busy = False
-        if self._timer.isActive():
+        if not self._stopped:
             self._on_result(result)
 
     def _failed(self, error: BaseException) -> None:
         self._busy = False
-        if self._timer.isActive():
+        if not self._stopped:
             self._on_error(error)

@@ -7,6 +7,8 @@ tests talk to it only through the dashboard REST API and HTTP, as the console do
 from __future__ import annotations
 
 import os
+import shutil
+import subprocess
 import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
@@ -18,6 +20,7 @@ from backend.catalog import load_catalog
 from backend.cluster_client import ClusterClient
 from backend.deployer import deploy_demo
 from backend.local_cluster import LocalCluster
+from backend.ports import free_ports
 from backend.loadgen import LoadGenerator, LoadTarget
 from tests.helpers import batched_copy
 
@@ -92,3 +95,49 @@ def tuning_app(ray_cluster, cluster_client, batched_demo):
     assert requests.post(url, json={"seed": 0}, timeout=30).ok
     return "tuning", "BatchedClassifier", url
 
+
+PROMETHEUS = shutil.which("prometheus")
+
+
+@pytest.fixture(scope="session")
+def prometheus_url(tmp_path_factory, cluster_client):
+    if PROMETHEUS is None:
+        if os.environ.get("CI"):
+            pytest.fail("prometheus is not installed; .ci/run installs it (Debian package)")
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    deadline = time.monotonic() + 60
+    while not (summary := cluster_client.node_summary()):
+        assert time.monotonic() < deadline, "the dashboard lists no node"
+        time.sleep(0.5)
+    session_dir = summary[0]["raylet"]["sessionDir"]
+    sd_file = os.path.join(session_dir, "prom_metrics_service_discovery.json")
+    while not os.path.exists(sd_file):
+        assert time.monotonic() < deadline, f"Ray wrote no {sd_file}"
+        time.sleep(0.5)
+    root = tmp_path_factory.mktemp("prometheus")
+    config = root / "prometheus.yml"
+    config.write_text(
+        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+        "scrape_configs:\n  - job_name: ray\n    file_sd_configs:\n"
+        f"      - files: ['{sd_file}']\n        refresh_interval: 2s\n")
+    port = free_ports(1)[0]
+    proc = subprocess.Popen(
+        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={root / 'data'}",
+         f"--web.listen-address=127.0.0.1:{port}"],
+        stdout=subprocess.DEVNULL, stderr=open(root / "prometheus.log", "w"))
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                if requests.get(url + "/-/ready", timeout=1).ok:
+                    break
+            except requests.RequestException:
+                pass
+            assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
+            assert time.monotonic() < deadline, "Prometheus did not become ready"
+            time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)

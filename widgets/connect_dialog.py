@@ -14,6 +14,11 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCloseEvent
 from PySide6.QtWidgets import (
     QButtonGroup,
+    QCheckBox,
+    QFileDialog,
+    QHBoxLayout,
+    QListWidget,
+    QListWidgetItem,
     QComboBox,
     QDialog,
     QDialogButtonBox,
@@ -38,6 +43,11 @@ class ConnectTarget:
     local: bool
     url: str | None = None
     token: str | None = None
+    token_file: str | None = None       # read by the console, never stored
+    prometheus_url: str | None = None   # metrics from Prometheus instead of direct scrape
+    verify_tls: bool = True
+    ca_bundle: str | None = None        # a CA bundle file for TLS verification
+    serve_http_url: str | None = None   # the Serve proxy, if not where Ray reports it
 
 
 def validate_dashboard_url(text: str) -> str:
@@ -69,6 +79,7 @@ class ConnectDialog(QDialog):
     """Local or remote cluster; emits `connect_requested(ConnectTarget)` on Connect."""
 
     connect_requested = Signal(object)  # ConnectTarget
+    test_requested = Signal(object)  # ConnectTarget: run the step-by-step check
     cancel_requested = Signal()  # Cancel while a connection attempt is in progress
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -106,6 +117,38 @@ class ConnectDialog(QDialog):
                                     "RAY_AUTH_TOKEN environment variable, if set.")
         self._token_edit.setClearButtonEnabled(True)
 
+        self._token_file_button = QPushButton("From &file…")
+        self._token_file_button.setToolTip("Read the token from a file when connecting "
+                                           "(e.g. ~/.ray/auth_token); it is never stored.")
+        self._token_file_button.clicked.connect(self._on_token_file_button_clicked)
+        self._token_file: str | None = None
+        token_row = QHBoxLayout()
+        token_row.addWidget(self._token_edit, 1)
+        token_row.addWidget(self._token_file_button)
+
+        self._prometheus_edit = QLineEdit()
+        self._prometheus_edit.setPlaceholderText("optional, e.g. http://prometheus:9090")
+        self._prometheus_edit.setToolTip(
+            "A Prometheus that scrapes this cluster. Given: the plots come from PromQL "
+            "(rate, histogram_quantile). Empty: the console scrapes each node's metrics "
+            "endpoint itself.")
+        self._prometheus_edit.setClearButtonEnabled(True)
+        self._serve_edit = QLineEdit()
+        self._serve_edit.setPlaceholderText("optional: default is what the cluster reports")
+        self._serve_edit.setToolTip(
+            "Where load is sent: the Serve HTTP proxy, when it sits behind another host "
+            "or port than the cluster reports (a load balancer, a port forward).")
+        self._serve_edit.setClearButtonEnabled(True)
+        self._verify_check = QCheckBox("&Verify TLS certificates")
+        self._verify_check.setChecked(True)
+        self._verify_check.setToolTip("Check https certificates (on by default). Turn off "
+                                      "only on a network you trust.")
+        self._ca_edit = QLineEdit()
+        self._ca_edit.setPlaceholderText("optional CA bundle (PEM)")
+        self._ca_edit.setToolTip("A CA bundle to verify the dashboard's and Prometheus' "
+                                 "certificates against (self-signed clusters).")
+        self._verify_check.toggled.connect(lambda _on: self._update_enabled())
+
         self._remote_form = QFormLayout()
         self._remote_form.setContentsMargins(24, 0, 0, 0)
         url_label = QLabel("Dashboard &URL:")
@@ -113,7 +156,19 @@ class ConnectDialog(QDialog):
         token_label = QLabel("&Token:")
         token_label.setBuddy(self._token_edit)
         self._remote_form.addRow(url_label, self._url_combo)
-        self._remote_form.addRow(token_label, self._token_edit)
+        self._remote_form.addRow(token_label, token_row)
+        prom_label = QLabel("&Prometheus:")
+        prom_label.setBuddy(self._prometheus_edit)
+        self._remote_form.addRow(prom_label, self._prometheus_edit)
+        serve_label = QLabel("&Serve HTTP:")
+        serve_label.setBuddy(self._serve_edit)
+        self._remote_form.addRow(serve_label, self._serve_edit)
+        self._remote_form.addRow(self._verify_check, self._ca_edit)
+
+        self._steps = QListWidget()
+        self._steps.setToolTip("The connection test, step by step")
+        self._steps.setVisible(False)
+        self._steps.setMinimumHeight(150)
 
         self._progress = QProgressBar()
         self._progress.setRange(0, 0)  # indeterminate: we cannot know how long a start takes
@@ -130,6 +185,11 @@ class ConnectDialog(QDialog):
         self._connect_button.setDefault(True)
         self._connect_button.setToolTip("Start or connect to the cluster (Enter)")
         self._buttons.addButton(self._connect_button, QDialogButtonBox.ButtonRole.ActionRole)
+        self._test_button = QPushButton("&Test connection")
+        self._test_button.setToolTip("Check the address, the dashboard, the token, Serve "
+                                     "and the metrics, step by step, without connecting")
+        self._test_button.clicked.connect(self._on_test_button_clicked)
+        self._buttons.addButton(self._test_button, QDialogButtonBox.ButtonRole.ActionRole)
         self._cancel_button = self._buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
         self._cancel_button.setToolTip("Close the dialog, or stop a connection attempt "
                                        "in progress (Esc)")
@@ -143,6 +203,7 @@ class ConnectDialog(QDialog):
         layout.addSpacing(6)
         layout.addWidget(self._progress)
         layout.addWidget(self._status)
+        layout.addWidget(self._steps)
         layout.addStretch(1)
         layout.addWidget(self._buttons)
 
@@ -172,7 +233,58 @@ class ConnectDialog(QDialog):
             return ConnectTarget(local=True)
         url = validate_dashboard_url(self._url_combo.currentText())
         token = self._token_edit.text().strip() or None
-        return ConnectTarget(local=False, url=url, token=token)
+        prometheus = self._prometheus_edit.text().strip() or None
+        if prometheus:
+            try:
+                prometheus = validate_dashboard_url(prometheus)
+            except ValueError as e:
+                raise ValueError(f"Prometheus: {e}".replace("dashboard address",
+                                                            "Prometheus address")) from None
+        serve = self._serve_edit.text().strip() or None
+        if serve:
+            try:
+                serve = validate_dashboard_url(serve)
+            except ValueError as e:
+                raise ValueError(f"Serve HTTP: {e}".replace("dashboard address",
+                                                            "Serve HTTP address")) from None
+        return ConnectTarget(
+            local=False, url=url, token=token,
+            token_file=self._token_file if not token else None,
+            prometheus_url=prometheus, verify_tls=self._verify_check.isChecked(),
+            ca_bundle=(self._ca_edit.text().strip() or None)
+            if self._verify_check.isChecked() else None,
+            serve_http_url=serve)
+
+    def set_prometheus_url(self, url: str) -> None:
+        self._prometheus_edit.setText(url)
+
+    def set_token_file(self, path: str | None) -> None:
+        self._token_file = path or None
+        self._token_edit.setPlaceholderText(
+            f"from {path}" if path else "optional (default: $RAY_AUTH_TOKEN)")
+
+    def clear_steps(self) -> None:
+        self._steps.clear()
+        self._steps.setVisible(False)
+
+    def add_step(self, name: str, ok: bool, detail: str) -> None:
+        """One step of a connection test: ✓/✗, its name and what was found."""
+        item = QListWidgetItem(f"{'✓' if ok else '✗'}  {name}: {detail}")
+        item.setToolTip(detail)
+        item.setForeground(Qt.GlobalColor.darkGreen if ok else Qt.GlobalColor.red)
+        self._steps.addItem(item)
+        self._steps.setVisible(True)
+
+    def steps(self) -> list[str]:
+        return [self._steps.item(i).text() for i in range(self._steps.count())]
+
+    def test_finished(self, ok: bool) -> None:
+        self._set_busy(False)
+        self._show_status("Connection test passed: Connect to use it." if ok
+                          else "Connection test failed: see the steps above.", error=not ok)
+
+    def test_button(self) -> QPushButton:
+        return self._test_button
 
     def is_busy(self) -> bool:
         return self._busy
@@ -240,6 +352,26 @@ class ConnectDialog(QDialog):
                            else f"Connecting to {target.url}…")
         self.connect_requested.emit(target)
 
+    def _on_test_button_clicked(self) -> None:
+        if self._busy:
+            return
+        try:
+            target = self.target()
+        except ValueError as e:
+            self._show_status(str(e), error=True)
+            return
+        if target.local:
+            return
+        self.clear_steps()
+        self.show_progress(f"Testing {target.url}…")
+        self.test_requested.emit(target)
+
+    def _on_token_file_button_clicked(self) -> None:
+        path, _ = QFileDialog.getOpenFileName(self, "Token file", "", "All files (*)")
+        if path:
+            self.set_token_file(path)
+            self._token_edit.clear()
+
     def _on_cancel_button_clicked(self) -> None:
         self.reject()
 
@@ -271,6 +403,12 @@ class ConnectDialog(QDialog):
         self._remote_radio.setEnabled(idle)
         self._url_combo.setEnabled(idle and remote)
         self._token_edit.setEnabled(idle and remote)
+        self._token_file_button.setEnabled(idle and remote)
+        self._prometheus_edit.setEnabled(idle and remote)
+        self._serve_edit.setEnabled(idle and remote)
+        self._verify_check.setEnabled(idle and remote)
+        self._ca_edit.setEnabled(idle and remote and self._verify_check.isChecked())
+        self._test_button.setEnabled(idle and remote)
         self._connect_button.setEnabled(idle)
         self._cancel_button.setEnabled(True)  # always: it is how a slow attempt is stopped
 

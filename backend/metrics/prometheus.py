@@ -112,16 +112,7 @@ class PrometheusSource:
 
     def queries(self, key: DeploymentKey | None = None) -> dict[str, str]:
         """series → PromQL (for one deployment when *key* is given), to copy into Grafana."""
-        out = {}
-        for q in self._queries:
-            promql = q.promql
-            if key is not None:
-                app, dep = key
-                sel = (f'application="{app}"' if q.by == APP
-                       else f'application="{app}",deployment="{dep}"')
-                promql = _with_selector(promql, sel)
-            out.setdefault(q.series if q.by == DEP else f"{q.series} (HTTP)", promql)
-        return out
+        return queries_for(self._queries, key)
 
     def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         with self._lock:
@@ -143,6 +134,20 @@ class PrometheusSource:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None) -> dict[str, str]:
+    """series → PromQL, restricted to one deployment (and its app's proxy) when given."""
+    out = {}
+    for q in queries:
+        promql = q.promql
+        if key is not None:
+            app, dep = key
+            sel = (f'application="{app}"' if q.by == APP
+                   else f'application="{app}",deployment="{dep}"')
+            promql = _with_selector(promql, sel)
+        out.setdefault(q.series if q.by == DEP else f"{q.series} (HTTP)", promql)
+    return out
 
 
 def _with_selector(promql: str, selector: str) -> str:

@@ -1,4 +1,5 @@
-"""The Prometheus source against a real Prometheus scraping the real session cluster.
+"""The Prometheus source against a real Prometheus scraping the real session cluster
+(the `prometheus_url` fixture in conftest.py).
 
 Prometheus is configured the way a user would: from Ray's service-discovery file in the
 cluster's session directory. The two sources must agree on the same cluster under load.
@@ -6,10 +7,7 @@ cluster's session directory. The two sources must agree on the same cluster unde
 
 from __future__ import annotations
 
-import os
-import shutil
 import statistics
-import subprocess
 import time
 
 import pytest
@@ -17,54 +15,6 @@ import requests
 
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource
-from backend.ports import free_ports
-
-PROMETHEUS = shutil.which("prometheus")
-
-
-@pytest.fixture(scope="module")
-def prometheus_url(tmp_path_factory, cluster_client):
-    if PROMETHEUS is None:
-        if os.environ.get("CI"):
-            pytest.fail("prometheus is not installed; .ci/run installs it (Debian package)")
-        pytest.skip("prometheus is not installed (apt-get install prometheus)")
-    deadline = time.monotonic() + 60
-    while not (summary := cluster_client.node_summary()):
-        assert time.monotonic() < deadline, "the dashboard lists no node"
-        time.sleep(0.5)
-    session_dir = summary[0]["raylet"]["sessionDir"]
-    sd_file = os.path.join(session_dir, "prom_metrics_service_discovery.json")
-    while not os.path.exists(sd_file):
-        assert time.monotonic() < deadline, f"Ray wrote no {sd_file}"
-        time.sleep(0.5)
-    root = tmp_path_factory.mktemp("prometheus")
-    config = root / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: ray\n    file_sd_configs:\n"
-        f"      - files: ['{sd_file}']\n        refresh_interval: 2s\n")
-    port = free_ports(1)[0]
-    proc = subprocess.Popen(
-        [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={root / 'data'}",
-         f"--web.listen-address=127.0.0.1:{port}"],
-        stdout=subprocess.DEVNULL, stderr=open(root / "prometheus.log", "w"))
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(url + "/-/ready", timeout=1).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "Prometheus did not become ready"
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
-
 
 def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, load_on):
     load_on(60)
