@@ -1,67 +1,146 @@
-"""A simple open-loop load generator: constant requests/s at one HTTP route.
+"""The load generator: open loop (constant or Poisson arrivals) or closed loop (N users),
+shaped by a profile over time, with HDR-histogram latency per second and over the run.
 
-Runs on its own thread with its own asyncio loop (aiohttp), so nothing waits for it.
-Each request is scheduled at its intended time (open loop): a slow server does not slow
-the offered rate down, and latency is measured from the intended send time so queueing
-behind a stall is not hidden (coordinated omission). The fuller generator (profiles,
-closed loop, HDR histograms) is a separate piece of work.
+It runs on its own thread with its own asyncio loop (aiohttp), so the GUI never waits for
+it: `stats()` only copies numbers the generator's thread prepared under a short lock.
+
+Open loop: each request has an intended send time from the arrival process; a slow server
+does not slow the offered rate, and latency is measured from the intended send time, so
+time spent queued behind a stall is counted (coordinated omission corrected, as wrk2 and
+HdrHistogram's `recordValueWithExpectedInterval` intend). Closed loop: each user sends,
+waits for the response, thinks, sends again; latency is measured from the actual send (a
+closed loop cannot offer more than the server lets it: that is its nature, and the panel
+says so).
+
+Plain data types (targets, models, profiles, stats, summaries) live in
+`backend.load_model`, which views may import; this module is the engine.
 """
 
 from __future__ import annotations
 
 import asyncio
+import datetime as _dt
+import random
 import threading
 import time
-from collections import deque
-from dataclasses import dataclass
+from collections import Counter, deque
+from dataclasses import replace
+
+from hdrh.histogram import HdrHistogram
+
+from backend.load_model import (
+    CLOSED,
+    OPEN,
+    POISSON,
+    LoadModel,
+    LoadPlan,
+    LoadStats,
+    LoadTarget,
+    ModelIds,
+    Profile,
+    RunSummary,
+    SecondStats,
+    render_body,
+)
+
+__all__ = ["LoadGenerator", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
+           "Profile", "RunSummary", "SecondStats"]
+
+_US_MAX = 3_600_000_000  # one hour, in microseconds: the histograms' range
+_SIG_FIGS = 3  # HDR precision: values within 0.1 %
+_PCTS = (50.0, 90.0, 99.0, 99.9)
+_TICK_S = 0.1  # how often idle seconds are closed
 
 
-@dataclass(frozen=True)
-class LoadTarget:
-    url: str
-    method: str = "POST"
-    body: str = ""  # "{seq}" is replaced by the request's sequence number
-    headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
+def _hist() -> HdrHistogram:
+    return HdrHistogram(1, _US_MAX, _SIG_FIGS)
 
 
-@dataclass(frozen=True)
-class LoadStats:
-    running: bool
-    target_rps: float
-    sent: int
-    ok: int
-    errors: int
-    in_flight: int
-    achieved_rps: float  # completions/s over the last window
-    p50_ms: float | None
-    p99_ms: float | None
-    last_error: str | None
+def _us(seconds: float) -> int:
+    return min(_US_MAX, max(1, int(seconds * 1e6)))
+
+
+def _pcts_ms(h: HdrHistogram) -> dict[float, float] | None:
+    if h.get_total_count() == 0:
+        return None
+    return {p: v / 1000.0 for p, v in h.get_percentile_to_value_dict(list(_PCTS)).items()}
+
+
+class _Second:
+    """Accumulates the completions of one second."""
+
+    __slots__ = ("hist", "ttfb", "ok", "errors")
+
+    def __init__(self) -> None:
+        self.hist = _hist()
+        self.ttfb: HdrHistogram | None = None
+        self.ok = 0
+        self.errors: Counter[str] = Counter()
 
 
 class LoadGenerator:
+    """Sends HTTP load at one target; thread-safe control from any thread.
+
+    `LoadGenerator(target).start(rps)` is the simple open-loop use; pass `model=` for the
+    rest (closed loop, Poisson arrivals, profiles).
+    """
+
     def __init__(self, target: LoadTarget, window_s: float = 5.0, timeout_s: float = 30.0,
-                 max_in_flight: int = 2000) -> None:
+                 max_in_flight: int = 2000, model: LoadModel | None = None,
+                 history_s: int = 3600, seed: int | None = None) -> None:
         self.target = target
         self.window_s = window_s
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
-        self._rate = 0.0
+        self._model = model or LoadModel()
+        self._model_at_start: LoadModel | None = None
+        self._seed = seed
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._sent = self._ok = self._errors = self._in_flight = 0
-        self._recent: deque[tuple[float, float, bool]] = deque()  # (done_t, latency_s, ok)
+        self._main_task: asyncio.Task | None = None
+        self._t0 = time.monotonic()
+        self._started_at = _dt.datetime.now().astimezone()
+        self._end: float | None = None
+        # Live counters (under _lock).
+        self._sent = self._ok = self._errors = self._in_flight = self._timeouts = 0
+        self._missed = 0
+        self._errors_by_kind: Counter[str] = Counter()
         self._last_error: str | None = None
-        self._started = time.monotonic()
+        self._first_sent: float | None = None
+        self._last_sent: float | None = None
+        self._first_done: float | None = None
+        self._last_done: float | None = None
+        # Least-squares fit of completion count against completion time: the achieved
+        # rate, robust to the latency jitter of the first and last responses.
+        self._fit = [0.0, 0.0, 0.0, 0.0]  # Σd, Σd², Σi, Σi·d  (d from run start)
+        self._users_now = 0
+        # Per second: the one being filled, intended sends by second, finished seconds.
+        self._cur_idx = 0
+        self._cur = _Second()
+        self._offered: Counter[int] = Counter()
+        self._history: deque[SecondStats] = deque(maxlen=history_s)
+        self._history_t: tuple[SecondStats, ...] = ()
+        self._window: deque[tuple[HdrHistogram, int, int]] = deque(
+            maxlen=max(1, int(round(window_s))))
+        self._window_stats: tuple[float, float, dict | None] = (0.0, 0.0, None)
+        self._run_hist = _hist()
+        self._run_ttfb: HdrHistogram | None = None
+        self._summary: RunSummary | None = None
 
     # -- control (any thread) -------------------------------------------------------
     @property
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def start(self, rps: float) -> None:
-        self.set_rate(rps)
+    @property
+    def model(self) -> LoadModel:
+        return self._model
+
+    def start(self, rps: float | None = None) -> None:
+        """Start sending; `rps` sets the open-loop rate (the simple use). Returns at once."""
+        if rps is not None:
+            self.set_rate(rps)
         if self.running:
             return
         ready = threading.Event()
@@ -71,126 +150,391 @@ class LoadGenerator:
         ready.wait(5)
 
     def set_rate(self, rps: float) -> None:
+        """Open loop: the requests/s level (the profile shapes it). Applies within ~50 ms."""
         if rps < 0:
             raise ValueError("requests/s must be >= 0")
-        self._rate = float(rps)
+        self._model = replace(self._model, rate=float(rps))
+
+    def set_users(self, users: int) -> None:
+        """Closed loop: the number of concurrent users (the profile shapes it)."""
+        if users < 0:
+            raise ValueError("users must be >= 0")
+        self._model = replace(self._model, users=int(users))
+
+    def set_think_time(self, seconds: float) -> None:
+        if seconds < 0:
+            raise ValueError("think time must be >= 0")
+        self._model = replace(self._model, think_time_s=float(seconds))
+
+    def set_profile(self, profile: Profile) -> None:
+        """A new shape; its clock keeps running from the start of the run."""
+        self._model = replace(self._model, profile=profile)
 
     def stop(self, timeout_s: float = 2.0) -> None:
         """Stop sending and cancel what is in flight; returns within about a second."""
-        thread, loop, stop = self._thread, self._loop, self._stop
+        thread, loop, task = self._thread, self._loop, self._main_task
         if thread is None:
             return
-        if loop is not None and stop is not None and not loop.is_closed():
+        if loop is not None and task is not None and not loop.is_closed():
             try:
-                loop.call_soon_threadsafe(stop.set)
+                loop.call_soon_threadsafe(task.cancel)
             except RuntimeError:
-                pass
+                pass  # the loop closed meanwhile: the thread is finishing anyway
         thread.join(timeout_s)
         self._thread = None
 
     def stats(self) -> LoadStats:
-        now = time.monotonic()
+        """A snapshot; costs only a copy under a short lock (safe on the GUI thread)."""
+        model = self._model
         with self._lock:
-            while self._recent and self._recent[0][0] < now - self.window_s:
-                self._recent.popleft()
-            recent = list(self._recent)
-            sent, ok, errors, in_flight = self._sent, self._ok, self._errors, self._in_flight
-            last_error = self._last_error
-        lat = sorted(r[1] for r in recent if r[2])
-        span = min(self.window_s, now - self._started) if recent else self.window_s
+            achieved, offered, pcts = self._window_stats
+            snap = dict(sent=self._sent, ok=self._ok, errors=self._errors,
+                        in_flight=self._in_flight, timeouts=self._timeouts,
+                        last_error=self._last_error,
+                        errors_by_kind=tuple(sorted(self._errors_by_kind.items())),
+                        history=self._history_t, summary=self._summary,
+                        users=self._users_now)
+        pcts = pcts or {}
         return LoadStats(
-            running=self.running, target_rps=self._rate, sent=sent, ok=ok, errors=errors,
-            in_flight=in_flight,
-            achieved_rps=len(recent) / span if span > 0 else 0.0,
-            p50_ms=_pct(lat, 0.50), p99_ms=_pct(lat, 0.99), last_error=last_error,
-        )
+            running=self.running,
+            target_rps=model.rate if model.mode == OPEN else achieved,
+            achieved_rps=achieved, offered_rps=offered, mode=model.mode,
+            p50_ms=pcts.get(50.0), p90_ms=pcts.get(90.0), p99_ms=pcts.get(99.0),
+            p999_ms=pcts.get(99.9), **snap)
+
+    def summary(self) -> RunSummary:
+        """The run so far (to the last finished second), or the whole run once stopped."""
+        with self._lock:
+            if self._summary is not None:
+                return self._summary
+            return self._make_summary(self._end or time.monotonic())
 
     # -- the generator's own thread ----------------------------------------------------
     def _run(self, ready: threading.Event) -> None:
-        loop = asyncio.new_event_loop()
+        try:
+            import uvloop  # a faster loop where installed (Ray brings it); optional
+
+            loop = uvloop.new_event_loop()
+        except ImportError:
+            loop = asyncio.new_event_loop()
         self._loop = loop
         try:
             loop.run_until_complete(self._main(ready))
+        except asyncio.CancelledError:
+            pass
         finally:
             loop.close()
 
     async def _main(self, ready: threading.Event) -> None:
-        # Imported here, on the generator's thread: aiohttp costs ~0.1 s of console start-up.
+        self._main_task = asyncio.current_task()
+        ready.set()
+        # Imported here, on the generator's thread: aiohttp costs ~0.1 s of console start-up
+        # (more on a busy machine), and the run's clock starts once it can send.
         import aiohttp
 
-        self._stop = asyncio.Event()
-        self._started = time.monotonic()
-        ready.set()
+        with self._lock:
+            self._t0 = time.monotonic()
+            self._started_at = _dt.datetime.now().astimezone()
+            self._model_at_start = self._model
+
         tasks: set[asyncio.Task] = set()
-        connector = aiohttp.TCPConnector(limit=self.max_in_flight)
+        connector = aiohttp.TCPConnector(limit=self.max_in_flight, limit_per_host=0,
+                                         force_close=False)
         timeout = aiohttp.ClientTimeout(total=self.timeout_s)
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
-            seq = 0
-            next_t = time.monotonic()
-            while not self._stop.is_set():
-                rate = self._rate
-                if rate <= 0:
-                    next_t = time.monotonic()
-                    await self._sleep(0.05)
-                    continue
-                now = time.monotonic()
-                if next_t > now:
-                    await self._sleep(next_t - now)
-                    continue
-                if self._in_flight >= self.max_in_flight:
-                    await self._sleep(0.001)
-                    continue
-                task = asyncio.create_task(self._one(session, seq, next_t))
-                tasks.add(task)
-                task.add_done_callback(tasks.discard)
-                seq += 1
-                next_t += 1.0 / rate
-                # After a long pause (rate was 0, or the loop was starved) do not burst.
-                if next_t < time.monotonic() - 1.0:
-                    next_t = time.monotonic()
+        session = aiohttp.ClientSession(connector=connector, timeout=timeout,
+                                        skip_auto_headers=("User-Agent",))
+        ticker = asyncio.create_task(self._ticker())
+        try:
+            if self._model.mode == CLOSED:
+                await self._closed_loop(session, tasks)
+            else:
+                await self._open_loop(session, tasks)
+        finally:
+            ticker.cancel()
             for t in list(tasks):
                 t.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            # Cancelled requests unwind at once; the bound only guards a misbehaving one.
+            await asyncio.wait([ticker, *tasks], timeout=0.5)
+            try:
+                await asyncio.wait_for(session.close(), 0.3)
+            except (asyncio.TimeoutError, Exception):
+                pass
+            now = time.monotonic()
+            with self._lock:
+                self._roll(now)
+                self._end = now
+                self._in_flight = 0
+                self._users_now = 0
+                # The last, partial second counts in the run's histogram but is not a
+                # plotted second (its rate would read low).
+                self._merge_into_run(self._cur)
+                self._cur = _Second()
+                self._summary = self._make_summary(now)
 
-    async def _sleep(self, s: float) -> None:
-        try:
-            await asyncio.wait_for(self._stop.wait(), timeout=s)
-        except asyncio.TimeoutError:
-            pass
+    async def _ticker(self) -> None:
+        while True:
+            await asyncio.sleep(_TICK_S)
+            with self._lock:
+                self._roll(time.monotonic())
 
-    async def _one(self, session: "aiohttp.ClientSession", seq: int, intended: float) -> None:
+    def _level(self, t: float) -> float:
+        m = self._model
+        return m.profile.value(m.level(), t)
+
+    # open loop: intended send times from the arrival process ----------------------------
+    async def _open_loop(self, session, tasks: set) -> None:
+        rng = random.Random(self._seed)
+        payload = _Payload(self.target, self._seed)
+        seq = 0
+        next_t: float | None = None
+        last_t: float | None = None
+        gap_rate = 0.0
+        while True:
+            now = time.monotonic()
+            rate = self._level(now - self._t0)
+            if rate <= 0:
+                next_t = None
+                await asyncio.sleep(0.02)
+                continue
+            poisson = self._model.arrivals == POISSON
+            if next_t is None:
+                next_t = now
+            elif abs(rate - gap_rate) > 0.01 * gap_rate:
+                # The rate moved (user, or profile): re-space from the last send so that a
+                # change from 0.1 to 1000 req/s applies now, not after a 10 s gap.
+                base = last_t if last_t is not None else now
+                next_t = base + (rng.expovariate(rate) if poisson else 1.0 / rate)
+            gap_rate = rate
+            issued = 0
+            while next_t <= now and issued < 5000:
+                task = asyncio.create_task(self._request(session, payload, seq, next_t))
+                tasks.add(task)
+                task.add_done_callback(tasks.discard)
+                last_t = next_t
+                seq += 1
+                issued += 1
+                next_t += rng.expovariate(rate) if poisson else 1.0 / rate
+            if next_t < now - 1.0:
+                # More than a second behind (the machine starved this thread): skip rather
+                # than burst, and say how many sends were skipped.
+                with self._lock:
+                    self._missed += int((now - next_t) * rate)
+                next_t = now
+            delay = next_t - time.monotonic()
+            await asyncio.sleep(min(0.05, delay) if delay > 0 else 0)
+
+    # closed loop: N users, each send → response → think → send ---------------------------
+    async def _closed_loop(self, session, tasks: set) -> None:
+        payload = _Payload(self.target, self._seed)
+        users: dict[int, asyncio.Task] = {}
+        seq_box = [0]
+
+        def wanted() -> int:
+            return int(round(self._level(time.monotonic() - self._t0)))
+
+        async def user(idx: int) -> None:
+            try:
+                while idx < wanted():
+                    seq = seq_box[0]
+                    seq_box[0] += 1
+                    await self._request(session, payload, seq, time.monotonic())
+                    think = self._model.think_time_s
+                    if think > 0:
+                        await asyncio.sleep(think)
+            finally:
+                users.pop(idx, None)
+                with self._lock:
+                    self._users_now = len(users)
+
+        while True:
+            n = wanted()
+            for idx in range(n):
+                if idx not in users:
+                    task = asyncio.create_task(user(idx))
+                    users[idx] = task
+                    tasks.add(task)
+                    task.add_done_callback(tasks.discard)
+            with self._lock:
+                self._users_now = len(users)
+            await asyncio.sleep(0.02)
+
+    # one request --------------------------------------------------------------------
+    async def _request(self, session, payload: "_Payload", seq: int, start_t: float) -> None:
+        import aiohttp
+
         t = self.target
-        body = t.body.replace("{seq}", str(seq)) if t.body else None
+        body, headers = payload.build(seq)
         with self._lock:
             self._sent += 1
             self._in_flight += 1
-        ok, error = False, None
+            if self._first_sent is None:
+                self._first_sent = start_t
+            self._last_sent = start_t
+            idx = int(start_t - self._t0)
+            self._offered[max(idx, self._cur_idx)] += 1
+        ok, kind, detail, ttfb = False, None, None, None
         try:
-            async with session.request(t.method, t.url, data=body,
-                                       headers=dict(t.headers)) as resp:
-                await resp.read()
+            async with session.request(t.method, t.url, data=body, headers=headers) as resp:
+                if t.stream:
+                    async for _chunk in resp.content.iter_any():
+                        if ttfb is None:
+                            ttfb = time.monotonic() - start_t
+                else:
+                    await resp.read()
                 ok = resp.status < 400
                 if not ok:
-                    error = f"HTTP {resp.status}"
+                    kind = detail = f"HTTP {resp.status}"
         except asyncio.CancelledError:
             with self._lock:
                 self._in_flight -= 1
             raise
+        except (asyncio.TimeoutError, aiohttp.ServerTimeoutError):
+            kind = "timeout"
+            detail = f"timeout after {self.timeout_s:g} s"
+        except aiohttp.ClientConnectorError as e:
+            kind, detail = "connect error", f"connect error: {e}"
+        except aiohttp.ServerDisconnectedError:
+            kind = detail = "server disconnected"
         except Exception as e:  # every failure is a counted error, never a crash
-            error = f"{type(e).__name__}: {e}" if str(e) else type(e).__name__
+            kind = type(e).__name__
+            detail = f"{kind}: {e}" if str(e) else kind
         done = time.monotonic()
+        self._record(start_t, done, ok, kind, detail, ttfb)
+
+    def _record(self, start_t: float, done: float, ok: bool, kind: str | None,
+                detail: str | None, ttfb: float | None) -> None:
         with self._lock:
             self._in_flight -= 1
+            self._roll(done)
+            cur = self._cur
             if ok:
                 self._ok += 1
+                cur.ok += 1
+                # Latency percentiles are of successful responses; errors are counted
+                # by kind (a fast 503 must not make the latency look good).
+                cur.hist.record_value(_us(done - start_t))
+                if ttfb is not None:
+                    if cur.ttfb is None:
+                        cur.ttfb = _hist()
+                    cur.ttfb.record_value(_us(ttfb))
             else:
                 self._errors += 1
-                self._last_error = error
-            self._recent.append((done, done - intended, ok))
+                self._errors_by_kind[kind] += 1
+                cur.errors[kind] += 1
+                self._last_error = detail
+                if kind == "timeout":
+                    self._timeouts += 1
+            if self._first_done is None:
+                self._first_done = done
+            self._last_done = done
+            i = float(self._ok + self._errors - 1)
+            d = done - self._t0
+            f = self._fit
+            f[0] += d
+            f[1] += d * d
+            f[2] += i
+            f[3] += i * d
+
+    # per-second bookkeeping (under _lock) ---------------------------------------------
+    def _roll(self, now: float) -> None:
+        idx = int(now - self._t0)
+        while self._cur_idx < idx:
+            self._close_second()
+            self._cur_idx += 1
+            self._cur = _Second()
+
+    def _close_second(self) -> None:
+        cur, idx = self._cur, self._cur_idx
+        p = _pcts_ms(cur.hist) or {}
+        tp = _pcts_ms(cur.ttfb) if cur.ttfb is not None else None
+        tp = tp or {}
+        offered = self._offered.pop(idx, 0)
+        completed = cur.ok + sum(cur.errors.values())
+        self._history.append(SecondStats(
+            t=float(idx), level=self._level(float(idx)), offered=offered,
+            completed=completed, ok=cur.ok, errors=tuple(sorted(cur.errors.items())),
+            in_flight=self._in_flight, p50_ms=p.get(50.0), p90_ms=p.get(90.0),
+            p99_ms=p.get(99.0), p999_ms=p.get(99.9),
+            ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0)))
+        self._history_t = tuple(self._history)
+        self._merge_into_run(cur)
+        self._window.append((cur.hist, completed, offered))
+        merged = _hist()
+        for h, _, _ in self._window:
+            merged.add(h)
+        n = len(self._window)
+        self._window_stats = (sum(c for _, c, _ in self._window) / n,
+                              sum(o for _, _, o in self._window) / n, _pcts_ms(merged))
+        self._summary = self._make_summary(self._t0 + idx + 1)
+
+    def _merge_into_run(self, sec: _Second) -> None:
+        self._run_hist.add(sec.hist)
+        if sec.ttfb is not None:
+            if self._run_ttfb is None:
+                self._run_ttfb = _hist()
+            self._run_ttfb.add(sec.ttfb)
+
+    def _make_summary(self, end: float) -> RunSummary:
+        duration = max(1e-9, end - self._t0)
+        completed = self._ok + self._errors
+        span_sent = ((self._last_sent or 0) - (self._first_sent or 0))
+        # Offered: (n - 1) intervals over the span of intended send times, exact for evenly
+        # spaced sends (n / duration is off by up to one request). Achieved: the slope of a
+        # least-squares line through (completion time, completion count), so the latency
+        # of the first and last responses does not skew it.
+        offered = ((self._sent - 1) / span_sent if self._sent > 1 and span_sent > 0
+                   else self._sent / duration)
+        sd, sdd, si, sid = self._fit
+        n = completed
+        denom = n * sdd - sd * sd
+        achieved = ((n * sid - si * sd) / denom if n > 2 and denom > 1e-9
+                    else completed / duration)
+        model = self._model
+        first = self._model_at_start or model
+        desc = first.describe()
+        if first != model:
+            desc += f"; changed while running, last: {model.describe()}"
+        return RunSummary(
+            target=self.target.describe(), model=desc,
+            started_at=self._started_at.isoformat(timespec="seconds"),
+            duration_s=duration, sent=self._sent, ok=self._ok, errors=self._errors,
+            errors_by_kind=tuple(sorted(self._errors_by_kind.items())),
+            timeouts=self._timeouts, offered_rps=offered, achieved_rps=achieved,
+            latency_ms=_summary_pcts(self._run_hist),
+            ttfb_ms=_summary_pcts(self._run_ttfb) if self._run_ttfb is not None else (),
+            missed=self._missed,
+            measured_from=("intended send time (coordinated-omission corrected)"
+                           if model.mode == OPEN else "actual send time (closed loop)"))
 
 
-def _pct(sorted_values: list[float], q: float) -> float | None:
-    if not sorted_values:
-        return None
-    idx = min(len(sorted_values) - 1, int(round(q * (len(sorted_values) - 1))))
-    return sorted_values[idx] * 1000.0
+def _summary_pcts(h: HdrHistogram) -> tuple[tuple[str, float], ...]:
+    if h.get_total_count() == 0:
+        return ()
+    p = h.get_percentile_to_value_dict(list(_PCTS))
+    return (("p50", p[50.0] / 1000), ("p90", p[90.0] / 1000), ("p99", p[99.0] / 1000),
+            ("p99.9", p[99.9] / 1000), ("max", h.get_max_value() / 1000),
+            ("mean", h.get_mean_value() / 1000))
+
+
+class _Payload:
+    """Builds each request's body and headers from the target (template, model ids)."""
+
+    def __init__(self, target: LoadTarget, seed: int | None) -> None:
+        self.template = target.body
+        self.headers = dict(target.headers)
+        self.static_body = (target.body.encode() if target.body and "{" not in target.body
+                            else None)
+        self.model_ids = target.model_ids
+        self.pick = target.model_ids.sampler(seed) if target.model_ids else None
+
+    def build(self, seq: int) -> tuple[bytes | None, dict[str, str]]:
+        model_id = self.pick() if self.pick else None
+        headers = self.headers
+        if model_id is not None:
+            headers = dict(headers)
+            headers[self.model_ids.header] = model_id
+        if self.static_body is not None:
+            return self.static_body, headers
+        if not self.template:
+            return None, headers
+        return render_body(self.template, seq, model_id).encode(), headers
