@@ -66,7 +66,9 @@ def run_config(cluster, client, demo, seq: list[str], cache: int, replicas: int)
     # A warm-up request for an id outside the sequence: torch's first-call costs are not
     # part of the cache's behaviour. It occupies one slot, as it would in a real replica,
     # and the simulation starts with it too.
-    warm = session.post(url, json={"seed": 0}, headers={header: "warmup"}, timeout=60).json()
+    r = session.post(url, json={"seed": 0}, headers={header: "warmup"}, timeout=60)
+    r.raise_for_status()
+    warm = r.json()
     # Let Ray's counters for the warm-up reach the node's page (reported every ~1 s).
     deadline = time.monotonic() + 20
     while increase({}, ray_counters(client), ex.MUX_GET_MODEL + "_total") < 1 \

@@ -62,7 +62,10 @@ def make_adapter(model_id: str, base: torch.nn.Sequential) -> dict[str, torch.Te
 
 def adapter_path(model_id: str) -> str:
     safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in model_id)[:80]
-    return os.path.join(store_dir(), f"{safe}-{_seed_of(model_id):016x}.pt")
+    # The shapes are in the name: a store written by another version of this module
+    # (other HIDDEN/RANK) is never read with the wrong shapes.
+    return os.path.join(store_dir(),
+                        f"{safe}-{FEATURES}x{HIDDEN}r{RANK}-{_seed_of(model_id):016x}.pt")
 
 
 def ensure_in_store(model_id: str, base: torch.nn.Sequential) -> str:

@@ -88,6 +88,18 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("Models per replica", "models", (
         CurveSpec("models_loaded_per_replica", "#9575cd"),
     ), optional=True),
+    # The streaming pipeline demo: naive vs streaming side by side, and each stage's pace.
+    PlotSpec("Pipeline: first output vs total", "ms", (
+        CurveSpec("pipeline_ttfo_naive_ms", "#ef5350"),
+        CurveSpec("pipeline_ttfo_streaming_ms", "#66bb6a"),
+        CurveSpec("pipeline_total_naive_ms", "#ef9a9a", dashed=True),
+        CurveSpec("pipeline_total_streaming_ms", "#a5d6a7", dashed=True),
+    ), optional=True),
+    PlotSpec("Pipeline chunks per stage", "1/s", (
+        CurveSpec("decode_chunks_per_s", "#4fc3f7"),
+        CurveSpec("detect_encode_chunks_per_s", "#ffca28"),
+        CurveSpec("concat_chunks_per_s", "#ba68c8", dashed=True),
+    ), optional=True),
 )
 
 # Time-window choices: (combo text, seconds; None = all history).
@@ -589,6 +601,7 @@ class ModelCacheView(QWidget):
         self._held_label.setTextFormat(Qt.TextFormat.PlainText)
         self._held_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self._held_label.setWordWrap(True)
+        self._held_label.setStyleSheet(f"background: {_BACKGROUND}; color: {_TEXT}; padding: 4px;")
         self._held_label.setToolTip("Model ids each replica holds now "
                                     "(ray_serve_registered_multiplexed_model_id).")
         row = QHBoxLayout(self)
@@ -610,8 +623,11 @@ class ModelCacheView(QWidget):
                    for m in self._ids]
         self._bars.setOpts(x=list(range(len(self._ids))), height=self._shares,
                            brushes=brushes)
-        self._plot.getPlotItem().getAxis("bottom").setTicks(
-            [[(i, m) for i, m in enumerate(self._ids)]])
+        # Ids share a prefix (tenant-0 …): tick with what differs, name the prefix once.
+        prefix = _common_prefix(self._ids) if len(self._ids) > 1 else ""
+        axis = self._plot.getPlotItem().getAxis("bottom")
+        axis.setTicks([[(i, m[len(prefix):] or m) for i, m in enumerate(self._ids)]])
+        axis.setLabel(f"model id ({prefix}…)" if prefix else "model id", color=_TEXT)
         lines = [f"{_short_replica(r)}: {', '.join(ids) or '—'}"
                  for r, ids in sorted(held.items())]
         self._held_label.setText("Held now\n" + "\n".join(lines) if lines
@@ -624,6 +640,17 @@ class ModelCacheView(QWidget):
 
     def held_text(self) -> str:
         return self._held_label.text()
+
+
+def _common_prefix(ids: list[str]) -> str:
+    first, last = min(ids), max(ids)
+    n = 0
+    while n < min(len(first), len(last)) and first[n] == last[n]:
+        n += 1
+    # Cut back to a non-digit boundary: "tenant-1", "tenant-12" share "tenant-1", not the id.
+    while n and first[n - 1].isdigit():
+        n -= 1
+    return first[:n]
 
 
 def _short_replica(replica: str) -> str:

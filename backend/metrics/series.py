@@ -63,6 +63,20 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
     SeriesSpec("model_load_latency_p99_ms", "model load p99", "ms",
                "99th percentile time to load a model on a cache miss "
                "(ray_serve_multiplexed_model_load_latency_ms)."),
+    # The streaming video pipeline demo (ray_serve_pipeline_*), stored per application.
+    SeriesSpec("decode_chunks_per_s", "decode", "1/s", "Chunks the decode stage produced per second."),
+    SeriesSpec("detect_encode_chunks_per_s", "detect + encode", "1/s",
+               "Chunks the detect + encode stage processed per second."),
+    SeriesSpec("concat_chunks_per_s", "concat", "1/s",
+               "Chunks the orchestrator received and concatenated per second."),
+    SeriesSpec("pipeline_ttfo_naive_ms", "first output, naive", "ms",
+               "Median time from request to first processed chunk, naive orchestration."),
+    SeriesSpec("pipeline_ttfo_streaming_ms", "first output, streaming", "ms",
+               "Median time from request to first processed chunk, streaming orchestration."),
+    SeriesSpec("pipeline_total_naive_ms", "total, naive", "ms",
+               "Median time from request to the whole video processed, naive."),
+    SeriesSpec("pipeline_total_streaming_ms", "total, streaming", "ms",
+               "Median time from request to the whole video processed, streaming."),
 ]}
 
 

@@ -100,3 +100,32 @@ def test_model_cache_view_shows_held_ids_beside_the_requested_distribution(plots
     plots.set_model_cache({}, many)
     assert len(view.bars()) == view.MAX_BARS and view.bars()[0][0] == "tenant-0"
     assert view.held_text() == "No replica holds a model."
+    # Ticks name what differs; the shared prefix goes to the axis label once.
+    axis = view._plot.getPlotItem().getAxis("bottom")
+    assert [t for _, t in axis._tickLevels[0][:3]] == ["0", "1", "2"]
+    assert "tenant-" in axis.labelText
+
+
+def test_streaming_pipeline_group_shows_for_the_pipeline_app(qtbot):
+    s = SeriesStore()
+    app = ("streaming", "")
+    for i in range(10):
+        s.add(T0 + i, {("streaming", "PipelineIngress"): {"requests_per_s": 2.0},
+                       app: {"pipeline_ttfo_naive_ms": 400.0, "pipeline_ttfo_streaming_ms": 40.0,
+                             "pipeline_total_naive_ms": 400.0,
+                             "pipeline_total_streaming_ms": 380.0,
+                             "decode_chunks_per_s": 12.0, "detect_encode_chunks_per_s": 12.0,
+                             "concat_chunks_per_s": 12.0}})
+    w = LivePlots()
+    qtbot.addWidget(w)
+    w.set_store(s)
+    w.set_key(("streaming", "PipelineIngress"))
+    w.refresh(T0 + 9)
+    assert w.visible_plots()[-2:] == ["Pipeline: first output vs total",
+                                      "Pipeline chunks per stage"]
+    assert not set(MUX_PLOTS) & set(w.visible_plots())
+    assert w.legend_labels("Pipeline: first output vs total") == [
+        "first output, naive", "first output, streaming", "total, naive", "total, streaming"]
+    assert w.curves()["pipeline_ttfo_streaming_ms"].getData()[1][-1] == 40.0
+    w.set_key(BATCHED)
+    assert "Pipeline chunks per stage" not in w.visible_plots()
