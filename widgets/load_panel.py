@@ -1,19 +1,56 @@
-"""Controls for the load generator: target, request rate, start/stop, live stats."""
+"""Controls for the load generator: target request, load model, start/stop, live stats,
+client-side plots and the run summary (copy, save as CSV/JSON).
+
+The panel only builds plain data (backend.load_model: LoadTarget, LoadModel, LoadPlan) and
+emits it; the console runs the generator. Older wiring keeps working: `start_requested`
+(rate), `rate_changed` (rate) and `set_stats(...)` behave as before."""
 
 from __future__ import annotations
 
 import math
 
+import json
+from dataclasses import asdict
+from pathlib import Path
+
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QTextDocument
+from PySide6.QtGui import QGuiApplication, QTextDocument
 from PySide6.QtWidgets import (
+    QCheckBox,
+    QComboBox,
     QDoubleSpinBox,
+    QFileDialog,
+    QFormLayout,
     QGridLayout,
+    QHBoxLayout,
     QLabel,
+    QLineEdit,
+    QPlainTextEdit,
     QPushButton,
     QSlider,
+    QSpinBox,
+    QSplitter,
+    QTabWidget,
     QWidget,
 )
+
+from backend.load_model import (
+    CLOSED,
+    CONSTANT,
+    OPEN,
+    POISSON,
+    PROFILE_KINDS,
+    LoadModel,
+    LoadPlan,
+    LoadStats,
+    LoadTarget,
+    ModelIds,
+    Profile,
+    RunSummary,
+    format_headers,
+    parse_headers,
+)
+from widgets.client_plots import ClientPlots
 
 MIN_RPS = 0.1
 MAX_RPS = 2000.0
@@ -38,18 +75,35 @@ def _slider_to_rps(pos: int) -> float:
     return round(rps, 1) if rps < 100 else float(round(rps))
 
 
-class LoadPanel(QWidget):
-    """Drive HTTP load at the selected application."""
+_MODES = (("Open loop · constant rate", OPEN, CONSTANT),
+          ("Open loop · Poisson arrivals", OPEN, POISSON),
+          ("Closed loop · N users", CLOSED, CONSTANT))
+_MODE_TIPS = ("Requests at evenly spaced intended times, whatever the server does; latency "
+              "counts from the intended time (coordinated-omission corrected).",
+              "Requests at random (exponential) gaps averaging the rate, like independent "
+              "clients; latency counts from the intended time.",
+              "N users, each sending, waiting for the answer, thinking, sending again. A "
+              "slow server slows the users down, so a closed loop under-reports stalls.")
 
-    start_requested = Signal(float)  # requests per second
+
+class LoadPanel(QWidget):
+    """Drive HTTP load at an application: what to send, how, and what came back."""
+
+    start_requested = Signal(float)  # requests per second (older wiring)
     stop_requested = Signal()
     rate_changed = Signal(float)  # debounced; only while running
+    plan_requested = Signal(object)  # LoadPlan, with start_requested, when the request is set
+    model_changed = Signal(object)  # LoadModel, debounced; only while running
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._running = False
         self._enabled_for_target = True
+        self._summary: RunSummary | None = None
+        self._last_stats: LoadStats | None = None
+        self._presets: list[tuple[str, LoadTarget]] = []
 
+        # --- load tab ------------------------------------------------------------------
         self._target_label = QLabel()
         self._target_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._target_label.setToolTip("Where the load generator sends requests")
@@ -75,17 +129,65 @@ class LoadPanel(QWidget):
         self._button.setCheckable(True)
         self._button.clicked.connect(self._on_button_clicked)
 
+        self._mode = QComboBox()
+        for i, (text, _, _) in enumerate(_MODES):
+            self._mode.addItem(text)
+            self._mode.setItemData(i, _MODE_TIPS[i], Qt.ItemDataRole.ToolTipRole)
+        self._mode.setToolTip("Load model. " + " ".join(_MODE_TIPS))
+        self._mode.currentIndexChanged.connect(self._on_mode_changed)
+
+        self._users = QSpinBox()
+        self._users.setRange(1, 2000)
+        self._users.setValue(8)
+        self._users.setSuffix(" users")
+        self._users.setKeyboardTracking(False)
+        self._users.setToolTip("Closed loop: concurrent users; changes apply while running")
+        self._users.valueChanged.connect(self._on_model_edited)
+        self._think = QSpinBox()
+        self._think.setRange(0, 60_000)
+        self._think.setSuffix(" ms think")
+        self._think.setKeyboardTracking(False)
+        self._think.setToolTip("Closed loop: each user's pause after a response")
+        self._think.valueChanged.connect(self._on_model_edited)
+
+        self._profile = QComboBox()
+        self._profile.addItems(PROFILE_KINDS)
+        self._profile.setToolTip(
+            "How the level (rate, or users) moves over the run: constant; step (a staircase "
+            "up to the level); ramp (from 0 up to the level over the period); spike (factor × "
+            "level for a while every period); sine (level ± amplitude)")
+        self._profile.currentIndexChanged.connect(self._on_profile_kind_changed)
+        self._period = _dspin(0.5, 3600, 10, " s period", "Profile period (s)")
+        self._steps = QSpinBox()
+        self._steps.setRange(1, 100)
+        self._steps.setValue(5)
+        self._steps.setSuffix(" steps")
+        self._steps.setToolTip("Step profile: number of steps up to the level")
+        self._factor = _dspin(1, 100, 3, "× spike", "Spike profile: the level is multiplied "
+                                                   "by this during a spike")
+        self._spike_s = _dspin(0.1, 3600, 2, " s spike", "Spike profile: how long a spike lasts")
+        self._amplitude = _dspin(0, 1, 0.5, " amplitude", "Sine profile: ± this fraction of "
+                                                          "the level", decimals=2, step=0.05)
+        for w in (self._period, self._factor, self._spike_s, self._amplitude):
+            w.valueChanged.connect(self._on_model_edited)
+        self._steps.valueChanged.connect(self._on_model_edited)
+
         self._stats_label = QLabel()
+        self._stats_label.setWordWrap(True)
         self._stats_label.setToolTip("Requests sent / succeeded / failed since start, the "
-                                     "rate achieved and client-side latency percentiles")
+                                     "rate offered and achieved and client-side latency "
+                                     "percentiles (open loop: from each request's intended "
+                                     "send time)")
+        self._copy = QPushButton("&Copy summary")
+        self._copy.setToolTip("Copy the run summary (rate, percentiles, errors) as text")
+        self._copy.clicked.connect(self.copy_summary)
+        self._save = QPushButton("Save summary…")
+        self._save.setToolTip("Save the run summary as CSV or JSON (JSON includes every "
+                              "second of the run)")
+        self._save.clicked.connect(self._on_save_clicked)
 
-        # One timer, restarted by every change: only the last value of a burst is sent.
-        self._debounce = QTimer(self)
-        self._debounce.setSingleShot(True)
-        self._debounce.setInterval(RATE_DEBOUNCE_MS)
-        self._debounce.timeout.connect(self._on_debounce_timeout)
-
-        grid = QGridLayout(self)
+        load_tab = QWidget()
+        grid = QGridLayout(load_tab)
         grid.setContentsMargins(4, 4, 4, 4)
         grid.addWidget(QLabel("Target:"), 0, 0)
         grid.addWidget(self._target_label, 0, 1, 1, 3)
@@ -95,11 +197,109 @@ class LoadPanel(QWidget):
         grid.addWidget(self._slider, 1, 1)
         grid.addWidget(self._spin, 1, 2)
         grid.addWidget(self._button, 1, 3)
-        grid.addWidget(self._stats_label, 2, 0, 1, 4)
+        model_label = QLabel("&Model:")
+        model_label.setBuddy(self._mode)
+        grid.addWidget(model_label, 2, 0)
+        row = QHBoxLayout()
+        for w in (self._mode, self._users, self._think):
+            row.addWidget(w)
+        row.addStretch(1)
+        grid.addLayout(row, 2, 1, 1, 3)
+        profile_label = QLabel("&Profile:")
+        profile_label.setBuddy(self._profile)
+        grid.addWidget(profile_label, 3, 0)
+        row = QHBoxLayout()
+        for w in (self._profile, self._period, self._steps, self._factor, self._spike_s,
+                  self._amplitude):
+            row.addWidget(w)
+        row.addStretch(1)
+        grid.addLayout(row, 3, 1, 1, 3)
+        grid.addWidget(self._stats_label, 4, 0, 1, 4)
+        row = QHBoxLayout()
+        row.addWidget(self._copy)
+        row.addWidget(self._save)
+        row.addStretch(1)
+        grid.addLayout(row, 5, 0, 1, 4)
         grid.setColumnStretch(1, 1)
+        grid.setRowStretch(6, 1)
+
+        # --- request tab ----------------------------------------------------------------
+        self._preset = QComboBox()
+        self._preset.setToolTip("Fill the request from a bundled demo's endpoint or an "
+                                "application's route on the cluster")
+        self._preset.activated.connect(self._on_preset_activated)
+        self._method = QComboBox()
+        self._method.addItems(["POST", "GET", "PUT", "PATCH", "DELETE"])
+        self._method.setEditable(True)
+        self._url = QLineEdit()
+        self._url.setPlaceholderText("http://host:8000/route")
+        self._url.setToolTip("Full URL of any HTTP route")
+        self._headers = QPlainTextEdit()
+        self._headers.setPlaceholderText("Name: value (one a line)")
+        self._headers.setMaximumHeight(60)
+        self._body = QPlainTextEdit()
+        self._body.setPlaceholderText('{"seed": {seq}}')
+        self._body.setMaximumHeight(60)
+        self._body.setToolTip("Body template: {seq} request number, {model_id} the request's "
+                              "model id, {features:N} a JSON array of N floats")
+        self._stream = QCheckBox("Streamed response (read to the end, time to first chunk)")
+        self._model_dist = QComboBox()
+        self._model_dist.addItems(["none", "uniform", "zipf"])
+        self._model_dist.setToolTip("A model id per request in the serve_multiplexed_model_id "
+                                    "header: uniform over N ids, or Zipf with exponent s "
+                                    "(model-1 hottest)")
+        self._model_count = QSpinBox()
+        self._model_count.setRange(1, 100_000)
+        self._model_count.setValue(10)
+        self._model_count.setSuffix(" ids")
+        self._model_s = _dspin(0.01, 10, 1.0, "", "Zipf exponent s", decimals=2, step=0.1)
+        self._model_s.setPrefix("s = ")
+        self._request_error = QLabel()
+        self._request_error.setStyleSheet("color:#d03b3b")
+        self._request_error.setWordWrap(True)
+
+        request_tab = QWidget()
+        form = QFormLayout(request_tab)
+        form.setContentsMargins(4, 4, 4, 4)
+        form.addRow("Preset:", self._preset)
+        row = QHBoxLayout()
+        row.addWidget(self._method)
+        row.addWidget(self._url, 1)
+        form.addRow("Request:", row)
+        form.addRow("Headers:", self._headers)
+        form.addRow("Body:", self._body)
+        form.addRow("", self._stream)
+        row = QHBoxLayout()
+        for w in (self._model_dist, self._model_count, self._model_s):
+            row.addWidget(w)
+        row.addStretch(1)
+        form.addRow("Model ids:", row)
+        form.addRow("", self._request_error)
+
+        self._tabs = QTabWidget()
+        self._tabs.addTab(load_tab, "Load")
+        self._tabs.addTab(request_tab, "Request")
+        self._plots = ClientPlots()
+        self._plots.setMinimumWidth(240)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self._tabs)
+        split.addWidget(self._plots)
+        split.setStretchFactor(0, 1)
+        split.setStretchFactor(1, 2)
+        outer = QHBoxLayout(self)
+        outer.setContentsMargins(0, 0, 0, 0)
+        outer.addWidget(split)
+
+        # One timer, restarted by every change: only the last value of a burst is sent.
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(RATE_DEBOUNCE_MS)
+        self._debounce.timeout.connect(self._on_debounce_timeout)
 
         self.set_target("")
         self.set_stats(0, 0, 0, 0.0, None, None)
+        self._on_mode_changed(0)
+        self._on_profile_kind_changed(0)
         self._update_button()
 
     # ----------------------------------------------------------------- public API
@@ -107,6 +307,86 @@ class LoadPanel(QWidget):
     def set_target(self, text: str) -> None:
         """Show where load goes, e.g. 'http://127.0.0.1:8000/batched'."""
         self._target_label.setText(text or "<i>no target</i>")
+
+    def set_target_presets(self, presets: list[tuple[str, LoadTarget]],
+                           select: str | None = None) -> None:
+        """Offer targets (label, LoadTarget): demos' endpoints, applications' routes.
+
+        The request editor is filled from `select` (a label), or the first preset, unless
+        the user has the same preset chosen already (their edits stay)."""
+        current = self._preset.currentText()
+        labels = [label for label, _ in presets]
+        same = labels == [label for label, _ in self._presets]
+        self._presets = list(presets)
+        want = select if select in labels else (current if current in labels else
+                                                (labels[0] if labels else None))
+        if not same:
+            self._preset.blockSignals(True)
+            self._preset.clear()
+            self._preset.addItems(labels)
+            self._preset.blockSignals(False)
+        if want is not None and (want != current or not same or not self._url.text()):
+            self._preset.setCurrentIndex(labels.index(want))
+            self.set_request(dict(self._presets)[want])
+
+    def set_request(self, target: LoadTarget) -> None:
+        """Fill the request editor (URL, method, headers, body, streaming, model ids)."""
+        self._url.setText(target.url)
+        self._method.setCurrentText(target.method)
+        self._headers.setPlainText(format_headers(target.headers))
+        self._body.setPlainText(target.body)
+        self._stream.setChecked(target.stream)
+        m = target.model_ids
+        self._model_dist.setCurrentText(m.distribution if m else "none")
+        if m:
+            self._model_count.setValue(m.count)
+            self._model_s.setValue(m.s)
+        self._request_error.setText("")
+        self.set_target(target.describe())
+
+    def request(self) -> LoadTarget:
+        """The request as edited; ValueError says what is wrong."""
+        url = self._url.text().strip()
+        if not url.startswith(("http://", "https://")):
+            raise ValueError(f"URL must start with http:// or https://, got {url!r}")
+        dist = self._model_dist.currentText()
+        ids = (None if dist == "none" else
+               ModelIds(count=self._model_count.value(), distribution=dist,
+                        s=self._model_s.value()))
+        return LoadTarget(url=url, method=self._method.currentText().strip().upper() or "GET",
+                          body=self._body.toPlainText(),
+                          headers=parse_headers(self._headers.toPlainText()),
+                          model_ids=ids, stream=self._stream.isChecked())
+
+    def load_model(self) -> LoadModel:
+        _, mode, arrivals = _MODES[self._mode.currentIndex()]
+        return LoadModel(mode=mode, arrivals=arrivals, rate=self._spin.value(),
+                         users=self._users.value(), think_time_s=self._think.value() / 1000,
+                         profile=self.profile())
+
+    def set_load_model(self, model: LoadModel) -> None:
+        for i, (_, mode, arrivals) in enumerate(_MODES):
+            if mode == model.mode and (mode == CLOSED or arrivals == model.arrivals):
+                self._mode.setCurrentIndex(i)
+        self._spin.setValue(max(MIN_RPS, model.rate))
+        self._users.setValue(max(1, model.users))
+        self._think.setValue(round(model.think_time_s * 1000))
+        p = model.profile
+        self._profile.setCurrentText(p.kind)
+        self._period.setValue(p.period_s)
+        self._steps.setValue(p.steps)
+        self._factor.setValue(p.factor)
+        self._spike_s.setValue(p.spike_s)
+        self._amplitude.setValue(p.amplitude)
+
+    def profile(self) -> Profile:
+        return Profile(kind=self._profile.currentText(), period_s=self._period.value(),
+                       steps=self._steps.value(), factor=self._factor.value(),
+                       spike_s=min(self._spike_s.value(), self._period.value()),
+                       amplitude=self._amplitude.value())
+
+    def plan(self) -> LoadPlan:
+        return LoadPlan(self.request(), self.load_model())
 
     def rate(self) -> float:
         return self._spin.value()
@@ -135,6 +415,55 @@ class LoadPanel(QWidget):
         parts.append(f"p99 {_ms(p99_ms)}")
         self._stats_label.setText(" · ".join(parts))
 
+    def set_load_stats(self, stats: LoadStats) -> None:
+        """Everything from one generator snapshot: stats line, plots, summary."""
+        self._last_stats = stats
+        parts = [f"sent {stats.sent:,}", f"ok {stats.ok:,}"]
+        if stats.errors:
+            kinds = ", ".join(f"{k} {n:,}" for k, n in stats.errors_by_kind)
+            parts.append(f"<span style='color:#d03b3b'><b>errors {stats.errors:,}</b>"
+                         f" ({_escape(kinds)})</span>")
+        else:
+            parts.append("errors 0")
+        if stats.mode == CLOSED:
+            parts.append(f"{stats.users} users")
+        else:
+            parts.append(f"offered {stats.offered_rps:.1f}")
+        parts.append(f"achieved {stats.achieved_rps:.1f} req/s")
+        parts.append(f"in flight {stats.in_flight:,}")
+        for name, v in (("p50", stats.p50_ms), ("p90", stats.p90_ms), ("p99", stats.p99_ms),
+                        ("p99.9", stats.p999_ms)):
+            parts.append(f"{name} {_ms(v)}")
+        self._stats_label.setText(" · ".join(parts))
+        self._plots.set_stats(stats)
+        if stats.summary is not None:
+            self._summary = stats.summary
+        self._update_summary_buttons()
+
+    def summary(self) -> RunSummary | None:
+        """The latest run summary the panel was given (None before any)."""
+        return self._summary
+
+    def copy_summary(self) -> None:
+        if self._summary is not None:
+            QGuiApplication.clipboard().setText(self._summary.to_text())
+
+    def save_summary(self, path: str | Path) -> Path:
+        """Write the summary: .json (with every second of the run) or else CSV."""
+        if self._summary is None:
+            raise ValueError("no run summary yet")
+        path = Path(path)
+        if path.suffix.lower() == ".json":
+            seconds = [asdict(s) for s in (self._last_stats.history if self._last_stats
+                                           else ())]
+            for s in seconds:
+                s["errors"] = dict(s["errors"])
+            path.write_text(json.dumps({"summary": self._summary.to_dict(),
+                                        "seconds": seconds}, indent=2))
+        else:
+            path.write_text(self._summary.to_csv())
+        return path
+
     def stats_text(self) -> str:
         """The stats line without markup."""
         doc = QTextDocument()
@@ -146,6 +475,9 @@ class LoadPanel(QWidget):
         self._enabled_for_target = bool(enabled)
         self._update_button()
 
+    def client_plots(self) -> ClientPlots:
+        return self._plots
+
     def start_button(self) -> QPushButton:
         return self._button
 
@@ -154,6 +486,18 @@ class LoadPanel(QWidget):
 
     def slider(self) -> QSlider:
         return self._slider
+
+    def users_box(self) -> QSpinBox:
+        return self._users
+
+    def mode_box(self) -> QComboBox:
+        return self._mode
+
+    def profile_box(self) -> QComboBox:
+        return self._profile
+
+    def request_error(self) -> str:
+        return self._request_error.text()
 
     # ----------------------------------------------------------------- slots
 
@@ -169,9 +513,35 @@ class LoadPanel(QWidget):
     def _on_slider_value_changed(self, pos: int) -> None:
         self._spin.setValue(_slider_to_rps(pos))  # → _on_spin_value_changed
 
+    def _on_model_edited(self, *_args) -> None:
+        if self._running:
+            self._debounce.start()
+
     def _on_debounce_timeout(self) -> None:
         if self._running:
             self.rate_changed.emit(self._spin.value())
+            self.model_changed.emit(self.load_model())
+
+    def _on_mode_changed(self, index: int) -> None:
+        closed = _MODES[index][1] == CLOSED
+        self._users.setVisible(closed)
+        self._think.setVisible(closed)
+        for w in (self._spin, self._slider):
+            w.setVisible(not closed)
+        self._on_model_edited()
+
+    def _on_profile_kind_changed(self, _index: int) -> None:
+        kind = self._profile.currentText()
+        self._period.setVisible(kind != "constant")
+        self._steps.setVisible(kind == "step")
+        self._factor.setVisible(kind == "spike")
+        self._spike_s.setVisible(kind == "spike")
+        self._amplitude.setVisible(kind == "sine")
+        self._on_model_edited()
+
+    def _on_preset_activated(self, index: int) -> None:
+        if 0 <= index < len(self._presets):
+            self.set_request(self._presets[index][1])
 
     def _on_button_clicked(self) -> None:
         # Optimistic: show the requested state now; the owner corrects it with
@@ -180,11 +550,41 @@ class LoadPanel(QWidget):
             self._debounce.stop()
             self.set_running(False)
             self.stop_requested.emit()
-        else:
-            self.set_running(True)
-            self.start_requested.emit(self._spin.value())
+            return
+        plan = None
+        if self._url.text().strip():  # a request was set: it must be valid to start
+            try:
+                plan = self.plan()
+            except ValueError as e:
+                self._request_error.setText(str(e))
+                self._tabs.setCurrentIndex(1)
+                self._button.setChecked(False)
+                return
+            self._request_error.setText("")
+            self.set_target(plan.target.describe())
+        self._plots.clear()
+        self._summary = None
+        self._update_summary_buttons()
+        self.set_running(True)
+        self.start_requested.emit(self._spin.value())
+        if plan is not None:
+            self.plan_requested.emit(plan)
+
+    def _on_save_clicked(self) -> None:
+        path, _ = QFileDialog.getSaveFileName(
+            self, "Save run summary", "load-summary.csv",
+            "CSV summary (*.csv);;JSON summary with every second (*.json)")
+        if path:
+            try:
+                self.save_summary(path)
+            except OSError as e:
+                self._stats_label.setText(f"Could not save {path}: {_escape(str(e))}")
 
     # ----------------------------------------------------------------- internals
+
+    def _update_summary_buttons(self) -> None:
+        for b in (self._copy, self._save):
+            b.setEnabled(self._summary is not None)
 
     def _update_button(self) -> None:
         self._button.setChecked(self._running)
@@ -194,6 +594,9 @@ class LoadPanel(QWidget):
         self._button.setEnabled(can_use)
         for w in (self._spin, self._slider):
             w.setEnabled(self._enabled_for_target)
+        # What a run is (its request and open/closed) is fixed while it runs.
+        self._mode.setEnabled(not self._running)
+        self._tabs.widget(1).setEnabled(not self._running)
         if not can_use:
             self._button.setToolTip(NO_TARGET_TIP)
         elif self._running:
@@ -201,6 +604,24 @@ class LoadPanel(QWidget):
         else:
             self._button.setToolTip("Start sending requests at the chosen rate (Alt+S)")
         self.setToolTip("" if self._enabled_for_target else NO_TARGET_TIP)
+        self._update_summary_buttons()
+
+
+def _dspin(lo: float, hi: float, value: float, suffix: str, tip: str, decimals: int = 1,
+           step: float = 1.0) -> QDoubleSpinBox:
+    w = QDoubleSpinBox()
+    w.setRange(lo, hi)
+    w.setDecimals(decimals)
+    w.setSingleStep(step)
+    w.setValue(value)
+    w.setSuffix(suffix)
+    w.setToolTip(tip)
+    w.setKeyboardTracking(False)
+    return w
+
+
+def _escape(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _ms(v: float | None) -> str:

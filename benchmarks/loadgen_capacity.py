@@ -1,0 +1,152 @@
+"""How much load can the console's generator offer, next to wrk, and what does it add?
+
+Starts the reference HTTP server (backend/loadgen_testserver.py, its own process, uvloop)
+and, side by side in one run against its trivial `/fast` route:
+
+  * capacity: the generator in closed loop with C users (no think time) vs `wrk -t1 -cC`,
+    alternated twice, best of each; ratio = generator / wrk;
+  * added latency at low load: the generator's open-loop p50 at 50 req/s minus the p50 of a
+    minimal blocking client (http.client, keep-alive) pacing the same 50 req/s; wrk -c1's
+    p50 is printed for reference (it runs flat out, so it is not a low-load figure).
+
+`python benchmarks/loadgen_capacity.py [--seconds 5] [--connections 64]`; the last line
+is one JSON object. wrk is the Debian package `wrk` (`apt-get install -y wrk`); without it
+the wrk figures are null and the output says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from urllib.parse import urlsplit
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from backend.load_model import LoadModel, LoadTarget  # noqa: E402
+from backend.loadgen import LoadGenerator  # noqa: E402
+from backend.loadgen_testserver import ReferenceServer  # noqa: E402
+
+
+def generator_capacity(url: str, users: int, seconds: float) -> float:
+    gen = LoadGenerator(LoadTarget(url=url, method="GET", body="", headers=()),
+                        model=LoadModel(mode="closed", users=users))
+    gen.start()
+    time.sleep(seconds + 1.2)
+    gen.stop()
+    # Whole seconds after the first (connections opening): completions per second.
+    secs = [s.completed for s in gen.stats().history[1:]]
+    return statistics.mean(secs) if secs else 0.0
+
+
+def wrk(url: str, connections: int, seconds: float, threads: int = 1) -> tuple[float, float]:
+    """(requests/s, p50 ms) from wrk."""
+    out = subprocess.run(
+        ["wrk", f"-t{threads}", f"-c{connections}", f"-d{max(1, round(seconds))}s",
+         "--latency", url], capture_output=True, text=True, timeout=seconds + 30).stdout
+    rps = float(re.search(r"Requests/sec:\s*([\d.]+)", out).group(1))
+    m = re.search(r"50%\s+([\d.]+)(us|ms|s)\b", out)
+    p50 = float(m.group(1)) * {"us": 1e-3, "ms": 1.0, "s": 1e3}[m.group(2)] if m else float("nan")
+    return rps, p50
+
+
+def generator_low_load_p50(url: str, rps: float, seconds: float) -> float:
+    gen = LoadGenerator(LoadTarget(url=url, method="GET", body="", headers=()))
+    gen.start(rps)
+    time.sleep(seconds)
+    gen.set_rate(0)
+    time.sleep(0.3)
+    gen.stop()
+    return dict(gen.summary().latency_ms)["p50"]
+
+
+def baseline_low_load_p50(url: str, rps: float, seconds: float) -> float:
+    """A minimal client: one keep-alive connection, one request at a time, paced."""
+    u = urlsplit(url)
+    conn = http.client.HTTPConnection(u.hostname, u.port, timeout=5)
+    lat = []
+    n = int(rps * seconds)
+    t_next = time.perf_counter()
+    for _ in range(n):
+        delay = t_next - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        t = time.perf_counter()
+        conn.request("GET", u.path)
+        conn.getresponse().read()
+        lat.append((time.perf_counter() - t) * 1000)
+        t_next += 1.0 / rps
+    conn.close()
+    return statistics.median(lat)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--connections", type=int, default=64)
+    ap.add_argument("--low-rps", type=float, default=50.0)
+    args = ap.parse_args()
+    have_wrk = shutil.which("wrk") is not None
+    print(f"cpus: {os.cpu_count()}, load average: {os.getloadavg()[0]:.2f}")
+    if not have_wrk:
+        print("wrk is MISSING: install it with `apt-get install -y wrk`; "
+              "the wrk figures and the ratio are null")
+
+    with ReferenceServer() as base:
+        url = f"{base}/fast"
+        generator_capacity(url, 8, 1.0)  # warm-up: imports, connections
+        gen_runs, wrk_runs = [], []
+        for _ in range(2):
+            gen_runs.append(generator_capacity(url, args.connections, args.seconds))
+            print(f"  generator, closed loop {args.connections} users: "
+                  f"{gen_runs[-1]:,.0f} req/s")
+            if have_wrk:
+                rps, _ = wrk(url, args.connections, args.seconds)
+                wrk_runs.append(rps)
+                print(f"  wrk -t1 -c{args.connections}:                    {rps:,.0f} req/s")
+        loadgen_rps = max(gen_runs)
+        wrk_rps = max(wrk_runs) if wrk_runs else None
+        ratio = loadgen_rps / wrk_rps if wrk_rps else None
+
+        gen_p50 = generator_low_load_p50(url, args.low_rps, 4.0)
+        base_p50 = baseline_low_load_p50(url, args.low_rps, 4.0)
+        wrk_c1_p50 = wrk(url, 1, 2.0)[1] if have_wrk else None
+        added = gen_p50 - base_p50
+
+    print()
+    print(f"capacity against a trivial local server ({args.connections} connections, "
+          f"best of 2 × {args.seconds:g} s):")
+    print(f"  generator  {loadgen_rps:10,.0f} req/s")
+    if wrk_rps:
+        print(f"  wrk        {wrk_rps:10,.0f} req/s")
+        print(f"  ratio      {ratio:10.2f}  (generator / wrk)")
+    else:
+        print("  wrk        missing (apt-get install -y wrk)")
+    print(f"latency at {args.low_rps:g} req/s (p50):")
+    print(f"  generator (open loop, from intended send time)  {gen_p50:.3f} ms")
+    print(f"  minimal blocking client (http.client)            {base_p50:.3f} ms")
+    print(f"  added by the generator                           {added:.3f} ms")
+    if wrk_c1_p50 is not None:
+        print(f"  (wrk -c1 flat out, for reference               {wrk_c1_p50:.3f} ms)")
+    print(json.dumps({
+        "loadgen_rps": round(loadgen_rps, 1),
+        "wrk_rps": round(wrk_rps, 1) if wrk_rps else None,
+        "ratio": round(ratio, 3) if ratio else None,
+        "added_latency_p50_ms": round(added, 3),
+        "loadgen_p50_ms": round(gen_p50, 3),
+        "baseline_p50_ms": round(base_p50, 3),
+        "wrk_c1_p50_ms": round(wrk_c1_p50, 3) if wrk_c1_p50 is not None else None,
+        "connections": args.connections,
+        "wrk_missing": not have_wrk,
+    }))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,176 @@
+"""LoadPanel's request editor, load models, client plots and run summary."""
+
+from __future__ import annotations
+
+import csv
+import json
+import time
+
+import pytest
+from PySide6.QtGui import QGuiApplication
+
+from backend.load_model import (
+    LoadModel,
+    LoadStats,
+    LoadTarget,
+    ModelIds,
+    Profile,
+    SecondStats,
+    demo_target,
+)
+from widgets.load_panel import LoadPanel
+
+
+@pytest.fixture
+def panel(qtbot) -> LoadPanel:
+    w = LoadPanel()
+    qtbot.addWidget(w)
+    return w
+
+
+def test_start_emits_the_edited_request_and_model(qtbot, panel):
+    panel.set_request(LoadTarget(url="http://127.0.0.1:8000/mux", method="POST",
+                                 body='{"x": {seq}}',
+                                 headers=(("Content-Type", "application/json"),
+                                          ("X-Trace", "1")),
+                                 model_ids=ModelIds(count=7, distribution="zipf", s=1.3),
+                                 stream=True))
+    panel.set_rate(120.0)
+    with qtbot.waitSignal(panel.plan_requested) as sig, \
+            qtbot.waitSignal(panel.start_requested) as legacy:
+        panel.start_button().click()
+    plan = sig.args[0]
+    assert legacy.args == [120.0]
+    t = plan.target
+    assert t.url == "http://127.0.0.1:8000/mux" and t.method == "POST"
+    assert t.headers == (("Content-Type", "application/json"), ("X-Trace", "1"))
+    assert t.body == '{"x": {seq}}' and t.stream
+    assert t.model_ids == ModelIds(count=7, distribution="zipf", s=1.3)
+    assert plan.model == LoadModel(mode="open", arrivals="constant", rate=120.0, users=8,
+                                   think_time_s=0.0, profile=Profile("constant", period_s=10,
+                                                                     spike_s=2))
+    assert panel.is_running()
+    assert not panel.mode_box().isEnabled()  # open/closed is fixed while running
+
+
+def test_a_bad_request_is_refused_with_the_reason(qtbot, panel):
+    panel.set_request(LoadTarget(url="http://127.0.0.1:8000/x"))
+    panel._headers.setPlainText("no colon here")
+    with qtbot.assertNotEmitted(panel.plan_requested, wait=100), \
+            qtbot.assertNotEmitted(panel.start_requested, wait=100):
+        panel.start_button().click()
+    assert "header line 1" in panel.request_error()
+    assert not panel.is_running()
+    panel._headers.setPlainText("")
+    panel._url.setText("ftp://nope")
+    panel.start_button().click()
+    assert "http://" in panel.request_error() and not panel.is_running()
+
+
+def test_without_a_request_only_the_rate_is_sent(qtbot, panel):
+    # Older wiring: the console supplies the target itself.
+    with qtbot.assertNotEmitted(panel.plan_requested, wait=100):
+        with qtbot.waitSignal(panel.start_requested):
+            panel.start_button().click()
+
+
+def test_closed_loop_users_change_while_running_once_with_the_last_value(qtbot, panel):
+    panel.set_request(LoadTarget(url="http://127.0.0.1:8000/x"))
+    panel.mode_box().setCurrentIndex(2)
+    assert panel.users_box().isVisibleTo(panel) and not panel.spin_box().isVisibleTo(panel)
+    panel.users_box().setValue(4)
+    with qtbot.waitSignal(panel.plan_requested) as sig:
+        panel.start_button().click()
+    assert sig.args[0].model.mode == "closed" and sig.args[0].model.users == 4
+    received = []
+    panel.model_changed.connect(received.append)
+    for n in (5, 9, 16):
+        panel.users_box().setValue(n)
+        qtbot.wait(30)
+    qtbot.wait(400)
+    assert [m.users for m in received] == [16]
+
+
+def test_profile_fields_follow_the_kind(panel):
+    panel.profile_box().setCurrentText("spike")
+    assert panel._factor.isVisibleTo(panel) and not panel._amplitude.isVisibleTo(panel)
+    panel._factor.setValue(4)
+    panel._period.setValue(6)
+    p = panel.profile()
+    assert p.kind == "spike" and p.factor == 4 and p.period_s == 6
+    panel.profile_box().setCurrentText("sine")
+    assert panel._amplitude.isVisibleTo(panel) and not panel._factor.isVisibleTo(panel)
+    model = LoadModel(mode="open", arrivals="poisson", rate=33, profile=Profile("ramp", 20))
+    panel.set_load_model(model)
+    assert panel.load_model() == model
+
+
+def test_presets_fill_the_editor_and_keep_user_edits(panel):
+    presets = [("batched demo", demo_target("batched", "http://h:8000/batched")),
+               ("multiplexed demo", demo_target("multiplexed", "http://h:8000/mux"))]
+    panel.set_target_presets(presets)
+    assert panel.request().body == '{"features": {features:256}}'
+    panel._body.setPlainText('{"seed": 1}')  # the user's edit
+    panel.set_target_presets(presets)  # a status refresh with the same targets
+    assert panel.request().body == '{"seed": 1}'
+    panel.set_target_presets(presets, select="multiplexed demo")
+    t = panel.request()
+    assert t.url == "http://h:8000/mux" and t.model_ids.distribution == "zipf"
+
+
+def _data(curve):
+    # The data set on the curve (getData() is clipped to a hidden widget's stale view).
+    return list(curve.xData), list(curve.yData)
+
+
+def _sec(t, offered, ok, errors=(), p50=10.0):
+    return SecondStats(t=t, level=50, offered=offered, completed=ok + sum(n for _, n in errors),
+                       ok=ok, errors=errors, in_flight=3, p50_ms=p50, p90_ms=p50 * 2,
+                       p99_ms=p50 * 4, p999_ms=p50 * 5)
+
+
+def test_stats_draw_client_plots_with_errors_by_kind(panel):
+    history = (_sec(0, 50, 50), _sec(1, 50, 45, (("HTTP 503", 5),)),
+               _sec(2, 50, 40, (("HTTP 503", 2), ("timeout", 8))))
+    stats = LoadStats(running=True, target_rps=50, sent=150, ok=135, errors=15, in_flight=3,
+                      achieved_rps=45, p50_ms=10, p99_ms=40, last_error="timeout",
+                      offered_rps=50, p90_ms=20, p999_ms=50, timeouts=8,
+                      errors_by_kind=(("HTTP 503", 7), ("timeout", 8)), history=history)
+    panel.set_load_stats(stats)
+    plots = panel.client_plots()
+    x, y = _data(plots.curve("achieved"))
+    assert list(x) == [0, 1, 2] and list(y) == [50, 50, 50]  # completions incl. errors
+    assert list(_data(plots.curve("errors:HTTP 503"))[1]) == [0, 5, 2]
+    assert list(_data(plots.curve("errors:timeout"))[1]) == [0, 0, 8]
+    assert list(_data(plots.curve("p99"))[1]) == [40, 40, 40]
+    text = panel.stats_text()
+    assert "errors 15 (HTTP 503 7, timeout 8)" in text and "p99.9 50.0 ms" in text
+    plots.clear()
+    assert "errors:timeout" not in plots.curve_names()
+
+
+def test_live_run_is_plotted_and_summary_copied_and_saved(qtbot, panel, tmp_path):
+    from backend.loadgen import LoadGenerator
+    from backend.loadgen_testserver import ReferenceServer
+
+    with ReferenceServer() as url:
+        gen = LoadGenerator(LoadTarget(url=f"{url}/sleep/20"))
+        gen.start(40)
+        try:
+            deadline = time.monotonic() + 6
+            while len(gen.stats().history) < 3 and time.monotonic() < deadline:
+                qtbot.wait(100)
+                panel.set_load_stats(gen.stats())
+        finally:
+            gen.stop()
+        panel.set_load_stats(gen.stats())
+    x, offered = _data(panel.client_plots().curve("offered"))
+    assert len(x) >= 3 and all(abs(o - 40) <= 2 for o in offered[:3]), offered
+    p50 = _data(panel.client_plots().curve("p50"))[1]
+    assert all(20 <= v < 60 for v in p50), p50
+    panel.copy_summary()
+    assert "latency p99 ms" in QGuiApplication.clipboard().text()
+    rows = dict(csv.reader(panel.save_summary(tmp_path / "s.csv").read_text().splitlines()))
+    assert int(rows["ok"]) == gen.summary().ok > 100
+    doc = json.loads(panel.save_summary(tmp_path / "s.json").read_text())
+    assert doc["summary"]["latency_ms"]["p50"] >= 20 and len(doc["seconds"]) >= 3

@@ -1,0 +1,123 @@
+"""Client-side plots of a load run: what the generator offered and saw, per second.
+
+Four plots sharing the x axis (seconds since the run started): offered vs achieved rate
+(with the profile's target level), latency p50/p90/p99/p99.9, errors/s by kind (status
+code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
+Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern);
+tests read them back with `curve(name).getData()`.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import pyqtgraph as pg
+from PySide6.QtWidgets import QVBoxLayout, QWidget
+
+from backend.load_model import CLOSED, LoadStats, SecondStats
+
+_ERROR_COLORS = ["#d03b3b", "#e08a1e", "#8e44ad", "#c0392b", "#7f8c8d", "#b7950b"]
+
+
+class ClientPlots(QWidget):
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._layout_widget = pg.GraphicsLayoutWidget()
+        self._layout_widget.setBackground("w")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self._layout_widget)
+        self._curves: dict[str, pg.PlotDataItem] = {}
+        self._plots: dict[str, pg.PlotItem] = {}
+
+        rate = self._plot("rate", "requests/s", row=0)
+        self._add("target", rate, "#999999", style="dash", label="target")
+        self._add("offered", rate, "#1f77b4", label="offered")
+        self._add("achieved", rate, "#2ca02c", label="achieved")
+        lat = self._plot("latency", "latency (ms)", row=1)
+        for name, color in (("p50", "#2ca02c"), ("p90", "#1f77b4"), ("p99", "#e08a1e"),
+                            ("p99.9", "#d03b3b")):
+            self._add(name, lat, color, label=name)
+        self._plot("errors", "errors/s", row=2)
+        inflight = self._plot("in_flight", "in flight", row=3)
+        self._add("in_flight", inflight, "#555555", label="in flight")
+        for name in ("latency", "errors", "in_flight"):
+            self._plots[name].setXLink(self._plots["rate"])
+        self._plots["in_flight"].setLabel("bottom", "seconds since start")
+
+    def _plot(self, name: str, title: str, row: int) -> pg.PlotItem:
+        p = self._layout_widget.addPlot(row=row, col=0)
+        p.setTitle(title, size="9pt")
+        p.showGrid(x=True, y=True, alpha=0.2)
+        p.setClipToView(True)
+        p.setDownsampling(auto=True, mode="peak")
+        p.setMenuEnabled(False)
+        p.addLegend(offset=(-5, 5), labelTextSize="8pt")
+        self._plots[name] = p
+        return p
+
+    def _add(self, name: str, plot: pg.PlotItem, color: str, style: str = "solid",
+             label: str | None = None) -> pg.PlotDataItem:
+        pen = pg.mkPen(color, width=1.5)
+        if style == "dash":
+            from PySide6.QtCore import Qt
+
+            pen.setStyle(Qt.PenStyle.DashLine)
+        curve = plot.plot([], [], pen=pen, name=label or name, antialias=False)
+        self._curves[name] = curve
+        return curve
+
+    # ----------------------------------------------------------------- public API
+
+    def set_stats(self, stats: LoadStats) -> None:
+        self.set_history(stats.history, closed_loop=stats.mode == CLOSED)
+
+    def set_history(self, history: Sequence[SecondStats], closed_loop: bool = False) -> None:
+        """Show a run's finished seconds (LoadStats.history); replaces what is shown.
+
+        In closed loop the profile's level is a user count, which belongs on no requests/s
+        axis: the target curve is left empty."""
+        t = [s.t for s in history]
+        if closed_loop:
+            self._curves["target"].setData([], [])
+        else:
+            self._curves["target"].setData(t, [s.level for s in history])
+        self._curves["offered"].setData(t, [s.offered for s in history])
+        self._curves["achieved"].setData(t, [s.completed for s in history])
+        for name, attr in (("p50", "p50_ms"), ("p90", "p90_ms"), ("p99", "p99_ms"),
+                           ("p99.9", "p999_ms")):
+            xs, ys = [], []
+            for s in history:
+                v = getattr(s, attr)
+                if v is not None:  # a second with no successful response has no latency
+                    xs.append(s.t)
+                    ys.append(v)
+            self._curves[name].setData(xs, ys)
+        kinds = sorted({k for s in history for k, _ in s.errors})
+        for k in kinds:
+            if f"errors:{k}" not in self._curves:
+                color = _ERROR_COLORS[len([c for c in self._curves if c.startswith("errors:")])
+                                      % len(_ERROR_COLORS)]
+                self._add(f"errors:{k}", self._plots["errors"], color, label=k)
+        for name, curve in self._curves.items():
+            if name.startswith("errors:"):
+                kind = name[len("errors:"):]
+                curve.setData(t, [dict(s.errors).get(kind, 0) for s in history])
+        self._curves["in_flight"].setData(t, [s.in_flight for s in history])
+
+    def clear(self) -> None:
+        for name in [n for n in self._curves if n.startswith("errors:")]:
+            self._plots["errors"].removeItem(self._curves.pop(name))
+        for c in self._curves.values():
+            c.setData([], [])
+
+    def curve(self, name: str) -> pg.PlotDataItem:
+        """'target', 'offered', 'achieved', 'p50', 'p90', 'p99', 'p99.9', 'in_flight',
+        or 'errors:<kind>' (e.g. 'errors:HTTP 503', 'errors:timeout')."""
+        return self._curves[name]
+
+    def curve_names(self) -> list[str]:
+        return list(self._curves)
+
+    def plot(self, name: str) -> pg.PlotItem:
+        return self._plots[name]
