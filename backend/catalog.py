@@ -39,6 +39,7 @@ class LoadHint:
     body: str = ""
     default_rps: float = 20.0
     model_ids: ModelIds | None = None   # multiplexed demos: the header each request sends
+    stream: bool = False   # the response streams (read it chunk by chunk: time to first chunk)
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,15 @@ The pipeline of the Ray Serve performance guide's "request pipelining with strea
   `handle.options(stream=True)` and sends each chunk to DetectEncode as it arrives, then
   concatenates the results in order.
 
-HTTP: GET {route}/?mode=streaming|naive&frames=N[&chunk=K] streams JSON lines: one per
+HTTP: GET {route}/?mode=streaming|naive|alternate&frames=N[&chunk=K] streams JSON lines
+(alternate: every other request naive, so one load shows both in the live view): one per
 processed chunk ({"chunk", "frames", "t_ms", "bytes", "detections"}) as soon as the
 orchestrator has it, then {"done": true, "mode", "ttfo_ms", "total_ms", "output_bytes",
 "frames", "chunks"}. In naive mode nothing is output before everything is done, which is
 the point. `chunk_frames` (user_config) is the default chunk size, tunable live.
+
+Metrics: ray_serve_pipeline_chunks_total{stage=decode|detect_encode|concat} and the
+histograms ray_serve_pipeline_ttfo_ms / ray_serve_pipeline_total_ms{mode=naive|streaming}.
 """
 
 from __future__ import annotations
@@ -40,6 +44,7 @@ HEIGHT = WIDTH = 96
 DEFAULT_FRAMES = 96
 DEFAULT_CHUNK = 8
 MAX_FRAMES = 2000
+IN_FLIGHT = 2   # streaming: chunks submitted to DetectEncode but not yet collected
 
 
 def render_frames(start: int, count: int, seed: int = 0) -> np.ndarray:
@@ -81,15 +86,32 @@ class Detector(torch.nn.Module):
         return self.body(x) + 4.0 * saliency
 
 
-def _chunk_metrics():
-    from ray.serve import metrics  # replica-side: application/deployment/replica tags
-    return metrics.Counter("serve_pipeline_chunks", description="Chunks a pipeline stage processed.")
+# Pipeline metrics (exported by Ray as ray_serve_pipeline_*; ray.serve.metrics adds the
+# application/deployment/replica tags). The console plots them per stage and per mode.
+TIME_BUCKETS_MS = [5, 10, 20, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000,
+                   10000, 30000]
+
+
+class _StageCounter:
+    def __init__(self, stage: str) -> None:
+        from ray.serve import metrics
+        self._counter = metrics.Counter(
+            "serve_pipeline_chunks", description="Chunks a pipeline stage processed.",
+            tag_keys=("stage",))
+        self._stage = stage
+
+    def inc(self, n: int = 1) -> None:
+        self._counter.inc(n, tags={"stage": self._stage})
+
+
+def _chunk_metrics(stage: str) -> _StageCounter:
+    return _StageCounter(stage)
 
 
 @serve.deployment
 class VideoDecoder:
     def __init__(self) -> None:
-        self.chunks = _chunk_metrics()
+        self.chunks = _chunk_metrics("decode")
 
     def decode_all(self, frames: int, seed: int = 0) -> np.ndarray:
         out = render_frames(0, frames, seed)
@@ -107,7 +129,7 @@ class DetectEncode:
     def __init__(self) -> None:
         self.device = replica_device()
         self.net = Detector().to(self.device).eval()
-        self.chunks = _chunk_metrics()
+        self.chunks = _chunk_metrics("detect_encode")
 
     def run(self, frames: np.ndarray) -> dict:
         x = torch.from_numpy(frames).to(self.device).permute(0, 3, 1, 2).float() / 255.0
@@ -136,6 +158,15 @@ class PipelineIngress:
         self.detect_encode = detect_encode
         self.chunk_frames = DEFAULT_CHUNK
         self.default_frames = DEFAULT_FRAMES
+        self.requests = 0
+        from ray.serve import metrics
+        self.concat_chunks = _chunk_metrics("concat")
+        self.ttfo_ms = metrics.Histogram(
+            "serve_pipeline_ttfo_ms", description="Request to first processed chunk.",
+            boundaries=TIME_BUCKETS_MS, tag_keys=("mode",))
+        self.total_ms = metrics.Histogram(
+            "serve_pipeline_total_ms", description="Request to the whole video processed.",
+            boundaries=TIME_BUCKETS_MS, tag_keys=("mode",))
 
     def reconfigure(self, user_config: dict) -> None:
         self.chunk_frames = max(1, int(user_config.get("chunk_frames", self.chunk_frames)))
@@ -155,7 +186,11 @@ class PipelineIngress:
         # Each decoded chunk goes to DetectEncode as soon as it arrives (ObjectRefs, so
         # the frames go replica to replica, not through here); results come back in order.
         gen = self.stream_decoder.decode_chunks.remote(frames, chunk, seed)
-        pending: asyncio.Queue = asyncio.Queue()
+        # A short window of chunks in flight: enough that DetectEncode never waits for
+        # the next one, few enough that they never pile up at its replica (where they
+        # would share the CPU and delay the first output) or in the router (which
+        # backs off exponentially while a replica is full).
+        pending: asyncio.Queue = asyncio.Queue(maxsize=IN_FLIGHT)
 
         async def feed():
             refs = await gen._to_object_ref_gen()
@@ -186,6 +221,7 @@ class PipelineIngress:
                 ttfo = t_ms
             parts.append(result["bytes"])
             n_chunks += 1
+            self.concat_chunks.inc()
             line = {"chunk": n_chunks - 1, "frames": result["frames"],
                     "t_ms": round(t_ms, 2), "bytes": len(result["bytes"]),
                     "detections": len(result["boxes"])}
@@ -194,6 +230,8 @@ class PipelineIngress:
             yield json.dumps(line) + "\n"
         video = b"".join(parts)   # the concatenated output
         total = (time.perf_counter() - started) * 1000
+        self.ttfo_ms.observe(ttfo or total, tags={"mode": mode})
+        self.total_ms.observe(total, tags={"mode": mode})
         yield json.dumps({"done": True, "mode": mode, "frames": frames, "chunk_frames": chunk,
                           "chunks": n_chunks, "ttfo_ms": round(ttfo or total, 2),
                           "total_ms": round(total, 2), "output_bytes": len(video)}) + "\n"
@@ -201,8 +239,13 @@ class PipelineIngress:
     async def __call__(self, request: Request):
         q = request.query_params
         mode = q.get("mode", "streaming")
+        if mode == "alternate":
+            # Every other request naive: the live view compares both under one load.
+            self.requests += 1
+            mode = "naive" if self.requests % 2 else "streaming"
         if mode not in ("naive", "streaming"):
-            return JSONResponse({"error": "mode must be 'naive' or 'streaming'"}, status_code=400)
+            return JSONResponse({"error": "mode must be 'naive', 'streaming' or 'alternate'"},
+                                status_code=400)
         try:
             frames = int(q.get("frames", self.default_frames))
             chunk = int(q.get("chunk", self.chunk_frames))

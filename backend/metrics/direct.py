@@ -20,6 +20,8 @@ histogram buckets into per-deployment values over a short window:
 | models_loaded_per_replica (app, dep) | avg by (application, deployment) (ray_serve_num_multiplexed_models) |
 | model_unloads_per_s (app, dep)       | rate(ray_serve_multiplexed_models_unload_counter_total[W])      |
 | model_load_latency_p99_ms (app, dep) | histogram_quantile(0.99, sum by (application, deployment, le) (rate(ray_serve_multiplexed_model_load_latency_ms_bucket[W]))) |
+| {stage}_chunks_per_s (app, "")        | sum by (application, stage) (rate(ray_serve_pipeline_chunks_total[W])), stage in decode, detect_encode, concat (the streaming demo) |
+| pipeline_{ttfo,total}_{mode}_ms (app, "") | histogram_quantile(0.5, … ray_serve_pipeline_{ttfo,total}_ms_bucket by (application, mode, le)), mode in naive, streaming |
 | held_models(app, dep) (not a series) | {replica: model ids} where ray_serve_registered_multiplexed_model_id == 1, from the newest poll |
 | requests_per_s, errors_per_s (app, "") | rate of the proxy's ray_serve_num_http_requests_total / ray_serve_num_http_error_requests_total by application |
 | http_latency_p50/p90/p99_ms (app, "")  | histogram_quantile over ray_serve_http_request_latency_ms_bucket by (application, le) |
@@ -269,6 +271,20 @@ class WindowedSeries:
             v = histogram_quantile(0.99, list(per_le.items()))
             if v is not None:
                 values[dkey]["model_load_latency_p99_ms"] = v
+        # The streaming demo's stages and modes (label-split families, stored per app).
+        for family, inc_by_key in increases.items():
+            if family.startswith(ex.PIPELINE_CHUNKS + "|") and span > 0:
+                stage = family.split("|", 1)[1]
+                for dkey, inc in inc_by_key.items():
+                    values[(dkey[0], "")][f"{stage}_chunks_per_s"] = inc / span
+        for family, by_key in buckets.items():
+            base, _, mode = family.partition("|")
+            if base in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL) and mode:
+                kind = "ttfo" if base == ex.PIPELINE_TTFO else "total"
+                for dkey, per_le in by_key.items():
+                    v = histogram_quantile(0.5, list(per_le.items()))
+                    if v is not None:
+                        values[(dkey[0], "")][f"pipeline_{kind}_{mode}_ms"] = v
         for family, name in ((ex.BATCH_SIZE, "batch_size"), (ex.BATCH_WAIT, "batch_wait_ms"),
                              (ex.BATCH_UTILIZATION, "batch_utilization_pct")):
             for dkey, per_le in buckets.get(family, {}).items():
@@ -314,6 +330,10 @@ class WindowedSeries:
             return  # _sum/_count: buckets are used instead
         dep = "" if family in (ex.HTTP_LATENCY, ex.HTTP_REQUESTS, ex.HTTP_ERRORS) \
             else labels.get("deployment", "")
+        if family == ex.PIPELINE_CHUNKS:
+            family = f"{family}|{labels.get('stage', '')}"
+        elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
+            family = f"{family}|{labels.get('mode', '')}"
         per_le = self._cum.setdefault((family, (app, dep), skey), {})
         c = per_le.get(le_f)
         if c is None:

@@ -43,6 +43,11 @@ MUX_UNLOADS = "ray_serve_multiplexed_models_unload_counter"  # counter
 MUX_LOAD_LATENCY = "ray_serve_multiplexed_model_load_latency_ms"  # histogram
 # 1 per (replica, model_id) the replica holds; Ray sets it to 0 when it evicts the model.
 MUX_REGISTERED = "ray_serve_registered_multiplexed_model_id"  # gauge, + model_id
+# The streaming demo's own metrics (demo_apps/streaming.py, via ray.serve.metrics, so
+# they carry application/deployment/replica labels like Serve's).
+PIPELINE_CHUNKS = "ray_serve_pipeline_chunks"                 # counter, + stage
+PIPELINE_TTFO = "ray_serve_pipeline_ttfo_ms"                  # histogram, + mode
+PIPELINE_TOTAL = "ray_serve_pipeline_total_ms"                # histogram, + mode
 # Caller side (router in the proxy or in a calling replica; labels: application,
 # deployment, handle, actor_id).
 QUEUED = "ray_serve_deployment_queued_queries"               # gauge
@@ -56,11 +61,15 @@ HTTP_ERRORS = "ray_serve_num_http_error_requests"            # counter, + error_
 HTTP_LATENCY = "ray_serve_http_request_latency_ms"           # histogram
 
 COUNTERS = frozenset({REQUESTS, ERRORS, MUX_GET_MODEL, MUX_LOADS, MUX_UNLOADS,
-                      HTTP_REQUESTS, HTTP_ERRORS})
+                      HTTP_REQUESTS, HTTP_ERRORS, PIPELINE_CHUNKS})
 HISTOGRAMS = frozenset({PROCESSING_LATENCY, BATCH_SIZE, BATCH_WAIT, BATCH_UTILIZATION,
-                        HTTP_LATENCY, MUX_LOAD_LATENCY})
+                        HTTP_LATENCY, MUX_LOAD_LATENCY, PIPELINE_TTFO, PIPELINE_TOTAL})
 GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QUEUED,
                     REPLICA_HEALTHY, TARGET_REPLICAS})
+
+#: The streaming demo's families (absent from pages of clusters that do not run it).
+PIPELINE_FAMILIES: frozenset[str] = frozenset({PIPELINE_CHUNKS + "_total", PIPELINE_TTFO,
+                                               PIPELINE_TOTAL})
 
 #: Family names as they appear after `# TYPE` (counters carry `_total` there).
 NEEDED_FAMILIES: frozenset[str] = frozenset(

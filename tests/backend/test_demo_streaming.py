@@ -68,3 +68,37 @@ def test_chunk_size_is_a_live_knob(streaming_demo, cluster_client):
     # Without ?chunk the user_config's chunk_frames applies: 96 frames / 8 = 12 chunks.
     lines, _ = _run(streaming_demo + "/", mode="streaming")
     assert lines[-1]["chunks"] == 12 and lines[-1]["frames"] == 96
+
+
+def test_pipeline_metrics_reach_the_live_view(streaming_demo, cluster_client):
+    """Under the catalog's load (mode=alternate) the direct source has naive and
+    streaming times side by side and each stage's chunk rate, for the app."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from backend.metrics.direct import DirectScrapeSource
+
+    hint = load_catalog()["streaming"].load
+    assert hint.method == "GET" and "mode=alternate" in hint.path
+    wanted = {"pipeline_ttfo_naive_ms", "pipeline_ttfo_streaming_ms",
+              "pipeline_total_naive_ms", "pipeline_total_streaming_ms",
+              "decode_chunks_per_s", "detect_encode_chunks_per_s", "concat_chunks_per_s"}
+    src = DirectScrapeSource(cluster_client.metrics_targets, window_s=5.0,
+                             headers=cluster_client.auth_headers)
+    seen: dict[str, float] = {}
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline and not wanted <= seen.keys():
+                futures = [pool.submit(_run, streaming_demo + hint.path, frames=48)
+                           for _ in range(2)]
+                modes = {f.result()[0][-1]["mode"] for f in futures}
+                assert modes == {"naive", "streaming"}, modes  # alternate: one of each
+                _, values = src.poll()
+                seen.update(values.get(("streaming", ""), {}))
+                time.sleep(0.5)
+    finally:
+        src.close()
+    assert wanted <= seen.keys(), (sorted(seen), src.last_error)
+    assert seen["pipeline_ttfo_streaming_ms"] < seen["pipeline_ttfo_naive_ms"]
+    assert all(seen[k] > 0 for k in ("decode_chunks_per_s", "detect_encode_chunks_per_s",
+                                      "concat_chunks_per_s"))
