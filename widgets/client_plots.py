@@ -29,9 +29,12 @@ class ClientPlots(QWidget):
         lay.addWidget(self._layout_widget)
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._plots: dict[str, pg.PlotItem] = {}
+        self._titles: dict[str, str] = {}
+        # Legends do not fit plots this short: each title names its curves in their colors.
+        self._keys: dict[str, list[tuple[str, str]]] = {}
 
         rate = self._plot("rate", "requests/s", row=0)
-        self._add("target", rate, "#999999", style="dash", label="target")
+        self._add("target", rate, "#999999", style="dash", label="target (dashed)")
         self._add("offered", rate, "#1f77b4", label="offered")
         self._add("achieved", rate, "#2ca02c", label="achieved")
         lat = self._plot("latency", "latency (ms)", row=1)
@@ -52,8 +55,8 @@ class ClientPlots(QWidget):
         p.setClipToView(True)
         p.setDownsampling(auto=True, mode="peak")
         p.setMenuEnabled(False)
-        p.addLegend(offset=(-5, 5), labelTextSize="8pt")
         self._plots[name] = p
+        self._titles[name] = title
         return p
 
     def _add(self, name: str, plot: pg.PlotItem, color: str, style: str = "solid",
@@ -63,8 +66,14 @@ class ClientPlots(QWidget):
             from PySide6.QtCore import Qt
 
             pen.setStyle(Qt.PenStyle.DashLine)
-        curve = plot.plot([], [], pen=pen, name=label or name, antialias=False)
+        curve = plot.plot([], [], pen=pen, antialias=False)
         self._curves[name] = curve
+        plot_name = next(k for k, v in self._plots.items() if v is plot)
+        self._keys.setdefault(plot_name, []).append(
+            (label or name, color if style == "solid" else f"{color}; font-style:italic"))
+        keys = " · ".join(f"<span style='color:{c}'>{_esc(t)}</span>"
+                          for t, c in self._keys[plot_name])
+        plot.setTitle(f"{self._titles[plot_name]} — {keys}", size="9pt")
         return curve
 
     # ----------------------------------------------------------------- public API
@@ -108,6 +117,8 @@ class ClientPlots(QWidget):
     def clear(self) -> None:
         for name in [n for n in self._curves if n.startswith("errors:")]:
             self._plots["errors"].removeItem(self._curves.pop(name))
+        self._keys.pop("errors", None)
+        self._plots["errors"].setTitle(self._titles["errors"], size="9pt")
         for c in self._curves.values():
             c.setData([], [])
 
@@ -121,3 +132,7 @@ class ClientPlots(QWidget):
 
     def plot(self, name: str) -> pg.PlotItem:
         return self._plots[name]
+
+
+def _esc(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
