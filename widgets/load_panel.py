@@ -89,10 +89,10 @@ _MODE_TIPS = ("Requests at evenly spaced intended times, whatever the server doe
 class LoadPanel(QWidget):
     """Drive HTTP load at an application: what to send, how, and what came back."""
 
-    start_requested = Signal(float)  # requests per second (older wiring)
+    start_requested = Signal(float)  # requests/s; on Start when no request is set (older wiring)
     stop_requested = Signal()
     rate_changed = Signal(float)  # debounced; only while running
-    plan_requested = Signal(object)  # LoadPlan, with start_requested, when the request is set
+    plan_requested = Signal(object)  # LoadPlan; on Start when the request is set
     model_changed = Signal(object)  # LoadModel, debounced; only while running
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -566,9 +566,12 @@ class LoadPanel(QWidget):
         self._summary = None
         self._update_summary_buttons()
         self.set_running(True)
-        self.start_requested.emit(self._spin.value())
+        # Exactly one of the two: a full plan when the request is set, else the rate alone
+        # (older wiring, where the owner supplies the target).
         if plan is not None:
             self.plan_requested.emit(plan)
+        else:
+            self.start_requested.emit(self._spin.value())
 
     def _on_save_clicked(self) -> None:
         path, _ = QFileDialog.getSaveFileName(
