@@ -1,6 +1,6 @@
 """Client-side plots of a load run: what the generator offered and saw, per second.
 
-Four plots sharing the x axis (seconds since the run started): offered vs achieved rate
+Four plots (2 × 2) sharing the x axis (seconds since the run started): offered vs achieved rate
 (with the profile's target level), latency p50/p90/p99/p99.9, errors/s by kind (status
 code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
 Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern);
@@ -16,14 +16,14 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.load_model import CLOSED, LoadStats, SecondStats
 
-_ERROR_COLORS = ["#d03b3b", "#e08a1e", "#8e44ad", "#c0392b", "#7f8c8d", "#b7950b"]
+# The server-side plots' palette (widgets/live_plots.py), on the same dark background.
+_ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
 
 
 class ClientPlots(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._layout_widget = pg.GraphicsLayoutWidget()
-        self._layout_widget.setBackground("w")
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self._layout_widget)
@@ -33,23 +33,25 @@ class ClientPlots(QWidget):
         # Legends do not fit plots this short: each title names its curves in their colors.
         self._keys: dict[str, list[tuple[str, str]]] = {}
 
-        rate = self._plot("rate", "requests/s", row=0)
-        self._add("target", rate, "#999999", style="dash", label="target (dashed)")
-        self._add("offered", rate, "#1f77b4", label="offered")
-        self._add("achieved", rate, "#2ca02c", label="achieved")
-        lat = self._plot("latency", "latency (ms)", row=1)
-        for name, color in (("p50", "#2ca02c"), ("p90", "#1f77b4"), ("p99", "#e08a1e"),
-                            ("p99.9", "#d03b3b")):
+        # 2 × 2, so each plot keeps some height in a short dock.
+        rate = self._plot("rate", "client req/s", row=0, col=0)
+        self._add("target", rate, "#9e9e9e", style="dash", label="target (dashed)")
+        self._add("offered", rate, "#4fc3f7", label="offered")
+        self._add("achieved", rate, "#66bb6a", label="achieved")
+        lat = self._plot("latency", "client latency ms", row=0, col=1)
+        for name, color in (("p50", "#66bb6a"), ("p90", "#ffca28"), ("p99", "#ff7043"),
+                            ("p99.9", "#ef5350")):
             self._add(name, lat, color, label=name)
-        self._plot("errors", "errors/s", row=2)
-        inflight = self._plot("in_flight", "in flight", row=3)
-        self._add("in_flight", inflight, "#555555", label="in flight")
+        self._plot("errors", "client errors/s", row=1, col=0)
+        inflight = self._plot("in_flight", "in flight", row=1, col=1)
+        self._add("in_flight", inflight, "#4dd0e1", label="requests")
         for name in ("latency", "errors", "in_flight"):
             self._plots[name].setXLink(self._plots["rate"])
-        self._plots["in_flight"].setLabel("bottom", "seconds since start")
+        for name in ("errors", "in_flight"):
+            self._plots[name].setLabel("bottom", "s since start")
 
-    def _plot(self, name: str, title: str, row: int) -> pg.PlotItem:
-        p = self._layout_widget.addPlot(row=row, col=0)
+    def _plot(self, name: str, title: str, row: int, col: int) -> pg.PlotItem:
+        p = self._layout_widget.addPlot(row=row, col=col)
         p.setTitle(title, size="9pt")
         p.showGrid(x=True, y=True, alpha=0.2)
         p.setClipToView(True)
