@@ -38,8 +38,9 @@ PROFILE_KINDS = ("constant", "step", "ramp", "spike", "sine")
 class ModelIds:
     """A model id per request, sent in Serve's `serve_multiplexed_model_id` header.
 
-    `distribution` is "uniform" over `count` ids or "zipf": id k (1-based) is chosen with
-    probability proportional to 1 / k**s, so model-1 is the hottest.
+    Ids are `prefix + first … prefix + (first + count - 1)`. `distribution` is "uniform"
+    or "zipf": the id of rank k (1-based) is chosen with probability proportional to
+    1 / k**s, so the first id is the hottest.
     """
 
     count: int = 10
@@ -47,6 +48,7 @@ class ModelIds:
     s: float = 1.0
     prefix: str = "model-"
     header: str = MODEL_ID_HEADER
+    first: int = 1  # the demo catalog's ids start at 0 (tenant-0 …)
 
     def __post_init__(self) -> None:
         if self.count < 1:
@@ -67,7 +69,7 @@ class ModelIds:
     def sampler(self, seed: int | None = None):
         """A function () -> model id, drawing from this distribution."""
         rng = random.Random(seed)
-        ids = [f"{self.prefix}{k}" for k in range(1, self.count + 1)]
+        ids = [f"{self.prefix}{k}" for k in range(self.first, self.first + self.count)]
         if self.distribution == "uniform":
             return lambda: ids[rng.randrange(self.count)]
         cum = list(accumulate(self.weights()))
@@ -148,13 +150,27 @@ def format_headers(headers: tuple[tuple[str, str], ...]) -> str:
     return "\n".join(f"{k}: {v}" for k, v in headers)
 
 
-def demo_target(kind: str, url: str) -> LoadTarget:
+def demo_target(kind: str, url: str, hint=None) -> LoadTarget:
     """The demo-aware request for a bundled demo's endpoint.
 
     batched: a 256-float feature vector per request; multiplexed: a model id per request
-    (Zipf s=1 over 20 ids) in the multiplexing header; streaming: the response is read to
-    the end, recording time to first chunk.
+    in the multiplexing header; streaming: the response is read to the end, recording
+    time to first chunk. `hint` is the demo catalog's load hint (backend.catalog.LoadHint:
+    method, body, model_ids, stream; duck-typed, so views need not import the catalog):
+    where given it decides, except that the batched demo always gets feature vectors.
     """
+    if hint is not None:
+        ids = getattr(hint, "model_ids", None)
+        body = getattr(hint, "body", "")
+        if kind == "batched":
+            body = '{"features": {features:%d}}' % BATCHED_FEATURES
+        return LoadTarget(
+            url=url, method=getattr(hint, "method", "POST") or "POST", body=body,
+            headers=(("Content-Type", "application/json"),) if body else (),
+            stream=bool(getattr(hint, "stream", False)),
+            model_ids=None if ids is None else ModelIds(
+                count=ids.count, distribution=ids.distribution, s=ids.s, prefix=ids.prefix,
+                header=getattr(ids, "header", MODEL_ID_HEADER), first=0))
     if kind == "batched":
         return LoadTarget(url=url, body='{"features": {features:%d}}' % BATCHED_FEATURES)
     if kind == "multiplexed":

@@ -10,7 +10,7 @@ from __future__ import annotations
 import math
 
 import json
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
@@ -254,6 +254,12 @@ class LoadPanel(QWidget):
         self._model_count.setSuffix(" ids")
         self._model_s = _dspin(0.01, 10, 1.0, "", "Zipf exponent s", decimals=2, step=0.1)
         self._model_s.setPrefix("s = ")
+        self._model_prefix = QLineEdit("model-")
+        self._model_prefix.setMaximumWidth(90)
+        self._model_prefix.setToolTip("Ids are this prefix and a number")
+        # What the editor has no field for (the header name, the first id's number) comes
+        # from the preset and is kept.
+        self._model_ids_base = ModelIds()
         self._request_error = QLabel()
         self._request_error.setStyleSheet("color:#d03b3b")
         self._request_error.setWordWrap(True)
@@ -270,7 +276,7 @@ class LoadPanel(QWidget):
         form.addRow("Body:", self._body)
         form.addRow("", self._stream)
         row = QHBoxLayout()
-        for w in (self._model_dist, self._model_count, self._model_s):
+        for w in (self._model_dist, self._model_count, self._model_s, self._model_prefix):
             row.addWidget(w)
         row.addStretch(1)
         form.addRow("Model ids:", row)
@@ -339,8 +345,10 @@ class LoadPanel(QWidget):
         m = target.model_ids
         self._model_dist.setCurrentText(m.distribution if m else "none")
         if m:
+            self._model_ids_base = m
             self._model_count.setValue(m.count)
             self._model_s.setValue(m.s)
+            self._model_prefix.setText(m.prefix)
         self._request_error.setText("")
         self.set_target(target.describe())
 
@@ -351,8 +359,9 @@ class LoadPanel(QWidget):
             raise ValueError(f"URL must start with http:// or https://, got {url!r}")
         dist = self._model_dist.currentText()
         ids = (None if dist == "none" else
-               ModelIds(count=self._model_count.value(), distribution=dist,
-                        s=self._model_s.value()))
+               replace(self._model_ids_base, count=self._model_count.value(),
+                       distribution=dist, s=self._model_s.value(),
+                       prefix=self._model_prefix.text()))
         return LoadTarget(url=url, method=self._method.currentText().strip().upper() or "GET",
                           body=self._body.toPlainText(),
                           headers=parse_headers(self._headers.toPlainText()),

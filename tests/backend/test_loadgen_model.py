@@ -111,3 +111,22 @@ def test_open_and_closed_loop_cannot_swap_while_running():
         assert gen.model.arrivals == "poisson"
     finally:
         gen.stop()
+
+
+def test_demo_targets_follow_the_catalog_hints():
+    from backend.catalog import load_catalog
+
+    demos = load_catalog()
+    batched = demo_target("batched", "http://h/batched", hint=demos["batched"].load)
+    assert batched.body == '{"features": {features:256}}' and not batched.stream
+    for key, demo in demos.items():
+        t = demo_target(key, "http://h/x", hint=demo.load)
+        assert t.method == demo.load.method and t.stream == demo.load.stream
+        if demo.load.model_ids is not None:
+            cat = demo.load.model_ids
+            # The same ids with the same weights as the catalog describes.
+            pick = t.model_ids.sampler(seed=0)
+            drawn = {pick() for _ in range(2000)}
+            assert drawn <= set(cat.ids()) and f"{cat.prefix}0" in drawn
+            assert t.model_ids.weights() == pytest.approx(cat.weights())
+            assert t.model_ids.header == "serve_multiplexed_model_id"

@@ -205,3 +205,14 @@ def test_console_wiring_recipe_drives_a_real_generator(qtbot, panel):
     h = gens[0].stats().history
     assert abs(h[0].offered - 20) <= 2 and abs(h[3].offered - 100) <= 10, h
     assert "changed while running" in panel.summary().model
+
+
+def test_catalog_model_ids_survive_the_editor(panel):
+    from backend.catalog import load_catalog
+
+    demo = load_catalog()["multiplexed"]
+    panel.set_request(demo_target("multiplexed", "http://h/mux", hint=demo.load))
+    ids = panel.request().model_ids
+    assert (ids.prefix, ids.first, ids.count) == ("tenant-", 0, demo.load.model_ids.count)
+    panel._model_count.setValue(5)
+    assert panel.request().model_ids.count == 5 and panel.request().model_ids.first == 0
