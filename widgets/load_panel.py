@@ -102,6 +102,7 @@ class LoadPanel(QWidget):
         self._summary: RunSummary | None = None
         self._last_stats: LoadStats | None = None
         self._presets: list[tuple[str, LoadTarget]] = []
+        self._last_select: str | None = None
 
         # --- load tab ------------------------------------------------------------------
         self._target_label = QLabel()
@@ -318,22 +319,29 @@ class LoadPanel(QWidget):
                            select: str | None = None) -> None:
         """Offer targets (label, LoadTarget): demos' endpoints, applications' routes.
 
-        The request editor is filled from `select` (a label), or the first preset, unless
-        the user has the same preset chosen already (their edits stay)."""
-        current = self._preset.currentText()
+        Safe to call on every status refresh: the request editor is refilled only when
+        `select` (a label: the owner's current application) changes, or when the preset
+        being edited went away. A preset the user picked, and their edits, stay."""
         labels = [label for label, _ in presets]
-        same = labels == [label for label, _ in self._presets]
-        self._presets = list(presets)
-        want = select if select in labels else (current if current in labels else
-                                                (labels[0] if labels else None))
-        if not same:
+        current = self._preset.currentText()
+        select_changed = select is not None and select != self._last_select
+        self._last_select = select
+        if labels != [label for label, _ in self._presets]:
             self._preset.blockSignals(True)
             self._preset.clear()
             self._preset.addItems(labels)
+            if current in labels:
+                self._preset.setCurrentIndex(labels.index(current))
             self._preset.blockSignals(False)
-        if want is not None and (want != current or not same or not self._url.text()):
-            self._preset.setCurrentIndex(labels.index(want))
-            self.set_request(dict(self._presets)[want])
+        self._presets = list(presets)
+        if select_changed and select in labels:
+            want = select
+        elif labels and (current not in labels or not self._url.text()):
+            want = select if select in labels else labels[0]
+        else:
+            return
+        self._preset.setCurrentIndex(labels.index(want))
+        self.set_request(self._presets[labels.index(want)][1])
 
     def set_request(self, target: LoadTarget) -> None:
         """Fill the request editor (URL, method, headers, body, streaming, model ids)."""

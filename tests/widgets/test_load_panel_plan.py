@@ -116,6 +116,19 @@ def test_presets_fill_the_editor_and_keep_user_edits(panel):
     panel.set_target_presets(presets, select="multiplexed demo")
     t = panel.request()
     assert t.url == "http://h:8000/mux" and t.model_ids.distribution == "zipf"
+    # The user picks another preset; refreshes with the same selection leave it alone.
+    panel._preset.setCurrentIndex(0)
+    panel._preset.activated.emit(0)
+    assert panel.request().url == "http://h:8000/batched"
+    panel.set_target_presets(presets, select="multiplexed demo")
+    assert panel.request().url == "http://h:8000/batched"
+    # A new application appears: the list grows, the editor stays.
+    panel.set_target_presets(presets + [("other /o", LoadTarget(url="http://h:8000/o"))],
+                             select="multiplexed demo")
+    assert panel.request().url == "http://h:8000/batched" and panel._preset.count() == 3
+    # The preset being edited goes away: the editor follows the selection.
+    panel.set_target_presets(presets[1:], select="multiplexed demo")
+    assert panel.request().url == "http://h:8000/mux"
 
 
 def _data(curve):
