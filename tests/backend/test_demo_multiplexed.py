@@ -17,6 +17,31 @@ from backend.metrics.direct import DirectScrapeSource
 HEADER = "serve_multiplexed_model_id"
 
 
+def remove_apps(client, names: set[str], timeout_s: float = 90.0) -> None:
+    """Read–modify–write the config without *names* and wait until they are gone: the
+    session cluster has 2 CPUs, and the tests after these need the room."""
+    from backend.serve_config import current_config
+
+    config = current_config(client.serve_details())
+    apps = config.get("applications") or []
+    if not any(a.get("name") in names for a in apps):
+        return
+    config["applications"] = [a for a in apps if a.get("name") not in names]
+    client.put_serve_config(config)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = client.serve_status()
+        if all(status.application(n) is None for n in names):
+            return
+        time.sleep(1)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_this_modules_apps(cluster_client):
+    yield
+    remove_apps(cluster_client, {"multiplexed", "mux_lru", "combined"})
+
+
 def _deploy(ray_cluster, cluster_client, key: str, name: str | None = None,
             args: dict | None = None, **deployment_changes) -> str:
     """Deploy a catalog demo through deploy_demo (what Deploy demo → … runs); its URL.
