@@ -11,6 +11,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QM
 
 from backend.catalog import Demo
 from backend.diagnose import ConnectionSpec
+from backend.load_model import LoadTarget
 from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
 from console.session import ConnectionInfo, Session
@@ -77,7 +78,7 @@ class MainWindow(QMainWindow):
         sb.addPermanentWidget(self._metrics_label)
         sb.addPermanentWidget(self._serve_label)
 
-        self.resizeDocks([self.load_dock], [150], Qt.Orientation.Vertical)
+        self.resizeDocks([self.load_dock], [330], Qt.Orientation.Vertical)
         self._build_menus()
         self._wire()
 
@@ -196,6 +197,8 @@ class MainWindow(QMainWindow):
         self.load_panel.start_requested.connect(self._on_load_panel_start_requested)
         self.load_panel.stop_requested.connect(self._on_load_panel_stop_requested)
         self.load_panel.rate_changed.connect(self._on_load_panel_rate_changed)
+        self.load_panel.plan_requested.connect(self._on_load_panel_plan_requested)
+        self.load_panel.model_changed.connect(self._on_load_panel_model_changed)
 
     # -- actions ----------------------------------------------------------------------------------
     def show_connect_dialog(self, error: str | None = None,
@@ -317,8 +320,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_session_load_stats(self, stats) -> None:
-        self.load_panel.set_stats(stats.sent, stats.ok, stats.errors, stats.achieved_rps,
-                                  stats.p50_ms, stats.p99_ms)
+        self.load_panel.set_load_stats(stats)
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:
@@ -437,12 +439,38 @@ class MainWindow(QMainWindow):
             return None
         return next((d for d in self.catalog.values() if d.app_name == key[0]), None)
 
+    def _load_presets(self) -> list[tuple[str, LoadTarget]]:
+        """Every application's route as a load target; demos with their own payloads."""
+        status, base = self.session.status, self.session.serve_http_base()
+        if status is None or base is None:
+            return []
+        presets = []
+        for app in status.applications:
+            if app.route_prefix is None:
+                continue
+            demo = next((d for d in self.catalog.values() if d.app_name == app.name), None)
+            if demo is not None:
+                target = self.session.load_target_for(demo)
+                if target is not None:
+                    presets.append((f"{demo.title} ({app.name})", target))
+                    continue
+            prefix = "" if app.route_prefix == "/" else app.route_prefix
+            presets.append((f"{app.name} {app.route_prefix}",
+                            LoadTarget(url=f"{base}{prefix}", method="GET", body="",
+                                       headers=())))
+        return presets
+
     def _update_load_target(self) -> None:
         demo = self._selected_demo()
+        presets = self._load_presets()
+        key = self.plots.key()
+        select = next((label for label, _ in presets
+                       if key is not None and label.endswith(f"({key[0]})")), None)
+        self.load_panel.set_target_presets(presets, select=select)
         target = self.session.load_target_for(demo) if demo else None
         if target is None:
             self.load_panel.set_target("No demo application to send load to")
-            self.load_panel.set_enabled_for_target(self.session.load_running)
+            self.load_panel.set_enabled_for_target(bool(presets) or self.session.load_running)
         else:
             self.load_panel.set_target(f"{target.method} {target.url}")
             self.load_panel.set_enabled_for_target(True)
@@ -467,6 +495,16 @@ class MainWindow(QMainWindow):
     def _on_load_panel_stop_requested(self) -> None:
         self.session.stop_load()
         self.load_panel.set_running(False)
+
+    @Slot(object)
+    def _on_load_panel_plan_requested(self, plan) -> None:
+        self.settings.set_load_rps(plan.model.rate)
+        self.session.start_load_plan(plan)
+        self.load_panel.set_running(True)
+
+    @Slot(object)
+    def _on_load_panel_model_changed(self, model) -> None:
+        self.session.set_load_model(model)
 
     @Slot(float)
     def _on_load_panel_rate_changed(self, rps: float) -> None:

@@ -21,6 +21,7 @@ from backend.cluster_client import ClusterClient
 from backend.deployer import deploy_demo, wait_for_app
 from backend.knobs import KnobSet, knobs_for, load_knob_metadata, values_of
 from backend.errors import ConsoleError
+from backend.load_model import LoadModel, LoadPlan, demo_target
 from backend.loadgen import LoadGenerator, LoadTarget
 from backend.local_cluster import LocalCluster
 from backend.diagnose import ConnectionSpec, diagnose
@@ -438,8 +439,27 @@ class Session(QObject):
         if base is None or app is None or app.route_prefix is None:
             return None
         prefix = "" if app.route_prefix == "/" else app.route_prefix
-        return LoadTarget(url=f"{base}{prefix}{demo.load.path}", method=demo.load.method,
-                          body=demo.load.body)
+        # Demo-aware payloads: feature vectors, model ids in the multiplexing header,
+        # streamed responses read to the end.
+        return demo_target(demo.key, f"{base}{prefix}{demo.load.path}", hint=demo.load)
+
+    def start_load_plan(self, plan: LoadPlan) -> None:
+        """Start a load described in full (target, open/closed loop, profile)."""
+        self.stop_load()
+        self._load = LoadGenerator(plan.target, model=plan.model)
+        self._load.start()
+        self._load_timer.start()
+        self.event.emit(f"Load: {plan.model.describe()} → {plan.target.describe()}", "info")
+
+    def set_load_model(self, model: LoadModel) -> None:
+        if self._load is None:
+            return
+        try:
+            self._load.apply_model(model)
+        except ValueError as e:
+            self.event.emit(str(e), "warning")
+            return
+        self.event.emit(f"Load now: {model.describe()}", "info")
 
     def start_load(self, target: LoadTarget, rps: float) -> None:
         self.stop_load()
@@ -458,7 +478,12 @@ class Session(QObject):
         self._load_timer.stop()
         if load is not None:
             # stop() joins the generator thread (≤ ~1 s): do it off the GUI thread.
-            threading.Thread(target=load.stop, name="loadgen-stop", daemon=True).start()
+            def stop_and_report() -> None:
+                load.stop()
+                # The whole-run summary reaches the panel after Stop (queued signal).
+                self.load_stats.emit(load.stats())
+
+            threading.Thread(target=stop_and_report, name="loadgen-stop", daemon=True).start()
             self.event.emit("Load stopped.", "info")
 
     @property

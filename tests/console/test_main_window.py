@@ -159,3 +159,23 @@ def test_apply_config_from_the_command_line(tmp_path, ray_cluster, cluster_clien
         "max_ongoing_requests"] == new
     for n, cfg in others.items():
         assert details["applications"][n]["deployed_app_config"] == cfg
+
+
+def test_load_presets_and_a_full_load_plan(qtbot, window):
+    from backend.load_model import LoadModel, LoadPlan
+
+    qtbot.waitUntil(lambda: window.session.status is not None
+                    and window.session.status.application("batched") is not None,
+                    timeout=20_000)
+    presets = dict(window._load_presets())
+    label = next(lbl for lbl in presets if lbl.endswith("(batched)"))
+    target = presets[label]
+    assert "{features:256}" in target.body or "features" in target.body
+    stats = []
+    window.session.load_stats.connect(stats.append)
+    window._on_load_panel_plan_requested(LoadPlan(target, LoadModel(rate=20.0)))
+    try:
+        qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 30, timeout=30_000)
+        assert stats[-1].errors == 0, stats[-1].last_error
+    finally:
+        window.session.stop_load()
