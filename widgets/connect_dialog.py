@@ -75,6 +75,18 @@ def validate_dashboard_url(text: str) -> str:
     return text.rstrip("/")
 
 
+def _optional_url(text: str, what: str) -> str | None:
+    """An optional address field: None when empty, else validated like the dashboard's."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        return validate_dashboard_url(text)
+    except ValueError as e:
+        raise ValueError(f"{what}: {e}".replace("dashboard address",
+                                                f"{what} address")) from None
+
+
 class ConnectDialog(QDialog):
     """Local or remote cluster; emits `connect_requested(ConnectTarget)` on Connect."""
 
@@ -233,20 +245,8 @@ class ConnectDialog(QDialog):
             return ConnectTarget(local=True)
         url = validate_dashboard_url(self._url_combo.currentText())
         token = self._token_edit.text().strip() or None
-        prometheus = self._prometheus_edit.text().strip() or None
-        if prometheus:
-            try:
-                prometheus = validate_dashboard_url(prometheus)
-            except ValueError as e:
-                raise ValueError(f"Prometheus: {e}".replace("dashboard address",
-                                                            "Prometheus address")) from None
-        serve = self._serve_edit.text().strip() or None
-        if serve:
-            try:
-                serve = validate_dashboard_url(serve)
-            except ValueError as e:
-                raise ValueError(f"Serve HTTP: {e}".replace("dashboard address",
-                                                            "Serve HTTP address")) from None
+        prometheus = _optional_url(self._prometheus_edit.text(), "Prometheus")
+        serve = _optional_url(self._serve_edit.text(), "Serve HTTP")
         return ConnectTarget(
             local=False, url=url, token=token,
             token_file=self._token_file if not token else None,

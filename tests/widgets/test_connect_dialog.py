@@ -96,3 +96,17 @@ def test_accept_closes(qtbot, dialog):
     dialog.connect_button().click()
     dialog.accept()
     assert not dialog.isVisible() and dialog.result() == dialog.DialogCode.Accepted
+
+
+def test_optional_prometheus_and_serve_addresses_are_validated(qtbot):
+    d = ConnectDialog()
+    qtbot.addWidget(d)
+    d.set_remote(True)
+    d.set_url("http://head:8265")
+    d.set_prometheus_url("ftp://prom")
+    with pytest.raises(ValueError, match="Prometheus: .*not a Prometheus address"):
+        d.target()
+    d.set_prometheus_url(" http://prom:9090/ ")
+    t = d.target()
+    assert t.prometheus_url == "http://prom:9090" and t.serve_http_url is None
+    assert t.verify_tls is True
