@@ -387,6 +387,8 @@ class LoadStats:
     p999_ms: float | None = None
     timeouts: int = 0
     errors_by_kind: tuple[tuple[str, int], ...] = ()
+    # Requests sent so far per model id, for targets that name one (multiplexing).
+    model_ids_sent: tuple[tuple[str, int], ...] = ()
     history: tuple[SecondStats, ...] = ()  # every finished second of the run (bounded)
     summary: RunSummary | None = None  # as of the last finished second
 

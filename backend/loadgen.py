@@ -108,6 +108,9 @@ class LoadGenerator:
         self._sent = self._ok = self._errors = self._in_flight = self._timeouts = 0
         self._missed = 0
         self._errors_by_kind: Counter[str] = Counter()
+        # Requests sent per model id (multiplexed targets): the distribution the model
+        # cache view shows beside the ids the replicas hold.
+        self._model_ids_sent: Counter[str] = Counter()
         self._last_error: str | None = None
         self._first_sent: float | None = None
         self._last_sent: float | None = None
@@ -203,6 +206,7 @@ class LoadGenerator:
                         in_flight=self._in_flight, timeouts=self._timeouts,
                         last_error=self._last_error,
                         errors_by_kind=tuple(sorted(self._errors_by_kind.items())),
+                        model_ids_sent=tuple(self._model_ids_sent.items()),
                         history=self._history_t, summary=self._summary,
                         users=self._users_now)
         pcts = pcts or {}
@@ -382,9 +386,11 @@ class LoadGenerator:
         import aiohttp
 
         t = self.target
-        body, headers = payload.build(seq)
+        body, headers, model_id = payload.build(seq)
         with self._lock:
             self._sent += 1
+            if model_id is not None:
+                self._model_ids_sent[model_id] += 1
             self._in_flight += 1
             if self._first_sent is None:
                 self._first_sent = start_t
@@ -546,14 +552,15 @@ class _Payload:
         self.model_ids = target.model_ids
         self.pick = target.model_ids.sampler(seed) if target.model_ids else None
 
-    def build(self, seq: int) -> tuple[bytes | None, dict[str, str]]:
+    def build(self, seq: int) -> tuple[bytes | None, dict[str, str], str | None]:
+        """(body, headers, the model id this request names or None)."""
         model_id = self.pick() if self.pick else None
         headers = self.headers
         if model_id is not None:
             headers = dict(headers)
             headers[self.model_ids.header] = model_id
         if self.static_body is not None:
-            return self.static_body, headers
+            return self.static_body, headers, model_id
         if not self.template:
-            return None, headers
-        return render_body(self.template, seq, model_id).encode(), headers
+            return None, headers, model_id
+        return render_body(self.template, seq, model_id).encode(), headers, model_id

@@ -71,6 +71,20 @@ class ServeStatus:
     def application(self, name: str) -> ApplicationInfo | None:
         return next((a for a in self.applications if a.name == name), None)
 
+    def application_for_path(self, path: str) -> str | None:
+        """The application an HTTP request path reaches: the longest route prefix that
+        the path equals or continues with a "/" (as Serve's proxy matches routes)."""
+        best: tuple[int, str] | None = None
+        for a in self.applications:
+            prefix = a.route_prefix
+            if prefix is None:
+                continue
+            stem = prefix.rstrip("/")
+            if path == prefix or path == stem or path.startswith(stem + "/") or stem == "":
+                if best is None or len(stem) > best[0]:
+                    best = (len(stem), a.name)
+        return best[1] if best else None
+
     def deployment(self, app: str, name: str) -> DeploymentInfo | None:
         a = self.application(app)
         if a is None:

@@ -42,6 +42,8 @@ class MainWindow(QMainWindow):
         self.settings = settings
         self._dialog: ConnectDialog | None = None
         self._closing = False
+        # Requests per model id of the newest load run (the model cache view's bars).
+        self._model_ids_sent: dict[str, int] = {}
         # Scripted runs (--exit-after, --screenshot) must never stop at a modal box.
         self.interactive = True
         self.setWindowTitle("serve-console")
@@ -185,6 +187,7 @@ class MainWindow(QMainWindow):
         s.deploy_progress.connect(self._on_session_deploy_progress)
         s.deploy_finished.connect(self._on_session_deploy_finished)
         s.load_stats.connect(self._on_session_load_stats)
+        s.held_models_changed.connect(self._on_session_held_models_changed)
         s.metrics_state.connect(self._on_session_metrics_state)
         s.config_file_done.connect(self._on_session_config_file_done)
         s.tuning.knob_state.connect(self._on_tuning_knob_state)
@@ -321,6 +324,23 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_session_load_stats(self, stats) -> None:
         self.load_panel.set_load_stats(stats)
+        if stats.model_ids_sent or self._model_ids_sent:
+            self._model_ids_sent = dict(stats.model_ids_sent)
+            self._update_model_cache()
+
+    @Slot(object)
+    def _on_session_held_models_changed(self, _held) -> None:
+        self._update_model_cache()
+
+    def _update_model_cache(self) -> None:
+        """Which model ids the shown deployment's replicas hold, beside the model ids the
+        load sends when that load goes to the same application."""
+        key = self.plots.key()
+        if key is None:
+            self.plots.set_model_cache(None)
+            return
+        requested = self._model_ids_sent if self.session.load_app == key[0] else None
+        self.plots.set_model_cache(self.session.held_models.get(key), requested)
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:
@@ -350,6 +370,7 @@ class MainWindow(QMainWindow):
     @Slot(str, str)
     def _on_tree_deployment_selected(self, app: str, deployment: str) -> None:
         self.plots.set_key((app, deployment))
+        self._update_model_cache()
         self._update_load_target()
         self._update_knobs()
         self._update_actions()
@@ -357,6 +378,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_tree_selection_cleared(self) -> None:
         self.plots.set_key(None)
+        self._update_model_cache()
         self._update_load_target()
         self._update_knobs()
         self._update_actions()

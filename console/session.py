@@ -81,6 +81,9 @@ class Session(QObject):
     metrics_state = Signal(str)       # "" when fine, else why metrics are missing
     config_file_done = Signal(bool, str)  # ok, message (export / import)
     diagnose_step = Signal(object)        # backend.diagnose.Step
+    # The model ids each multiplexed deployment's replicas hold changed:
+    # {(app, deployment): {replica: [model ids]}} (see held_models).
+    held_models_changed = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -108,6 +111,11 @@ class Session(QObject):
                                        self.knob_values, self.latest_p99, parent=self)
         self._status_error: str | None = None
         self._metrics_error: str | None = None
+        #: {(app, deployment): {replica: model ids}} as of the newest metrics poll.
+        self.held_models: dict = {}
+        #: The application the running (or last) load is sent to, when it is one of the
+        #: cluster's routes; None otherwise.
+        self.load_app: str | None = None
 
     # -- connecting -------------------------------------------------------------------
     @property
@@ -267,6 +275,9 @@ class Session(QObject):
             source, self._source = self._source, None
             self._action_runner.submit(source.close)
         was_connected = self.client is not None
+        if self.held_models:
+            self.held_models = {}
+            self.held_models_changed.emit({})
         self.client = None
         self.info = None
         self.status = None
@@ -292,10 +303,12 @@ class Session(QObject):
     def _poll_metrics(self):
         source = self._source
         if source is None:
-            return None
+            return None, None
         t, values = source.poll()
         self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
-        return source.last_error
+        # Read here, on the poll thread: the source's lock is held during a poll, and the
+        # GUI thread must never wait on it.
+        return source.last_error, source.all_held_models()
 
     def _on_status_result(self, status: ServeStatus) -> None:
         self.status = status
@@ -311,7 +324,14 @@ class Session(QObject):
             self.event.emit(f"Cluster status: {text}", "error")
         self.status_failed.emit(text)
 
-    def _on_metrics_result(self, last_error: str | None) -> None:
+    def _on_metrics_result(self, result) -> None:
+        last_error, held = result
+        if held is not None and held != self.held_models:
+            self.held_models = held
+            self.held_models_changed.emit(held)
+        self._on_metrics_state(last_error)
+
+    def _on_metrics_state(self, last_error: str | None) -> None:
         if last_error != self._metrics_error:
             had_error, self._metrics_error = self._metrics_error, last_error
             if last_error:
@@ -321,7 +341,7 @@ class Session(QObject):
             self.metrics_state.emit(last_error or "")
 
     def _on_metrics_error(self, error: BaseException) -> None:
-        self._on_metrics_result(user_message(error))
+        self._on_metrics_state(user_message(error))
 
     # -- deploying ----------------------------------------------------------------------
     def deploy(self, demo: Demo) -> None:
@@ -446,6 +466,7 @@ class Session(QObject):
     def start_load_plan(self, plan: LoadPlan) -> None:
         """Start a load described in full (target, open/closed loop, profile)."""
         self.stop_load()
+        self.load_app = self._app_of_url(plan.target.url)
         self._load = LoadGenerator(plan.target, model=plan.model)
         self._load.start()
         self._load_timer.start()
@@ -463,6 +484,7 @@ class Session(QObject):
 
     def start_load(self, target: LoadTarget, rps: float) -> None:
         self.stop_load()
+        self.load_app = self._app_of_url(target.url)
         self._load = LoadGenerator(target)
         self._load.start(rps)  # returns at once: the generator has its own thread
         self._load_timer.start()
@@ -485,6 +507,18 @@ class Session(QObject):
 
             threading.Thread(target=stop_and_report, name="loadgen-stop", daemon=True).start()
             self.event.emit("Load stopped.", "info")
+
+    def _app_of_url(self, url: str) -> str | None:
+        """The application a load URL reaches, when it goes to this cluster's Serve."""
+        from urllib.parse import urlsplit
+
+        base, status = self.serve_http_base(), self.status
+        if base is None or status is None:
+            return None
+        parts, ours = urlsplit(url), urlsplit(base)
+        if (parts.hostname, parts.port) != (ours.hostname, ours.port):
+            return None
+        return status.application_for_path(parts.path or "/")
 
     @property
     def load_running(self) -> bool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 
 def batched_copy(client, name: str, max_batch_size: int, batch_wait_timeout_s: float,
                  **deployment_options) -> dict:
@@ -22,3 +24,22 @@ def batched_copy(client, name: str, max_batch_size: int, batch_wait_timeout_s: f
             **deployment_options,
         }],
     }
+
+
+def remove_apps(client, names: set[str], timeout_s: float = 90.0) -> None:
+    """Read–modify–write the config without *names* and wait until they are gone: the
+    session cluster has 2 CPUs, and the tests after these need the room."""
+    from backend.serve_config import current_config
+
+    config = current_config(client.serve_details())
+    apps = config.get("applications") or []
+    if not any(a.get("name") in names for a in apps):
+        return
+    config["applications"] = [a for a in apps if a.get("name") not in names]
+    client.put_serve_config(config)
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        status = client.serve_status()
+        if all(status.application(n) is None for n in names):
+            return
+        time.sleep(1)

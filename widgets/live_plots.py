@@ -123,6 +123,20 @@ _AGE_STALE = "#ffb300"
 _MARKER = "#ffd54f"
 
 
+def format_series_age(age_s: float | None) -> str:
+    """A series' freshness for its legend entry: whole seconds since its newest sample
+    ('0 s', '7 s', '3 min'), '—' without data. Whole seconds keep the legend from
+    re-laying out on every redraw tick."""
+    if age_s is None:
+        return "—"
+    age_s = max(0.0, age_s)
+    if age_s < 120:
+        return f"{int(age_s)} s"
+    if age_s < 7200:
+        return f"{int(age_s // 60)} min"
+    return f"{int(age_s // 3600)} h"
+
+
 def format_age(age_s: float | None) -> str:
     """'data 0.7 s old' / 'no data yet': short enough for a plot title."""
     if age_s is None:
@@ -159,6 +173,8 @@ class LivePlots(QWidget):
         self._in_legend: set[str] = set()
         self._age_texts: dict[str, str] = {}
         self._age_stale: dict[str, bool] = {}
+        # Per series: (age text, stale) shown in its legend entry.
+        self._series_age: dict[str, tuple[str, bool]] = {}
         self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
         self._visible: tuple[str, ...] = ()
 
@@ -429,8 +445,18 @@ class LivePlots(QWidget):
         return self._age_stale[title]
 
     def legend_labels(self, title: str) -> list[str]:
-        """The legend entries a plot shows now (only series that have data)."""
-        return [label.text for _, label in self._legends[title].items]
+        """The series labels a plot's legend shows now (only series that have data)."""
+        names = {id(self._curves[n]): n for n in self._in_legend}
+        return [SERIES[names[id(sample.item)]].label
+                for sample, _ in self._legends[title].items]
+
+    def series_age_text(self, series: str) -> str:
+        """How old a series' newest sample is, as its legend entry says ('3 s', '—')."""
+        return self._series_age.get(series, ("—", False))[0]
+
+    def series_is_stale(self, series: str) -> bool:
+        """Whether a series' newest sample is older than STALE_AFTER_S (amber)."""
+        return self._series_age.get(series, ("—", False))[1]
 
     def x_range(self) -> tuple[float, float]:
         """The shared visible time range (wall-clock seconds)."""
@@ -535,9 +561,11 @@ class LivePlots(QWidget):
         if present:
             legend.addItem(curve, SERIES[name].label)
             self._in_legend.add(name)
+            self._series_age.pop(name, None)  # the new entry gets its age on this tick
         else:
             legend.removeItem(curve)
             self._in_legend.discard(name)
+            self._series_age.pop(name, None)
 
     def _follow(self, now: float, window: float | None, earliest: float | None) -> None:
         if window is not None:
@@ -557,7 +585,25 @@ class LivePlots(QWidget):
                 t = self._store.last_time(key, c.series)  # type: ignore[union-attr]
                 if t is not None and (newest is None or t > newest):
                     newest = t
+                if t is not None and c.series in self._in_legend:
+                    self._set_series_age(spec.title, c.series, now - t)
             self._set_age(spec.title, None if newest is None else now - newest)
+
+    def _set_series_age(self, title: str, series: str, age_s: float) -> None:
+        # Each series says how fresh it is: with Prometheus (or no traffic) one series
+        # of a plot can stop while the others go on, e.g. p99 without requests.
+        text, stale = format_series_age(age_s), age_s > STALE_AFTER_S
+        if self._series_age.get(series) == (text, stale):
+            return
+        self._series_age[series] = (text, stale)
+        curve = self._curves[series]
+        for sample, label in self._legends[title].items:
+            if sample.item is curve:
+                color = _AGE_STALE if stale else _AGE_OK
+                label.setText(f"{SERIES[series].label} <span style='color:{color}'>"
+                              f"{text}</span>", color=_TEXT, size="8pt")
+                label.setToolTip(f"{SERIES[series].label}: newest sample {text} old")
+                break
 
     def _set_age(self, title: str, age_s: float | None) -> None:
         text = format_age(age_s)

@@ -408,6 +408,11 @@ class DirectScrapeSource:
         with self._lock:
             return dict(self._window.held_models.get(tuple(key), {}))
 
+    def all_held_models(self) -> dict[DeploymentKey, dict[str, list[str]]]:
+        """held_models of every multiplexed deployment, as of the last poll."""
+        with self._lock:
+            return dict(self._window.held_models)
+
     def _poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         t0 = time.perf_counter()
         stats = ScrapeStats()

@@ -29,6 +29,23 @@ class SeriesQuery:
     promql: str
     by: str          # the grouping labels: DEP or APP
     kind: str = "value"   # "value", or "int_mean_buckets" (computed from the bucket vector)
+    # A label whose value names the series: `series` is then a template with "{}" for it
+    # (the pipeline demo's stage and mode). Only `split_values` are kept.
+    split: str | None = None
+    split_values: tuple[str, ...] = ()
+
+    def series_for(self, metric: dict[str, str]) -> str | None:
+        if self.split is None:
+            return self.series
+        value = metric.get(self.split)
+        return self.series.format(value) if value in self.split_values else None
+
+
+# 1 per (replica, model id) a replica holds now; Ray sets 0 when it evicts the model.
+HELD_MODELS_PROMQL = (f"max by ({DEP}, replica, model_id) ({ex.MUX_REGISTERED}) > 0")
+
+PIPELINE_STAGES = ("decode", "detect_encode", "concat")
+PIPELINE_MODES = ("naive", "streaming")
 
 
 def _rate(name: str, w: str, by: str) -> str:
@@ -70,6 +87,18 @@ def build_queries(window_s: float) -> list[SeriesQuery]:
                     f"sum by ({DEP}) (increase({ex.MUX_GET_MODEL}_total[{w}]))", DEP),
         SeriesQuery("model_loads_per_s", _rate(ex.MUX_LOADS, w, DEP), DEP),
         SeriesQuery("models_loaded_per_replica", f"avg by ({DEP}) ({ex.MUX_MODELS})", DEP),
+        SeriesQuery("model_unloads_per_s", _rate(ex.MUX_UNLOADS, w, DEP), DEP),
+        SeriesQuery("model_load_latency_p99_ms",
+                    _quantile(0.99, ex.MUX_LOAD_LATENCY, w, DEP), DEP),
+        # The streaming pipeline demo: per stage / per mode, stored per application.
+        SeriesQuery("{}_chunks_per_s", _rate(ex.PIPELINE_CHUNKS, w, f"{APP}, stage"), APP,
+                    split="stage", split_values=PIPELINE_STAGES),
+        SeriesQuery("pipeline_ttfo_{}_ms",
+                    _quantile(0.5, ex.PIPELINE_TTFO, w, f"{APP}, mode"), APP,
+                    split="mode", split_values=PIPELINE_MODES),
+        SeriesQuery("pipeline_total_{}_ms",
+                    _quantile(0.5, ex.PIPELINE_TOTAL, w, f"{APP}, mode"), APP,
+                    split="mode", split_values=PIPELINE_MODES),
         SeriesQuery("requests_per_s", _rate(ex.HTTP_REQUESTS, w, APP), APP),
         SeriesQuery("errors_per_s", _rate(ex.HTTP_ERRORS, w, APP), APP),
         SeriesQuery("http_latency_p50_ms", _quantile(0.5, ex.HTTP_LATENCY, w, APP), APP),
@@ -96,6 +125,8 @@ class PrometheusSource:
                                        disable_ssl=verify is False, session=self._session,
                                        timeout=max(1, int(timeout_s)))
         self._queries = build_queries(window_s)
+        self._held_query = SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)
+        self._held: dict[DeploymentKey, dict[str, list[str]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="prometheus")
         self._lock = threading.Lock()
         self.last_error: str | None = None
@@ -117,14 +148,27 @@ class PrometheusSource:
     def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         with self._lock:
             t = time.time()
-            results = list(self._pool.map(self._run, self._queries))
+            results = list(self._pool.map(self._run, self._queries + [self._held_query]))
             values: dict[DeploymentKey, dict[str, float]] = {}
             errors = [err for _, err in results if err]
             for q, (rows, _) in zip(self._queries, results):
-                for key, value in _reduce(q, rows or []).items():
-                    values.setdefault(key, {})[q.series] = value
+                for key, series, value in _reduce(q, rows or []):
+                    values.setdefault(key, {})[series] = value
+            held_rows, held_error = results[-1]
+            if held_error is None:
+                self._held = _held_models(held_rows or [])
             self.last_error = errors[0] if errors else None
             return t, values
+
+    def held_models(self, key: DeploymentKey) -> dict[str, list[str]]:
+        """The model ids each replica of a multiplexed deployment holds, as of the last
+        poll ({replica: ids}), like DirectScrapeSource.held_models."""
+        with self._lock:
+            return dict(self._held.get(tuple(key), {}))
+
+    def all_held_models(self) -> dict[DeploymentKey, dict[str, list[str]]]:
+        with self._lock:
+            return dict(self._held)
 
     def _run(self, q: SeriesQuery):
         try:
@@ -137,16 +181,24 @@ class PrometheusSource:
 
 
 def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None) -> dict[str, str]:
-    """series → PromQL, restricted to one deployment (and its app's proxy) when given."""
+    """series → PromQL, restricted to one deployment (and its app's proxy) when given.
+
+    Keys are series names; the proxy's (per application) carry " (HTTP)", and a query
+    that yields one series per label value is named with the label, e.g.
+    "<stage>_chunks_per_s"."""
     out = {}
-    for q in queries:
+    for q in list(queries) + [SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)]:
         promql = q.promql
         if key is not None:
             app, dep = key
             sel = (f'application="{app}"' if q.by == APP
                    else f'application="{app}",deployment="{dep}"')
             promql = _with_selector(promql, sel)
-        out.setdefault(q.series if q.by == DEP else f"{q.series} (HTTP)", promql)
+        if q.split:
+            name = q.series.format(f"<{q.split}>")
+        else:
+            name = q.series if q.by == DEP else f"{q.series} (HTTP)"
+        out.setdefault(name, promql)
     return out
 
 
@@ -168,26 +220,39 @@ def _key(metric: dict[str, str], by: str) -> DeploymentKey | None:
     return (app, dep) if dep is not None else None
 
 
-def _reduce(q: SeriesQuery, rows: list[dict]) -> dict[DeploymentKey, float]:
-    out: dict[DeploymentKey, float] = {}
+def _reduce(q: SeriesQuery, rows: list[dict]) -> list[tuple[DeploymentKey, str, float]]:
+    """(key, series name, value) per result row that names a key and a finite value."""
+    out: list[tuple[DeploymentKey, str, float]] = []
     if q.kind == "int_mean_buckets":
-        buckets: dict[DeploymentKey, list[tuple[float, float]]] = {}
+        buckets: dict[tuple[DeploymentKey, str], list[tuple[float, float]]] = {}
         for row in rows:
-            key = _key(row.get("metric", {}), q.by)
-            le = row.get("metric", {}).get("le")
-            if key is None or le is None:
+            metric = row.get("metric", {})
+            key, series, le = _key(metric, q.by), q.series_for(metric), metric.get("le")
+            if key is None or series is None or le is None:
                 continue
-            buckets.setdefault(key, []).append((float(le), float(row["value"][1])))
-        for key, b in buckets.items():
+            buckets.setdefault((key, series), []).append((float(le), float(row["value"][1])))
+        for (key, series), b in buckets.items():
             mean = histogram_mean(b, integer=True)
             if mean is not None and math.isfinite(mean):
-                out[key] = mean
+                out.append((key, series, mean))
         return out
     for row in rows:
-        key = _key(row.get("metric", {}), q.by)
-        if key is None:
+        metric = row.get("metric", {})
+        key, series = _key(metric, q.by), q.series_for(metric)
+        if key is None or series is None:
             continue
         value = float(row["value"][1])
         if math.isfinite(value):  # NaN: no observations in the window
-            out[key] = value
+            out.append((key, series, value))
     return out
+
+
+def _held_models(rows: list[dict]) -> dict[DeploymentKey, dict[str, list[str]]]:
+    held: dict[DeploymentKey, dict[str, set[str]]] = {}
+    for row in rows:
+        metric = row.get("metric", {})
+        key, model_id = _key(metric, DEP), metric.get("model_id")
+        if key is None or not model_id:
+            continue
+        held.setdefault(key, {}).setdefault(metric.get("replica", ""), set()).add(model_id)
+    return {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}

@@ -13,27 +13,9 @@ import requests
 from backend.catalog import load_catalog
 from backend.deployer import deploy_demo
 from backend.metrics.direct import DirectScrapeSource
+from tests.helpers import remove_apps
 
 HEADER = "serve_multiplexed_model_id"
-
-
-def remove_apps(client, names: set[str], timeout_s: float = 90.0) -> None:
-    """Read–modify–write the config without *names* and wait until they are gone: the
-    session cluster has 2 CPUs, and the tests after these need the room."""
-    from backend.serve_config import current_config
-
-    config = current_config(client.serve_details())
-    apps = config.get("applications") or []
-    if not any(a.get("name") in names for a in apps):
-        return
-    config["applications"] = [a for a in apps if a.get("name") not in names]
-    client.put_serve_config(config)
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        status = client.serve_status()
-        if all(status.application(n) is None for n in names):
-            return
-        time.sleep(1)
 
 
 @pytest.fixture(scope="module", autouse=True)

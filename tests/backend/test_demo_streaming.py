@@ -20,7 +20,7 @@ def streaming_demo(ray_cluster, cluster_client):
         http_options_if_new={"host": "127.0.0.1", "port": ray_cluster.serve_http_port},
         timeout_s=240)
     yield f"http://127.0.0.1:{status.http_port}{status.application(demo.app_name).route_prefix}"
-    from tests.backend.test_demo_multiplexed import remove_apps
+    from tests.helpers import remove_apps
     remove_apps(cluster_client, {demo.app_name})
 
 

@@ -237,6 +237,8 @@ def test_model_id_header_follows_the_distribution(server, dist, s):
         sigma = (n * w * (1 - w)) ** 0.5
         # Tolerance: 4σ of a multinomial count.
         assert abs(counts.get(f"model-{k}", 0) - expect) <= 4 * sigma, (counts, ids.weights())
+    # The generator's own per-id count (the model cache view's bars) is what the server got.
+    assert dict(gen.stats().model_ids_sent) == counts
 
 
 def test_streaming_is_read_to_the_end_with_time_to_first_chunk(server):

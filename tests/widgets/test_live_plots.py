@@ -156,6 +156,27 @@ def test_age_label_reflects_newest_sample_and_turns_stale(plots):
     assert "data 8.0 s old" in title and "#ffb300" in title
 
 
+def test_each_series_shows_its_own_age_in_the_legend(plots, store):
+    # p99 stops (no requests finish: no latency) while the request rate goes on.
+    for i in range(120, 130):
+        store.add(T0 + i, {KEY: {"requests_per_s": 0.0}})
+    plots.refresh(T0 + 129.4)
+    assert plots.series_age_text("requests_per_s") == "0 s"
+    assert plots.series_age_text("latency_p99_ms") == "10 s"
+    assert not plots.series_is_stale("requests_per_s")
+    assert plots.series_is_stale("latency_p99_ms")
+    assert plots.series_age_text("batch_size") == "—"  # never had data
+    # The legend entry itself carries the age (amber when stale).
+    texts = {label.text for _, label in plots._legends["Latency"].items}
+    assert any("p99" in t and "10 s" in t and "#ffb300" in t for t in texts), texts
+    # The plot's title gives the newest of its series.
+    assert plots.age_text("Throughput") == "data 0.4 s old"
+    assert plots.age_text("Latency") == "data 10 s old"
+    assert plots.legend_labels("Latency") == ["p99"]
+    plots.refresh(T0 + 129 + 200)
+    assert plots.series_age_text("requests_per_s") == "3 min"
+
+
 def test_markers_appear_on_every_plot_and_do_not_move_the_view(plots):
     plots.set_window(30.0)
     plots.refresh(T0 + 119)

@@ -1,0 +1,209 @@
+"""The multiplexed and streaming demos deployed from the main window's Deploy demo menu:
+they serve correct responses under the console's own load, and their live views fill
+(plot groups, the model-cache view); the Prometheus source reports the same series."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import requests
+
+from backend.catalog import load_catalog
+from backend.deployer import deploy_demo
+from backend.metrics.direct import DirectScrapeSource
+from backend.metrics.prometheus import PrometheusSource
+from console.main_window import MainWindow
+from console.session import Session
+from console.settings import Settings
+from tests.helpers import remove_apps
+
+MUX_KEY = ("multiplexed", "MultiplexedAdapters")
+HEADER = "serve_multiplexed_model_id"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _remove_this_modules_apps(cluster_client):
+    # The session cluster has 2 CPUs: leave the room to the tests after these.
+    yield
+    remove_apps(cluster_client, {"multiplexed", "streaming"})
+
+
+@pytest.fixture
+def window(qtbot, tmp_path, ray_cluster, batched_demo):
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win.interactive = False
+    qtbot.addWidget(win)
+    win.show()
+    with qtbot.waitSignal(session.connected, timeout=20_000):
+        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+    yield win
+    win.close()
+    session.shutdown()
+
+
+def deploy_from_menu(qtbot, win: MainWindow, key: str) -> None:
+    with qtbot.waitSignal(win.session.deploy_finished, timeout=240_000) as blocker:
+        win.deploy_actions[key].trigger()
+    ok, _, message = blocker.args
+    assert ok, message
+
+
+def drawn(win: MainWindow, series: str) -> np.ndarray:
+    _, y = win.plots.curves()[series].getData()
+    return np.empty(0) if y is None else np.asarray(y)
+
+
+def ensure_deployed(ray_cluster, cluster_client, key: str) -> str:
+    """The demo's URL; deployed with the menu's own function when a test runs alone."""
+    demo = load_catalog()[key]
+    status = deploy_demo(cluster_client, demo, timeout_s=240, http_options_if_new={
+        "host": "127.0.0.1", "port": ray_cluster.serve_http_port})
+    return f"http://127.0.0.1:{status.http_port}{status.application(demo.app_name).route_prefix}"
+
+
+def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
+    deploy_from_menu(qtbot, window, "multiplexed")
+    assert window.plots.key() == MUX_KEY
+    session = window.session
+    # A correct response: the adapter the header names answers, deterministically.
+    base = session.serve_http_base()
+    one = requests.post(f"{base}/multiplexed", json={"seed": 3},
+                        headers={HEADER: "tenant-7"}, timeout=60).json()
+    assert one["model_id"] == "tenant-7" and 0 <= one["label"] < 10
+
+    assert window.start_load(12.0)  # the demo's own target: Zipf model ids in the header
+    assert session.load_app == "multiplexed"
+    try:
+        def filled():
+            window.plots.refresh(time.time())
+            visible = window.plots.visible_plots()
+            assert {"Model cache hit rate", "Model loads",
+                    "Models per replica"} <= set(visible), visible
+            hit = drawn(window, "multiplex_hit_rate")
+            assert len(hit) >= 2 and np.all((hit >= 0) & (hit <= 1)), hit
+            assert drawn(window, "model_loads_per_s").max() > 0
+            models = drawn(window, "models_loaded_per_replica")
+            assert len(models) and 0 < models[-1] <= 4, models
+            view = window.plots.model_cache_view()
+            assert view.isVisible()
+            bars = view.bars()
+            # The requested distribution is the generator's: Zipf, tenant-0 most asked.
+            assert len(bars) >= 5 and bars[0][0] == "tenant-0", bars
+            assert bars[0][1] > bars[4][1]
+            assert any(held for _, _, held in bars), "some requested id is held now"
+            assert "Held now" in view.held_text()
+        qtbot.waitUntil(filled, timeout=90_000)
+        stats = session._load.stats()
+        assert stats.ok >= 10 and stats.errors == 0, stats.errors_by_kind
+        # Each series says how fresh it is.
+        assert window.plots.series_age_text("multiplex_hit_rate").endswith(" s")
+    finally:
+        session.stop_load()
+    # The held ids shown are the ones the replicas report (ray_serve_registered_…).
+    held = session.held_models[MUX_KEY]
+    assert 1 <= len(held) <= 2 and all(1 <= len(ids) <= 4 for ids in held.values()), held
+
+
+def test_prometheus_reports_the_multiplex_series_and_held_ids(prometheus_url, ray_cluster,
+                                                              cluster_client):
+    url = ensure_deployed(ray_cluster, cluster_client, "multiplexed")
+    prom = PrometheusSource(prometheus_url, window_s=10)
+    direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=10,
+                                headers=cluster_client.auth_headers)
+    ids = [f"tenant-{i}" for i in range(10)]
+    seen: dict[str, float] = {}
+    wanted = {"multiplex_hit_rate", "model_loads_per_s", "model_unloads_per_s",
+              "models_loaded_per_replica", "model_load_latency_p99_ms"}
+    try:
+        deadline = time.monotonic() + 60
+        i = 0
+        while time.monotonic() < deadline:
+            for _ in range(6):  # 10 ids over 2 replicas × 4 slots: loads and evictions
+                requests.post(url, json={"seed": i}, headers={HEADER: ids[i % 10]},
+                              timeout=60).raise_for_status()
+                i += 1
+            _, values = prom.poll()
+            for name, v in values.get(MUX_KEY, {}).items():
+                seen[name] = max(v, seen.get(name, v))
+            if wanted <= seen.keys() and seen["model_unloads_per_s"] > 0:
+                break
+            time.sleep(0.5)
+        assert prom.last_error is None, prom.last_error
+        assert wanted <= seen.keys(), sorted(seen)
+        assert seen["model_loads_per_s"] > 0 and seen["model_unloads_per_s"] > 0
+        assert 0 <= seen["multiplex_hit_rate"] <= 1
+        assert seen["model_load_latency_p99_ms"] > 0
+        # Quiet now: both sources must come to name the same held ids per replica.
+        deadline = time.monotonic() + 30
+        while True:
+            direct.poll()
+            prom.poll()
+            d, p = direct.held_models(MUX_KEY), prom.held_models(MUX_KEY)
+            if d and d == p:
+                break
+            assert time.monotonic() < deadline, (d, p)
+            time.sleep(1)
+        assert set().union(*p.values()) <= set(ids) | {"tenant-7", "tenant-0"}
+    finally:
+        prom.close()
+        direct.close()
+
+
+def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
+    deploy_from_menu(qtbot, window, "streaming")
+    assert window.plots.key()[0] == "streaming"
+    session = window.session
+    assert window.start_load(1.0)  # mode=alternate: naive and streaming, one each in turn
+    try:
+        def filled():
+            window.plots.refresh(time.time())
+            visible = window.plots.visible_plots()
+            assert {"Pipeline: first output vs total",
+                    "Pipeline chunks per stage"} <= set(visible), visible
+            naive, streaming = (drawn(window, "pipeline_ttfo_naive_ms"),
+                                drawn(window, "pipeline_ttfo_streaming_ms"))
+            assert len(naive) and len(streaming)
+            # What the demo is for: streaming brings the first output forward.
+            assert streaming[-1] < naive[-1], (streaming[-1], naive[-1])
+            assert drawn(window, "decode_chunks_per_s").max() > 0
+            assert drawn(window, "detect_encode_chunks_per_s").max() > 0
+        qtbot.waitUntil(filled, timeout=90_000)
+        stats = session._load.stats()
+        # Streamed responses read to the end, all of them successful.
+        assert stats.ok >= 3 and stats.errors == 0, stats.errors_by_kind
+        # Not multiplexed: no model-cache view.
+        assert not window.plots.model_cache_view().isVisible()
+    finally:
+        session.stop_load()
+
+
+def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, cluster_client):
+    url = ensure_deployed(ray_cluster, cluster_client, "streaming")
+    prom = PrometheusSource(prometheus_url, window_s=10)
+    seen: dict[str, float] = {}
+    wanted = {"pipeline_ttfo_naive_ms", "pipeline_ttfo_streaming_ms",
+              "pipeline_total_naive_ms", "pipeline_total_streaming_ms",
+              "decode_chunks_per_s", "detect_encode_chunks_per_s", "concat_chunks_per_s"}
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not wanted <= seen.keys():
+            for mode in ("naive", "streaming"):
+                with requests.get(url + "/", params={"mode": mode, "frames": 48},
+                                  stream=True, timeout=120) as r:
+                    r.raise_for_status()
+                    for _ in r.iter_lines():
+                        pass
+            _, values = prom.poll()
+            for name, v in values.get(("streaming", ""), {}).items():
+                seen[name] = max(v, seen.get(name, v))
+            time.sleep(0.5)
+        assert prom.last_error is None, prom.last_error
+        assert wanted <= seen.keys(), sorted(seen)
+        assert seen["pipeline_ttfo_streaming_ms"] < seen["pipeline_ttfo_naive_ms"]
+        assert all(seen[k] > 0 for k in ("decode_chunks_per_s", "detect_encode_chunks_per_s",
+                                          "concat_chunks_per_s"))
+    finally:
+        prom.close()
