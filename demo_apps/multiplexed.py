@@ -26,10 +26,10 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import build_base, load_adapted, row_from_body
+from demo_apps.adapters import build_base, load_adapted
 from demo_apps.device import replica_device
+from demo_apps.multiplex_http import cache_size_from_args, read_multiplexed_request
 
-DEFAULT_MAX_MODELS = 4
 DEPLOYMENT = "MultiplexedAdapters"
 
 
@@ -68,18 +68,9 @@ def make_deployment(max_num_models_per_replica: int):
             return model
 
         async def __call__(self, request: Request) -> JSONResponse:
-            model_id = serve.get_multiplexed_model_id()
-            if not model_id:
-                return JSONResponse({"error": "name the model in the "
-                                              "'serve_multiplexed_model_id' header"},
-                                    status_code=400)
-            try:
-                body = await request.json()
-            except ValueError:
-                body = {}
-            row, error = row_from_body(body)
-            if row is None:
-                return JSONResponse({"error": error}, status_code=400)
+            model_id, row, refusal = await read_multiplexed_request(request)
+            if refusal is not None:
+                return refusal
             started = time.perf_counter()
             model = await self.get_model(model_id)
             loaded = model.uses == 0
@@ -100,8 +91,4 @@ def make_deployment(max_num_models_per_replica: int):
 
 def build_app(args: dict | None = None):
     """Application builder: `args.max_num_models_per_replica` is the per-replica cache."""
-    args = dict(args or {})
-    size = int(args.get("max_num_models_per_replica", DEFAULT_MAX_MODELS))
-    if size < 1:
-        raise ValueError(f"max_num_models_per_replica must be >= 1, got {size}")
-    return make_deployment(size).bind()
+    return make_deployment(cache_size_from_args(args)).bind()

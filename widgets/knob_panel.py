@@ -28,14 +28,13 @@ from PySide6.QtWidgets import (
     QLabel,
     QLineEdit,
     QScrollArea,
-    QSizePolicy,
     QSlider,
     QSpinBox,
     QVBoxLayout,
     QWidget,
 )
 
-from backend.knobs import LIVE, ROLLS, Knob, KnobSet
+from backend.knobs import ROLLS, Knob, KnobSet
 
 EMPTY_TEXT = "Select a deployment to tune it"
 GROUP_ORDER = ("batching", "concurrency", "autoscaling", "multiplexing", "user_config", "other")

@@ -245,9 +245,8 @@ class LivePlots(QWidget):
         self._graphics = pg.GraphicsLayoutWidget()
         self._graphics.setBackground(_BACKGROUND)
         self._graphics.setToolTip("")
-        layout = self._graphics.ci
         master: pg.PlotItem | None = None
-        for row, spec in enumerate(self._specs):
+        for spec in self._specs:
             plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
             plot.setClipToView(True)
             plot.setDownsampling(auto=True, mode="peak")

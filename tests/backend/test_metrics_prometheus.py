@@ -10,7 +10,6 @@ from __future__ import annotations
 import statistics
 import time
 
-import pytest
 import requests
 
 from backend.metrics.direct import DirectScrapeSource

@@ -3,7 +3,6 @@ the metrics source, and a Serve address that is not where the cluster says."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
