@@ -59,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from PySide6.QtCore import QTimer
+    from PySide6.QtCore import QEvent, QTimer
     from PySide6.QtWidgets import QApplication
 
     from backend.catalog import load_catalog
@@ -106,6 +106,10 @@ def main(argv: list[str] | None = None) -> int:
     runner.start()
     code = app.exec()
     session.shutdown()  # stops the local cluster this console started, and only it
+    # Destroy the window while the QApplication still exists: left to the interpreter's
+    # teardown, the plots' scene could outlive the application and crash the exit.
+    window.deleteLater()
+    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     return code or runner.exit_code
 
 

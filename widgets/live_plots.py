@@ -21,8 +21,10 @@ from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
+    QFrame,
     QHBoxLayout,
     QLabel,
+    QScrollArea,
     QSizePolicy,
     QToolButton,
     QVBoxLayout,
@@ -71,9 +73,10 @@ PLOTS: tuple[PlotSpec, ...] = (
         CurveSpec("queued_requests", "#ba68c8"),
         CurveSpec("ongoing_requests", "#4dd0e1"),
     )),
+    # Only deployments that batch (@serve.batch) report batch sizes.
     PlotSpec("Batch size", "requests", (
         CurveSpec("batch_size", "#f06292"),
-    )),
+    ), optional=True),
     # Multiplexing (@serve.multiplexed): shown only for deployments that report it.
     PlotSpec("Model cache hit rate", "fraction", (
         CurveSpec("multiplex_hit_rate", "#aed581"),
@@ -112,6 +115,9 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (
     ("All", None),
 )
 DEFAULT_WINDOW_S = 60.0
+
+# Below this height a plot's axis labels collide; the stack scrolls instead.
+MIN_PLOT_HEIGHT = 110
 
 # Data older than this is shown as stale: the poller or the cluster has stopped answering.
 STALE_AFTER_S = 5.0
@@ -187,7 +193,14 @@ class LivePlots(QWidget):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(self._toolbar)
-        layout.addWidget(self._graphics, 1)
+        # Plots keep a readable height (MIN_PLOT_HEIGHT) and scroll when the multiplexing
+        # or pipeline group makes the stack taller than the window.
+        self._scroll = QScrollArea()
+        self._scroll.setWidgetResizable(True)
+        self._scroll.setFrameShape(QFrame.Shape.NoFrame)
+        self._scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._scroll.setWidget(self._graphics)
+        layout.addWidget(self._scroll, 1)
         layout.addWidget(self._model_cache)
         self._relayout()
         # Clicking into the plots gives this widget focus, so its Space shortcut works.
@@ -308,6 +321,7 @@ class LivePlots(QWidget):
             layout.addItem(legend, row=row, col=1)
             layout.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
             plot.getAxis("bottom").setStyle(showValues=row == len(wanted) - 1)
+        self._graphics.setMinimumHeight(MIN_PLOT_HEIGHT * len(wanted))
         self._visible = wanted
 
     # ----------------------------------------------------------------- public API

@@ -39,7 +39,7 @@ def plots(qtbot, store) -> LivePlots:
 def test_multiplex_group_is_optional_and_after_the_base_plots():
     titles = [p.title for p in PLOTS]
     assert titles[:4] == ["Throughput", "Latency", "Queue depth", "Batch size"]
-    assert all(p.optional for p in PLOTS if p.title in MUX_PLOTS)
+    assert all(p.optional for p in PLOTS if p.title in MUX_PLOTS + ["Batch size"])
     assert set(MUX_PLOTS) <= set(titles)
 
 
@@ -66,6 +66,23 @@ def test_multiplexed_deployment_shows_its_group_with_data(plots):
     plots.set_key(BATCHED)
     assert plots.visible_plots()[-1] == "Batch size"
     assert plots.plots()["Batch size"].getAxis("bottom").style["showValues"]
+    # Not batched: no empty batch-size plot.
+    plots.set_key(MUX)
+    plots.refresh(T0 + 29)
+    assert "Batch size" not in plots.visible_plots()
+
+
+def test_a_tall_stack_scrolls_instead_of_squeezing_the_plots(qtbot, plots):
+    from widgets.live_plots import MIN_PLOT_HEIGHT
+
+    plots.resize(800, 400)  # a window with docks leaves the plots little height
+    plots.show()
+    plots.set_key(MUX)
+    plots.refresh(T0 + 29)
+    qtbot.waitUntil(lambda: all(plots.plots()[t].height() >= MIN_PLOT_HEIGHT - 25
+                                for t in plots.visible_plots()))
+    bar = plots._scroll.verticalScrollBar()
+    assert bar.maximum() > 0  # the rest is a scroll away, not clipped
 
 
 def test_group_appears_when_multiplex_data_starts(plots, store):
