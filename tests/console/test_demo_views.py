@@ -27,7 +27,7 @@ HEADER = "serve_multiplexed_model_id"
 def _remove_this_modules_apps(cluster_client):
     # The session cluster has 2 CPUs: leave the room to the tests after these.
     yield
-    remove_apps(cluster_client, {"multiplexed", "streaming"})
+    remove_apps(cluster_client, {"multiplexed", "streaming", "combined"})
 
 
 @pytest.fixture
@@ -151,6 +151,29 @@ def test_prometheus_reports_the_multiplex_series_and_held_ids(prometheus_url, ra
     finally:
         prom.close()
         direct.close()
+
+
+def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, window):
+    deploy_from_menu(qtbot, window, "combined")
+    assert window.plots.key() == ("combined", "BatchedMultiplexed")
+    session = window.session
+    assert window.start_load(30.0)
+    try:
+        def filled():
+            window.plots.refresh(time.time())
+            visible = set(window.plots.visible_plots())
+            assert {"Batch size", "Model cache hit rate", "Model loads"} <= visible, visible
+            # Batches form under 30 req/s over a few hot ids (Ray splits them by id).
+            assert drawn(window, "batch_size").max() > 1
+            hit = drawn(window, "multiplex_hit_rate")
+            assert len(hit) and hit.max() > 0.5, hit  # 10 Zipf ids, cache of 4
+            bars = window.plots.model_cache_view().bars()
+            assert bars and bars[0][0] == "tenant-0" and bars[0][2], bars
+        qtbot.waitUntil(filled, timeout=90_000)
+        stats = session._load.stats()
+        assert stats.ok >= 30 and stats.errors == 0, stats.errors_by_kind
+    finally:
+        session.stop_load()
 
 
 def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
