@@ -151,19 +151,22 @@ def test_prometheus_reports_the_multiplex_series_and_held_ids(prometheus_url, ra
     finally:
         prom.close()
         direct.close()
+        # The session cluster has 2 CPUs: the next demos need this one's room.
+        remove_apps(cluster_client, {"multiplexed"})
 
 
-def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, window):
+def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, window,
+                                                                      cluster_client):
     deploy_from_menu(qtbot, window, "combined")
     assert window.plots.key() == ("combined", "BatchedMultiplexed")
     session = window.session
-    assert window.start_load(30.0)
+    assert window.start_load(20.0)
     try:
         def filled():
             window.plots.refresh(time.time())
             visible = set(window.plots.visible_plots())
             assert {"Batch size", "Model cache hit rate", "Model loads"} <= visible, visible
-            # Batches form under 30 req/s over a few hot ids (Ray splits them by id).
+            # Batches form under 20 req/s over a few hot ids (Ray splits them by id).
             assert drawn(window, "batch_size").max() > 1
             hit = drawn(window, "multiplex_hit_rate")
             assert len(hit) and hit.max() > 0.5, hit  # 10 Zipf ids, cache of 4
@@ -171,9 +174,10 @@ def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, wi
             assert bars and bars[0][0] == "tenant-0" and bars[0][2], bars
         qtbot.waitUntil(filled, timeout=90_000)
         stats = session._load.stats()
-        assert stats.ok >= 30 and stats.errors == 0, stats.errors_by_kind
+        assert stats.ok >= 20 and stats.errors == 0, stats.errors_by_kind
     finally:
         session.stop_load()
+        remove_apps(cluster_client, {"combined"})
 
 
 def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
@@ -231,3 +235,4 @@ def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, clu
                                           "concat_chunks_per_s"))
     finally:
         prom.close()
+        remove_apps(cluster_client, {"streaming"})
