@@ -49,6 +49,10 @@ class Demo:
     summary: str
     application: dict[str, Any] = field(compare=False, hash=False)
     gpu_deployments: tuple[str, ...] = ()
+    # The share of one GPU each replica of a GPU deployment asks for. The demo models are
+    # small: whole GPUs per replica would leave a one-GPU workstation unable to place the
+    # multiplexed demo's second replica, or two demos side by side.
+    gpu_per_replica: float = 0.125
     load: LoadHint = LoadHint()
 
     @property
@@ -56,7 +60,8 @@ class Demo:
         return self.application["name"]
 
     def app_config(self, package_uri: str, gpus: float = 0.0) -> dict[str, Any]:
-        """The application's Serve config with the package and, on GPU clusters, GPUs."""
+        """The application's Serve config with the package and, on GPU clusters, a share
+        of a GPU for each replica of the deployments that compute on one."""
         app = copy.deepcopy(self.application)
         env = app.setdefault("runtime_env", {})
         env.setdefault("py_modules", []).append(package_uri)
@@ -64,7 +69,7 @@ class Demo:
         if gpus > 0:
             for dep in app.get("deployments", []):
                 if dep.get("name") in self.gpu_deployments:
-                    dep.setdefault("ray_actor_options", {})["num_gpus"] = 1
+                    dep.setdefault("ray_actor_options", {})["num_gpus"] = self.gpu_per_replica
         return app
 
 
@@ -78,6 +83,9 @@ def load_catalog(text: str | None = None) -> dict[str, Demo]:
     if text is None:
         text = resources.files("resources").joinpath("demos.yaml").read_text()
     raw = yaml.safe_load(text) or {}
+    gpu_share = float(raw.get("gpu_per_replica", Demo.gpu_per_replica))
+    if not 0 < gpu_share <= 1:
+        raise ValueError(f"gpu_per_replica must be in (0, 1], got {gpu_share}")
     demos = {}
     for key, d in (raw.get("demos") or {}).items():
         demos[key] = Demo(
@@ -86,6 +94,7 @@ def load_catalog(text: str | None = None) -> dict[str, Demo]:
             summary=" ".join(str(d.get("summary", "")).split()),
             application=d["application"],
             gpu_deployments=tuple(d.get("gpu_deployments") or ()),
+            gpu_per_replica=gpu_share,
             load=_load_hint(d.get("load") or {}),
         )
     return demos

@@ -130,9 +130,9 @@ class ClusterClient:
             ) from None
 
     # -- cluster ---------------------------------------------------------------------
-    def version(self) -> dict[str, Any]:
+    def version(self, timeout_s: float | None = None) -> dict[str, Any]:
         """`/api/version`; raises ConnectError when the server is not a Ray dashboard."""
-        r = self._request("GET", "/api/version")
+        r = self._request("GET", "/api/version", timeout_s=timeout_s)
         if r.status_code == 404:
             raise ConnectError(
                 f"{self.url} answered, but it is not a Ray dashboard (no /api/version)."
@@ -147,11 +147,11 @@ class ClusterClient:
             )
         return data
 
-    def check(self) -> dict[str, Any]:
+    def check(self, timeout_s: float | None = None) -> dict[str, Any]:
         """Version plus an authenticated call: what "connect" means. Returns the version."""
-        info = self.version()
+        info = self.version(timeout_s)
         # /api/version is open even with token auth on; this call proves the token.
-        self._json("GET", SERVE_PATH)
+        self._json("GET", SERVE_PATH, timeout_s=timeout_s)
         return info
 
     def node_summary(self) -> list[dict[str, Any]]:
@@ -162,13 +162,20 @@ class ClusterClient:
         """`http://ip:port/metrics` of every alive node."""
         return metrics_targets_from_summary(self._json("GET", "/nodes?view=summary"))
 
-    def cluster_gpus(self) -> float:
-        total = 0.0
-        for node in self.node_summary():
-            raylet = node.get("raylet") or {}
-            if raylet.get("state", "ALIVE") == "ALIVE":
-                total += float((raylet.get("resourcesTotal") or {}).get("GPU", 0))
-        return total
+    def cluster_gpus(self, wait_s: float = 20.0) -> float:
+        """GPUs of the alive nodes.
+
+        For the first seconds after a head starts (about 5 s here) the dashboard lists no
+        node at all; that means "not known yet", not "no GPU", so ask again until a node
+        is listed or *wait_s* has passed. (Without this a demo deployed right after
+        `serve-console --demo …` on a GPU machine asked for no GPU.)"""
+        deadline = time.monotonic() + wait_s
+        while True:
+            alive = [(n.get("raylet") or {}) for n in self.node_summary()]
+            alive = [r for r in alive if r.get("state", "ALIVE") == "ALIVE"]
+            if alive or time.monotonic() >= deadline:
+                return sum(float((r.get("resourcesTotal") or {}).get("GPU", 0)) for r in alive)
+            time.sleep(0.5)
 
     # -- serve -----------------------------------------------------------------------
     def serve_details(self) -> dict[str, Any]:

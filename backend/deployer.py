@@ -48,7 +48,8 @@ def deploy_demo(client: ClusterClient, demo: Demo, **kwargs) -> ServeStatus:
     uri = upload_demo_package(client, progress)
     gpus = client.cluster_gpus()
     if gpus:
-        progress(f"The cluster has {gpus:g} GPU(s): the demo asks for one per replica.")
+        progress(f"The cluster has {gpus:g} GPU(s): each replica of "
+                 f"{', '.join(demo.gpu_deployments)} asks for {demo.gpu_per_replica:g} of one.")
     return deploy_app(client, demo.app_config(uri, gpus), **kwargs)
 
 

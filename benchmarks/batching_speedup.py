@@ -25,6 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import aiohttp  # noqa: E402
+import requests  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
@@ -112,7 +113,9 @@ def main() -> None:
                                                       "port": cluster.serve_http_port})
             url = f"http://127.0.0.1:{status.http_port}{status.application(demo.app_name).route_prefix}"
             time.sleep(2)
-            print(f"{label}: stepping the offered rate, SLO p99 ≤ {slo_ms:g} ms", flush=True)
+            device = requests.post(url, json={"seed": 0}, timeout=30).json()["device"]
+            print(f"{label}: computing on {device}; stepping the offered rate, "
+                  f"SLO p99 ≤ {slo_ms:g} ms", flush=True)
             results[label] = sweep(url, slo_ms, step_s, label)
     finally:
         cluster.stop()
@@ -126,7 +129,7 @@ def main() -> None:
         "throughput_ratio": round(ratio, 2), "slo_p99_ms": slo_ms,
         "unbatched_rps": round(b1["achieved"], 1), "unbatched_p99_ms": round(b1["p99_ms"], 1),
         "batched_rps": round(b2["achieved"], 1), "batched_p99_ms": round(b2["p99_ms"], 1),
-        "batched_setting": tuned_cfg, "step_s": step_s,
+        "batched_setting": tuned_cfg, "step_s": step_s, "device": device,
     }))
 
 

@@ -46,7 +46,8 @@ def one_run(session: requests.Session, url: str, mode: str, frames: int, chunk: 
     done = lines[-1]
     assert done.get("done") and done["frames"] == frames, done
     return {"ttfo_ms": first * 1000, "total_ms": total * 1000, "chunks": done["chunks"],
-            "output_bytes": done["output_bytes"], "stage_ms": lines[0].get("stage_ms")}
+            "output_bytes": done["output_bytes"], "stage_ms": lines[0].get("stage_ms"),
+            "device": done.get("device")}
 
 
 def med(rows: list[dict], key: str) -> float:
@@ -76,7 +77,7 @@ def main() -> None:
         assert {r["output_bytes"] for r in naive} == {r["output_bytes"] for r in streaming}
         stage = naive[-1]["stage_ms"]
         print(f"{frames} frames of {96}x{96}, chunk {chunk} frames, {repeats} runs each "
-              f"(medians):")
+              f"(medians), detection on {naive[0]['device']}:")
         print(f"  naive:     first output {med(naive, 'ttfo_ms'):7.1f} ms, "
               f"total {med(naive, 'total_ms'):7.1f} ms  (decode {stage['decode']:.0f} ms, "
               f"detect+encode {stage['detect_encode']:.0f} ms)")
@@ -103,7 +104,7 @@ def main() -> None:
         "naive_total_ms": round(med(naive, "total_ms"), 1),
         "streaming_ttfo_ms": round(med(streaming, "ttfo_ms"), 1),
         "streaming_total_ms": round(med(streaming, "total_ms"), 1),
-        "naive_stage_ms": stage, "chunk_sweep": sweep,
+        "naive_stage_ms": stage, "chunk_sweep": sweep, "device": naive[0]["device"],
     }))
 
 

@@ -132,7 +132,10 @@ class Session(QObject):
         def work():
             cluster.start(progress=lambda text: self.connecting.emit(text))
             client = ClusterClient(cluster.dashboard_url, cluster.token)
-            version = client.check()
+            # A head that has just started can take seconds to answer its first Serve
+            # call on a busy 2-core machine (seen in CI-like runs: > 5 s): a cluster this
+            # console started gets longer than a remote one's 5 s.
+            version = client.check(timeout_s=30)
             return client, version
 
         def done(result):

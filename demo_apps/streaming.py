@@ -17,8 +17,8 @@ HTTP: GET {route}/?mode=streaming|naive|alternate&frames=N[&chunk=K] streams JSO
 (alternate: every other request naive, so one load shows both in the live view): one per
 processed chunk ({"chunk", "frames", "t_ms", "bytes", "detections"}) as soon as the
 orchestrator has it, then {"done": true, "mode", "ttfo_ms", "total_ms", "output_bytes",
-"frames", "chunks"}. In naive mode nothing is output before everything is done, which is
-the point. `chunk_frames` (user_config) is the default chunk size, tunable live.
+"frames", "chunks", "device" (where detection ran: cuda or cpu)}. In naive mode nothing is
+output before everything is done, which is the point. `chunk_frames` (user_config) is the default chunk size, tunable live.
 
 Metrics: ray_serve_pipeline_chunks_total{stage=decode|detect_encode|concat} and the
 histograms ray_serve_pipeline_ttfo_ms / ray_serve_pipeline_total_ms{mode=naive|streaming}.
@@ -147,7 +147,8 @@ class DetectEncode:
         # Deflate each frame (PNG's compressor), level 6 as PNG encoders default to.
         encoded = b"".join(zlib.compress(f.tobytes(), 6) for f in out)
         self.chunks.inc()
-        return {"frames": len(frames), "bytes": encoded, "boxes": boxes}
+        return {"frames": len(frames), "bytes": encoded, "boxes": boxes,
+                "device": self.device.type}
 
 
 @serve.deployment
@@ -214,12 +215,14 @@ class PipelineIngress:
         ttfo = None
         parts: list[bytes] = []
         n_chunks = 0
+        device = ""
         source = self._streaming if mode == "streaming" else self._naive
         async for result in source(frames, chunk, seed):
             t_ms = (time.perf_counter() - started) * 1000
             if ttfo is None:
                 ttfo = t_ms
             parts.append(result["bytes"])
+            device = result.get("device", device)
             n_chunks += 1
             self.concat_chunks.inc()
             line = {"chunk": n_chunks - 1, "frames": result["frames"],
@@ -234,7 +237,8 @@ class PipelineIngress:
         self.total_ms.observe(total, tags={"mode": mode})
         yield json.dumps({"done": True, "mode": mode, "frames": frames, "chunk_frames": chunk,
                           "chunks": n_chunks, "ttfo_ms": round(ttfo or total, 2),
-                          "total_ms": round(total, 2), "output_bytes": len(video)}) + "\n"
+                          "total_ms": round(total, 2), "output_bytes": len(video),
+                          "device": device}) + "\n"
 
     async def __call__(self, request: Request):
         q = request.query_params

@@ -44,6 +44,7 @@ def test_streaming_and_naive_give_the_same_video(streaming_demo):
     n_done, s_done = naive[-1], streaming[-1]
     assert n_done["done"] and s_done["done"]
     assert n_done["mode"] == "naive" and s_done["mode"] == "streaming"
+    assert n_done["device"] == s_done["device"] == "cpu"   # no GPU on the test machines
     assert n_done["chunks"] == 1 and s_done["chunks"] == 6
     assert [c["frames"] for c in streaming[:-1]] == [8] * 6
     assert sum(c["detections"] for c in streaming[:-1]) == 48 == naive[0]["detections"]

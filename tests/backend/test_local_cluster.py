@@ -6,6 +6,7 @@ import os
 
 import requests
 
+from backend.cluster_client import ClusterClient
 from backend.local_cluster import LocalCluster
 
 
@@ -18,9 +19,13 @@ def _group_alive(pgid: int) -> bool:
 
 
 def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
-    other = LocalCluster(num_cpus=1)
+    # One logical GPU (Ray schedules by resource counts; no device needed to list it).
+    other = LocalCluster(num_cpus=1, num_gpus=1)
     try:
         url = other.start(timeout_s=120)
+        # Asked at once, while the dashboard lists no node yet: the answer waits for the
+        # node instead of saying 0 (a demo deployed now would otherwise get no GPU).
+        assert ClusterClient(url, other.token, timeout_s=10).cluster_gpus() == 1
         assert other.dashboard_port != ray_cluster.dashboard_port
         # Token auth is on with the token this console chose.
         assert requests.get(url + "/api/serve/applications/", timeout=10).status_code == 401
