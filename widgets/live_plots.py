@@ -650,10 +650,16 @@ class ModelCacheView(QWidget):
         self._plot.setMouseEnabled(x=False, y=False)
         self._plot.hideButtons()
         item = self._plot.getPlotItem()
-        item.setTitle("<b>Requested model ids</b> (share of requests; green = held by a "
-                      "replica now)", color=_TEXT, size="9pt", justify="left")
+        item.setTitle("<b>Requested model ids</b> (share; green = held now)",
+                      color=_TEXT, size="9pt", justify="left")
+        self._plot.setToolTip("Share of the requests the load sends per model id, most "
+                              "requested first; a bar is green while some replica holds "
+                              "that model in its cache.")
         item.getAxis("left").setTextPen(_TEXT)
         item.getAxis("bottom").setTextPen(_TEXT)
+        # Name every bar when the labels fit in 85 % of the axis, else only the major
+        # ticks (pyqtgraph's default stops at 20 % once 6 labels are drawn).
+        item.getAxis("bottom").setStyle(textFillLimits=[(0, 0.85)])
         self._bars = pg.BarGraphItem(x=[], height=[], width=0.8, brushes=[])
         self._plot.addItem(self._bars)
         self._held_label = QLabel()
@@ -685,7 +691,10 @@ class ModelCacheView(QWidget):
         # Ids share a prefix (tenant-0 …): tick with what differs, name the prefix once.
         prefix = _common_prefix(self._ids) if len(self._ids) > 1 else ""
         axis = self._plot.getPlotItem().getAxis("bottom")
-        axis.setTicks([[(i, m[len(prefix):] or m) for i, m in enumerate(self._ids)]])
+        ticks = [(i, m[len(prefix):] or m) for i, m in enumerate(self._ids)]
+        # Every 5th id is a major tick, the rest minor: pyqtgraph drops a minor level's
+        # text when it would crowd the axis, so 30 two-digit ids never run together.
+        axis.setTicks([ticks[::5], [t for i, t in enumerate(ticks) if i % 5]])
         axis.setLabel(f"model id ({prefix}…)" if prefix else "model id", color=_TEXT)
         lines = [f"{_short_replica(r)}: {', '.join(ids) or '—'}"
                  for r, ids in sorted(held.items())]

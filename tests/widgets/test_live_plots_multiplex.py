@@ -119,7 +119,11 @@ def test_model_cache_view_shows_held_ids_beside_the_requested_distribution(plots
     assert view.held_text() == "No replica holds a model."
     # Ticks name what differs; the shared prefix goes to the axis label once.
     axis = view._plot.getPlotItem().getAxis("bottom")
-    assert [t for _, t in axis._tickLevels[0][:3]] == ["0", "1", "2"]
+    major, minor = axis._tickLevels
+    assert [t for _, t in major[:3]] == ["0", "5", "10"]
+    assert [t for _, t in minor[:3]] == ["1", "2", "3"]
+    # Every bar is named on one of the two levels, at its own position.
+    assert sorted(major + minor) == [(i, str(i)) for i in range(view.MAX_BARS)]
     assert "tenant-" in axis.labelText
 
 
