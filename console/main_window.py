@@ -211,7 +211,8 @@ class MainWindow(QMainWindow):
             self._dialog.connect_requested.connect(self._on_dialog_connect_requested)
             self._dialog.cancel_requested.connect(self._on_dialog_cancel_requested)
             self._dialog.test_requested.connect(self._on_dialog_test_requested)
-        self._dialog.set_recent(self.settings.recent_addresses())
+        self._dialog.set_recent([ConnectTarget(local=False, **c)
+                                 for c in self.settings.recent_connections()])
         if address:
             self._dialog.set_remote(True)
             self._dialog.set_url(address)
@@ -263,7 +264,12 @@ class MainWindow(QMainWindow):
             self.settings.set_last_mode("local")
         else:
             self.settings.set_last_mode("remote")
-            self.settings.add_recent_address(info.url)
+            # Everything but the token, so the dialog can offer the same connection again.
+            self.settings.add_recent_connection({
+                "url": info.url, "prometheus_url": info.prometheus_url,
+                "serve_http_url": info.serve_http_url, "token_file": info.token_file,
+                "verify_tls": info.verify is not False,
+                "ca_bundle": info.verify if isinstance(info.verify, str) else None})
         if self._dialog is not None and self._dialog.isVisible():
             self._dialog.accept()
         self._update_actions()

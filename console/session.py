@@ -47,6 +47,8 @@ class ConnectionInfo:
     token: str | None = None
     prometheus_url: str | None = None
     serve_http_url: str | None = None
+    token_file: str | None = None     # where the token was read from (a path, never the token)
+    verify: bool | str = True         # TLS: True, False, or a CA bundle path
 
     def describe(self) -> str:
         where = "local cluster" if self.local else "remote cluster"
@@ -177,7 +179,8 @@ class Session(QObject):
             client, version, tok = result
             self._on_connected(client, ConnectionInfo(
                 client.url, False, version.get("ray_version", "?"), tok,
-                prometheus_url=prometheus_url, serve_http_url=serve_http_url))
+                prometheus_url=prometheus_url, serve_http_url=serve_http_url,
+                token_file=token_file if not token else None, verify=verify))
 
         self.connecting.emit(f"Connecting to {url}…")
         self._action_runner.submit(work, on_done=done,

@@ -6,6 +6,7 @@ touch the user's own settings. Tokens are never stored here.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -15,8 +16,29 @@ log = logging.getLogger(__name__)
 
 VERSION = 1
 MAX_RECENT = 10
-_KNOWN = {"version", "recent_addresses", "last_mode", "window_geometry", "window_state",
-          "plot_window_s", "load_rps"}
+_KNOWN = {"version", "recent_addresses", "recent_connections", "last_mode",
+          "window_geometry", "window_state", "plot_window_s", "load_rps"}
+# What a recent connection remembers, with its type: everything the connect dialog asks
+# for except the token itself (a token *file* path is kept; the token never is).
+_CONNECTION_FIELDS = {"url": str, "prometheus_url": str, "serve_http_url": str,
+                      "token_file": str, "verify_tls": bool, "ca_bundle": str}
+
+
+def _clean_connection(entry) -> dict | None:
+    """Only the known fields, each of its type; None without a URL. A stray "token" key
+    (from a hand-edited file) is dropped like any other unknown key."""
+    if not isinstance(entry, dict) or not isinstance(entry.get("url"), str) \
+            or not entry["url"]:
+        return None
+    clean = {}
+    for key, kind in _CONNECTION_FIELDS.items():
+        value = entry.get(key)
+        if isinstance(value, kind) and value != "":
+            clean[key] = value
+    dropped = set(entry) - set(clean) - {k for k, v in entry.items() if v in (None, "")}
+    if dropped:
+        log.warning("Recent connection %s: dropping %s", clean["url"], sorted(dropped))
+    return clean
 
 
 class Settings:
@@ -45,18 +67,45 @@ class Settings:
             self._q.clear()
         self._q.setValue("version", VERSION)
 
-    # -- recent addresses ----------------------------------------------------------------
+    # -- recent connections -------------------------------------------------------------
+    def recent_connections(self) -> list[dict]:
+        """Recent remote connections, newest first: {url, prometheus_url, serve_http_url,
+        token_file, verify_tls, ca_bundle} (absent keys: not set). Never a token."""
+        raw = self._q.value("recent_connections")
+        if raw is None:
+            # Settings written before connections were remembered: addresses only.
+            return [{"url": u} for u in self._old_recent_addresses()]
+        try:
+            entries = json.loads(str(raw))
+        except ValueError:
+            log.warning("Dropping unreadable recent connections from %s", self.path)
+            return []
+        out = []
+        for entry in entries if isinstance(entries, list) else []:
+            clean = _clean_connection(entry)
+            if clean is not None and all(c["url"] != clean["url"] for c in out):
+                out.append(clean)
+        return out[:MAX_RECENT]
+
+    def add_recent_connection(self, connection: dict) -> None:
+        """Remember *connection* first (replacing an older entry for its URL)."""
+        clean = _clean_connection(connection)
+        if clean is None:
+            return
+        rest = [c for c in self.recent_connections() if c["url"] != clean["url"]]
+        self._q.setValue("recent_connections", json.dumps([clean, *rest][:MAX_RECENT]))
+        self._q.remove("recent_addresses")
+
     def recent_addresses(self) -> list[str]:
+        return [c["url"] for c in self.recent_connections()]
+
+    def _old_recent_addresses(self) -> list[str]:
         value = self._q.value("recent_addresses", [])
         if isinstance(value, str):
             value = [value]
         if not isinstance(value, list):
             return []
         return [str(v) for v in value if v][:MAX_RECENT]
-
-    def add_recent_address(self, url: str) -> None:
-        recent = [u for u in self.recent_addresses() if u != url]
-        self._q.setValue("recent_addresses", [url, *recent][:MAX_RECENT])
 
     # -- misc ---------------------------------------------------------------------------------
     def last_mode(self) -> str:

@@ -117,9 +117,12 @@ class ConnectDialog(QDialog):
         self._url_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
         self._url_combo.lineEdit().setPlaceholderText(DEFAULT_URL_HINT)
         self._url_combo.setToolTip("The Ray dashboard address (http or https, usually "
-                                   "port 8265). Recent addresses are in the list.")
+                                   "port 8265). Recent connections are in the list: "
+                                   "picking one fills in its other settings.")
         self._url_combo.setMinimumContentsLength(28)
         self._url_combo.editTextChanged.connect(self._on_url_combo_edited)
+        self._url_combo.activated.connect(self._on_url_combo_activated)
+        self._recent: list[ConnectTarget] = []
 
         self._token_edit = QLineEdit()
         self._token_edit.setEchoMode(QLineEdit.EchoMode.Password)
@@ -223,12 +226,16 @@ class ConnectDialog(QDialog):
 
     # ----------------------------------------------------------------- public API
 
-    def set_recent(self, urls: list[str]) -> None:
-        """Recent dashboard addresses, newest first; the first is pre-filled."""
+    def set_recent(self, connections: list[ConnectTarget]) -> None:
+        """Recent remote connections, newest first. The first is pre-filled; picking one
+        from the address list fills in everything it was connected with (Prometheus,
+        Serve HTTP, TLS, token file) except a typed token, which is never remembered."""
+        self._recent = [c for c in connections if c.url]
         self._url_combo.clear()
-        self._url_combo.addItems([u for u in urls if u])
-        if urls:
+        self._url_combo.addItems([c.url for c in self._recent])
+        if self._recent:
             self._url_combo.setCurrentIndex(0)
+            self._apply_recent(0)
 
     def set_remote(self, remote: bool) -> None:
         (self._remote_radio if remote else self._local_radio).setChecked(True)
@@ -379,12 +386,25 @@ class ConnectDialog(QDialog):
         self._show_status("")
         self._update_enabled()
 
+    def _on_url_combo_activated(self, index: int) -> None:
+        self._apply_recent(index)
+
     def _on_url_combo_edited(self, _text: str) -> None:
         # A validation message about the old text is stale once the user edits it.
         if self.status_is_error() and not self._busy:
             self._show_status("")
 
     # ----------------------------------------------------------------- internals
+
+    def _apply_recent(self, index: int) -> None:
+        if not 0 <= index < len(self._recent):
+            return
+        c = self._recent[index]
+        self._prometheus_edit.setText(c.prometheus_url or "")
+        self._serve_edit.setText(c.serve_http_url or "")
+        self._verify_check.setChecked(c.verify_tls)
+        self._ca_edit.setText(c.ca_bundle or "")
+        self.set_token_file(c.token_file)
 
     def _cancel_attempt(self) -> None:
         self._set_busy(False)

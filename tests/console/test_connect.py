@@ -161,6 +161,8 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
 
         dialog.set_url(ray_cluster.dashboard_url)
         dialog.set_token(ray_cluster.token)
+        serve_url = f"http://127.0.0.1:{ray_cluster.serve_http_port}"
+        dialog._serve_edit.setText(serve_url)
         with qtbot.waitSignal(session.connected, timeout=15_000):
             qtbot.mouseClick(dialog.connect_button(), Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5_000)
@@ -171,6 +173,17 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         again = Settings(str(tmp_path / "s.ini"))
         assert again.recent_addresses()[0] == ray_cluster.dashboard_url
         assert ray_cluster.token not in text
+        # The next console offers the same connection, settings and all, token aside.
+        later = MainWindow(Session(), load_catalog(), again)
+        qtbot.addWidget(later)
+        later.show_connect_dialog()
+        later._dialog.set_remote(True)
+        offered = later._dialog.target()
+        assert offered.url == ray_cluster.dashboard_url
+        assert offered.serve_http_url == serve_url and offered.verify_tls
+        assert offered.token is None
+        later.close()
+        later.session.shutdown()
     finally:
         win.close()
         session.shutdown()

@@ -36,7 +36,8 @@ def test_malformed_url_gives_a_message_and_no_signal(qtbot, dialog, bad, words):
 
 
 def test_good_url_emits_target_and_goes_busy(qtbot, dialog):
-    dialog.set_recent(["http://10.0.0.5:8265/", "https://ray.example.com"])
+    dialog.set_recent([ConnectTarget(local=False, url="http://10.0.0.5:8265/"),
+                       ConnectTarget(local=False, url="https://ray.example.com")])
     assert dialog.url_combo().currentText() == "http://10.0.0.5:8265/"
     dialog.set_remote(True)
     dialog.set_token("  s3cret ")
@@ -110,3 +111,25 @@ def test_optional_prometheus_and_serve_addresses_are_validated(qtbot):
     t = d.target()
     assert t.prometheus_url == "http://prom:9090" and t.serve_http_url is None
     assert t.verify_tls is True
+
+
+def test_a_recent_connection_brings_back_everything_but_the_token(qtbot, dialog):
+    plain = ConnectTarget(local=False, url="http://10.0.0.5:8265")
+    full = ConnectTarget(local=False, url="https://ray.example.com",
+                         token_file="/home/me/.ray/auth_token",
+                         prometheus_url="http://prom:9090", verify_tls=True,
+                         ca_bundle="/etc/corp-ca.pem", serve_http_url="http://lb:8000")
+    dialog.set_recent([full, plain])
+    dialog.set_remote(True)
+    # The newest is pre-filled whole.
+    assert dialog.target() == full
+    # Picking the other from the list replaces every remembered field with its own.
+    dialog.url_combo().setCurrentIndex(1)
+    dialog.url_combo().activated.emit(1)
+    assert dialog.target() == plain
+    dialog.url_combo().setCurrentIndex(0)
+    dialog.url_combo().activated.emit(0)
+    assert dialog.target() == full
+    # A token typed now is used, and the remembered file is not (typed wins).
+    dialog.set_token("typed")
+    assert dialog.target().token == "typed" and dialog.target().token_file is None

@@ -1,0 +1,45 @@
+"""Settings: typed, versioned, never a token; old files are read, bad entries dropped."""
+
+from __future__ import annotations
+
+import json
+
+from console.settings import Settings
+
+
+def test_recent_connections_keep_everything_but_a_token(tmp_path):
+    path = str(tmp_path / "s.ini")
+    s = Settings(path)
+    s.add_recent_connection({"url": "http://a:8265", "prometheus_url": "http://p:9090",
+                             "token_file": "/t", "verify_tls": False, "ca_bundle": None,
+                             "token": "s3cret"})
+    s.add_recent_connection({"url": "http://b:8265", "serve_http_url": "http://lb:8000"})
+    s.add_recent_connection({"url": "http://a:8265", "prometheus_url": "http://p2:9090"})
+    s.sync()
+    again = Settings(path)
+    assert again.recent_connections() == [
+        {"url": "http://a:8265", "prometheus_url": "http://p2:9090"},
+        {"url": "http://b:8265", "serve_http_url": "http://lb:8000"},
+    ]
+    assert again.recent_addresses() == ["http://a:8265", "http://b:8265"]
+    assert "s3cret" not in (tmp_path / "s.ini").read_text()
+
+
+def test_addresses_saved_by_an_older_version_are_offered(tmp_path):
+    path = tmp_path / "s.ini"
+    path.write_text('[General]\nversion=1\nrecent_addresses=http://old:8265, http://x:1\n')
+    s = Settings(str(path))
+    assert s.recent_connections() == [{"url": "http://old:8265"}, {"url": "http://x:1"}]
+    s.add_recent_connection({"url": "http://new:8265"})
+    assert s.recent_addresses() == ["http://new:8265", "http://old:8265", "http://x:1"]
+
+
+def test_bad_entries_are_dropped_not_fatal(tmp_path):
+    path = str(tmp_path / "s.ini")
+    s = Settings(path)
+    s._q.setValue("recent_connections", json.dumps([
+        {"url": "http://ok:8265", "verify_tls": "yes", "token": "leaked"},
+        {"prometheus_url": "http://no-url"}, "junk", {"url": "http://ok:8265"}]))
+    assert s.recent_connections() == [{"url": "http://ok:8265"}]
+    s._q.setValue("recent_connections", "{not json")
+    assert s.recent_connections() == []
