@@ -135,13 +135,18 @@ class ScriptedRun:
         if self.args.exit_after is not None:
             QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
         if self.args.address:
-            a = self.args
-            self.window.connect_remote(
-                a.address, a.token, token_file=a.token_file, prometheus_url=a.prometheus,
-                verify=False if a.insecure else (a.ca_bundle or True),
-                serve_http_url=a.serve_url)
+            self.window.connect_to(self._cli_target())
         else:
             self.session.connect_local(num_cpus=self.args.num_cpus)
+
+    def _cli_target(self):
+        from widgets.connect_dialog import ConnectTarget
+
+        a = self.args
+        return ConnectTarget(local=False, url=a.address, token=a.token,
+                             token_file=a.token_file, prometheus_url=a.prometheus,
+                             verify_tls=not a.insecure, ca_bundle=a.ca_bundle,
+                             serve_http_url=a.serve_url)
 
     def _on_connected(self, info) -> None:
         local = self.session.local_cluster
@@ -172,7 +177,9 @@ class ScriptedRun:
             if self.args.exit_after is None:
                 self._finish()
         else:
-            self.window.show_connect_dialog(message, self.args.address)
+            # The dialog shows everything the command line asked for, ready to correct.
+            self.window.show_connect_dialog(
+                message, self._cli_target() if self.args.address else None)
 
     def _on_deploy_finished(self, ok: bool, app: str, message: str) -> None:
         if self.demo is None or app != self.demo.app_name:

@@ -205,7 +205,9 @@ class MainWindow(QMainWindow):
 
     # -- actions ----------------------------------------------------------------------------------
     def show_connect_dialog(self, error: str | None = None,
-                            address: str | None = None) -> None:
+                            target: ConnectTarget | None = None) -> None:
+        """Show the connect dialog, filled with *target* (e.g. the command line's
+        connection that failed) or else the most recent connection."""
         if self._dialog is None:
             self._dialog = ConnectDialog(self)
             self._dialog.connect_requested.connect(self._on_dialog_connect_requested)
@@ -213,9 +215,8 @@ class MainWindow(QMainWindow):
             self._dialog.test_requested.connect(self._on_dialog_test_requested)
         self._dialog.set_recent([ConnectTarget(local=False, **c)
                                  for c in self.settings.recent_connections()])
-        if address:
-            self._dialog.set_remote(True)
-            self._dialog.set_url(address)
+        if target is not None:
+            self._dialog.set_target(target)
         self._dialog.show()
         self._dialog.raise_()
         if error:
@@ -226,6 +227,17 @@ class MainWindow(QMainWindow):
 
     def connect_remote(self, url: str, token: str | None, **options) -> None:
         self.session.connect_remote(url, token, **options)
+
+    def connect_to(self, target: ConnectTarget) -> None:
+        """Connect as the dialog (or the command line) describes."""
+        if target.local:
+            self.connect_local()
+        else:
+            # As the dialog says: no token typed means the file's, else the environment's.
+            self.connect_remote(target.url, target.token, token_file=target.token_file,
+                                prometheus_url=target.prometheus_url,
+                                verify=_verify(target),
+                                serve_http_url=target.serve_http_url)
 
     def deploy_demo(self, demo: Demo) -> None:
         if self.session.client is None:
@@ -541,14 +553,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_dialog_connect_requested(self, target: ConnectTarget) -> None:
-        if target.local:
-            self.connect_local()
-        else:
-            # As the dialog says: no token typed means the file's, else the environment's.
-            self.connect_remote(target.url, target.token, token_file=target.token_file,
-                                prometheus_url=target.prometheus_url,
-                                verify=_verify(target),
-                                serve_http_url=target.serve_http_url)
+        self.connect_to(target)
 
     @Slot(object)
     def _on_dialog_test_requested(self, target: ConnectTarget) -> None:

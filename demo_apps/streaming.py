@@ -18,7 +18,8 @@ HTTP: GET {route}/?mode=streaming|naive|alternate&frames=N[&chunk=K] streams JSO
 processed chunk ({"chunk", "frames", "t_ms", "bytes", "detections"}) as soon as the
 orchestrator has it, then {"done": true, "mode", "ttfo_ms", "total_ms", "output_bytes",
 "frames", "chunks", "device" (where detection ran: cuda or cpu)}. In naive mode nothing is
-output before everything is done, which is the point. `chunk_frames` (user_config) is the default chunk size, tunable live.
+output before everything is done, which is the point. `chunk_frames` (user_config) is the
+default chunk size, tunable live.
 
 Metrics: ray_serve_pipeline_chunks_total{stage=decode|detect_encode|concat} and the
 histograms ray_serve_pipeline_ttfo_ms / ray_serve_pipeline_total_ms{mode=naive|streaming}.

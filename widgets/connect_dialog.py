@@ -237,6 +237,14 @@ class ConnectDialog(QDialog):
             self._url_combo.setCurrentIndex(0)
             self._apply_recent(0)
 
+    def set_target(self, target: ConnectTarget) -> None:
+        """Fill every input from *target* (a typed token included, if it has one)."""
+        self.set_remote(not target.local)
+        if not target.local:
+            self.set_url(target.url or "")
+            self.set_token(target.token or "")
+            self._fill_options(target)
+
     def set_remote(self, remote: bool) -> None:
         (self._remote_radio if remote else self._local_radio).setChecked(True)
 
@@ -397,9 +405,11 @@ class ConnectDialog(QDialog):
     # ----------------------------------------------------------------- internals
 
     def _apply_recent(self, index: int) -> None:
-        if not 0 <= index < len(self._recent):
-            return
-        c = self._recent[index]
+        if 0 <= index < len(self._recent):
+            self._fill_options(self._recent[index])
+
+    def _fill_options(self, c: ConnectTarget) -> None:
+        """Every input but the address and the token."""
         self._prometheus_edit.setText(c.prometheus_url or "")
         self._serve_edit.setText(c.serve_http_url or "")
         self._verify_check.setChecked(c.verify_tls)

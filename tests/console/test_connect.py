@@ -187,3 +187,32 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
     finally:
         win.close()
         session.shutdown()
+
+
+def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, tmp_path):
+    from backend.catalog import load_catalog
+    from console.app import ScriptedRun, parse_args
+    from console.main_window import MainWindow
+    from console.settings import Settings
+
+    address = f"http://127.0.0.1:{free_ports(1)[0]}"
+    args = parse_args(["--address", address, "--token", "tok",
+                       "--prometheus", "http://prom.example:9090",
+                       "--serve-url", "http://lb.example:8000", "--insecure"])
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    qtbot.addWidget(win)
+    try:
+        run = ScriptedRun(win, session, load_catalog(), args)   # kept: it owns the slots
+        run.start()
+        qtbot.waitUntil(lambda: win._dialog is not None and win._dialog.isVisible()
+                        and win._dialog.status_is_error(), timeout=15_000)
+        assert "Connection refused" in win._dialog.status_text()
+        # Ready to correct and retry: nothing the command line said is lost.
+        target = win._dialog.target()
+        assert (target.url, target.token, target.prometheus_url, target.serve_http_url,
+                target.verify_tls) == (address, "tok", "http://prom.example:9090",
+                                       "http://lb.example:8000", False)
+    finally:
+        win.close()
+        session.shutdown()

@@ -133,3 +133,13 @@ def test_a_recent_connection_brings_back_everything_but_the_token(qtbot, dialog)
     # A token typed now is used, and the remembered file is not (typed wins).
     dialog.set_token("typed")
     assert dialog.target().token == "typed" and dialog.target().token_file is None
+
+
+def test_set_target_fills_every_input(qtbot, dialog):
+    target = ConnectTarget(local=False, url="https://ray.example.com", token="t0k",
+                           prometheus_url="http://prom:9090", verify_tls=False,
+                           serve_http_url="http://lb:8000")
+    dialog.set_target(target)
+    assert dialog.target() == target
+    dialog.set_target(ConnectTarget(local=True))
+    assert dialog.target() == ConnectTarget(local=True)
