@@ -15,7 +15,15 @@ from console.session import Session
 
 
 class StallMeter:
-    """Measures the longest gap between 10 ms timer ticks: a blocked event loop shows."""
+    """Measures the longest gap between 10 ms timer ticks: a blocked event loop shows.
+
+    LIMIT_S tells a blocked loop from a busy machine: a network call on the GUI thread
+    stalls it for the whole call (the hung server below: the 5 s timeout; the slow
+    dashboard of the tuning test: 0.7 s a call), while a 2-core machine beside a Ray
+    cluster that is redeploying deschedules the test process for up to ~0.2 s (seen in
+    clean CI runs) with the loop free."""
+
+    LIMIT_S = 0.5
 
     def __init__(self) -> None:
         self.max_gap = 0.0
@@ -90,7 +98,7 @@ def test_nothing_listening(qtbot, session):
     message, elapsed, stall = connect_and_wait(qtbot, session, f"http://127.0.0.1:{port}")
     assert "Connection refused" in message and "nothing is listening" in message
     assert elapsed < 5
-    assert stall < 0.1
+    assert stall < StallMeter.LIMIT_S
 
 
 def test_web_server_that_is_not_ray(qtbot, session, not_ray_server):
@@ -116,7 +124,7 @@ def test_hung_server_times_out_without_freezing_the_gui(qtbot, session, black_ho
     assert "timeout" in message
     assert elapsed < 8
     # The event loop kept turning the whole time.
-    assert stall < 0.1
+    assert stall < StallMeter.LIMIT_S
 
 
 def test_token_required_and_wrong_token(qtbot, session, ray_cluster):
@@ -157,7 +165,7 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         meter.stop()
         assert "Connection refused" in dialog.status_text()
         assert not dialog.is_busy() and dialog.isVisible()
-        assert meter.max_gap < 0.1
+        assert meter.max_gap < StallMeter.LIMIT_S
 
         dialog.set_url(ray_cluster.dashboard_url)
         dialog.set_token(ray_cluster.token)
