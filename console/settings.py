@@ -35,9 +35,9 @@ def _clean_connection(entry) -> dict | None:
         value = entry.get(key)
         if isinstance(value, kind) and value != "":
             clean[key] = value
-    dropped = set(entry) - set(clean) - {k for k, v in entry.items() if v in (None, "")}
+    dropped = sorted(k for k, v in entry.items() if k not in clean and v not in (None, ""))
     if dropped:
-        log.warning("Recent connection %s: dropping %s", clean["url"], sorted(dropped))
+        log.warning("Recent connection %s: dropping %s", clean["url"], dropped)
     return clean
 
 
@@ -95,9 +95,6 @@ class Settings:
         rest = [c for c in self.recent_connections() if c["url"] != clean["url"]]
         self._q.setValue("recent_connections", json.dumps([clean, *rest][:MAX_RECENT]))
         self._q.remove("recent_addresses")
-
-    def recent_addresses(self) -> list[str]:
-        return [c["url"] for c in self.recent_connections()]
 
     def _old_recent_addresses(self) -> list[str]:
         value = self._q.value("recent_addresses", [])

@@ -179,7 +179,7 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         text = (tmp_path / "s.ini").read_text()
         assert "127.0.0.1" in text
         again = Settings(str(tmp_path / "s.ini"))
-        assert again.recent_addresses()[0] == ray_cluster.dashboard_url
+        assert again.recent_connections()[0]["url"] == ray_cluster.dashboard_url
         assert ray_cluster.token not in text
         # The next console offers the same connection, settings and all, token aside.
         later = MainWindow(Session(), load_catalog(), again)
