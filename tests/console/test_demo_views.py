@@ -136,18 +136,22 @@ def test_prometheus_reports_the_multiplex_series_and_held_ids(prometheus_url, ra
         assert seen["model_loads_per_s"] > 0 and seen["model_unloads_per_s"] > 0
         assert 0 <= seen["multiplex_hit_rate"] <= 1
         assert seen["model_load_latency_p99_ms"] > 0
-        # Quiet now: both sources must come to name the same held ids per replica.
+        # Quiet now: both sources must come to name the same held ids per replica,
+        # among them the id requested last (reported within a few seconds). No upper
+        # bound per replica: Ray's gauge can keep an evicted id at 1 (its pusher, on
+        # another loop, can set 1 for an id the LRU is unloading after the unload set
+        # 0; seen once in a clean CI run as 5 ids for a cache of 4, in both sources).
+        last = ids[(i - 1) % 10]
         deadline = time.monotonic() + 30
         while True:
             direct.poll()
             prom.poll()
             d, p = direct.held_models(MUX_KEY), prom.held_models(MUX_KEY)
-            if d and d == p:
+            if d and d == p and any(last in v for v in p.values()):
                 break
-            assert time.monotonic() < deadline, (d, p)
+            assert time.monotonic() < deadline, (last, d, p)
             time.sleep(1)
-        # (Ids of earlier tests' load may still be held: the same app, Ray's LRU.)
-        assert all(1 <= len(v) <= 4 for v in p.values()), p
+        assert all(len(v) >= 1 for v in p.values()), p
     finally:
         prom.close()
         direct.close()
