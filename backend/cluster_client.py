@@ -178,11 +178,11 @@ class ClusterClient:
             time.sleep(0.5)
 
     # -- serve -----------------------------------------------------------------------
-    def serve_details(self) -> dict[str, Any]:
-        return self._json("GET", SERVE_PATH)
+    def serve_details(self, timeout_s: float | None = None) -> dict[str, Any]:
+        return self._json("GET", SERVE_PATH, timeout_s=timeout_s)
 
-    def serve_status(self) -> ServeStatus:
-        return parse_serve_status(self.serve_details(), time.time())
+    def serve_status(self, timeout_s: float | None = None) -> ServeStatus:
+        return parse_serve_status(self.serve_details(timeout_s), time.time())
 
     def put_serve_config(self, config: dict[str, Any]) -> None:
         r = self._request("PUT", SERVE_PATH, json=config, timeout_s=max(self.timeout_s, 30))

@@ -4,8 +4,9 @@ deployment reports them."""
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Any
 
+from backend.cancel import CancelToken
 from backend.cluster_client import ClusterClient
 from backend.errors import ApiError, ConsoleError
 from backend.knobs import changes_reported, patch_app_config
@@ -18,7 +19,7 @@ class ApplyFailed(ConsoleError):
 
 def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dict[str, Any],
                   *, timeout_s: float = 120.0, poll_s: float = 0.2,
-                  cancelled: Callable[[], bool] = lambda: False) -> float:
+                  cancel: CancelToken | None = None) -> float:
     """Apply *changes* to one deployment; return the time (time.time()) at which the
     cluster was first seen running them. Raises ApplyFailed with the reason."""
     details = client.serve_details()
@@ -35,6 +36,8 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
     running = dep_details.get("deployment_config") or {}
     replicas = sum(1 for r in dep_details.get("replicas") or [] if r.get("state") == "RUNNING")
     new_app = patch_app_config(app_config, running, deployment, changes, replicas)
+    cancel = cancel or CancelToken()
+    cancel.check()  # the last moment at which cancelling leaves the cluster untouched
     try:
         client.put_serve_config(with_application(details, new_app))
     except ApiError as e:
@@ -50,6 +53,6 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
         app_info = status.application(app)
         if app_info is not None and app_info.status == "DEPLOY_FAILED":
             raise ApplyFailed(f"{app}: {app_info.message}".strip())
-        if cancelled() or time.monotonic() > deadline:
+        if time.monotonic() > deadline:
             raise ApplyFailed(f"The cluster did not report the change within {timeout_s:.0f} s.")
-        time.sleep(poll_s)
+        cancel.sleep(poll_s)
