@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import time
 from typing import Any, Callable
 
@@ -9,9 +10,9 @@ from backend.cancel import CancelToken
 from backend.catalog import Demo
 from backend.cluster_client import ClusterClient
 from backend.errors import ConsoleError
-from backend.model import ServeStatus
+from backend.model import ServeStatus, unschedulable_reason
 from backend.packaging import build_package
-from backend.serve_config import current_config, with_application
+from backend.serve_config import current_config, with_applications
 
 Progress = Callable[[str], None]
 
@@ -36,12 +37,8 @@ def deploy_app(client: ClusterClient, app: dict[str, Any], *,
                cancel: CancelToken | None = None) -> ServeStatus:
     """Read–modify–write the config with *app*, then wait for it to be RUNNING."""
     name = app["name"]
-    details = client.serve_details()
-    config = with_application(details, app, http_options_if_new)
-    if cancel is not None:
-        cancel.check()  # the last moment at which cancelling leaves the cluster untouched
     progress(f"Applying the Serve config for '{name}'…")
-    client.put_serve_config(config)
+    put_applications(client, [app], http_options_if_new=http_options_if_new, cancel=cancel)
     return wait_for_app(client, name, progress=progress, timeout_s=timeout_s, cancel=cancel)
 
 
@@ -95,31 +92,34 @@ def wait_for_app(client: ClusterClient, name: str, *, progress: Progress = lambd
         cancel.sleep(poll_s)
 
 
-def unschedulable_reason(message: str) -> str:
-    """Ray's words for replicas that cannot be placed, in one line; "" otherwise.
+def put_applications(client: ClusterClient, apps: list[dict[str, Any]], *,
+                     http_options_if_new: dict[str, Any] | None = None,
+                     cancel: CancelToken | None = None) -> dict[str, dict[str, Any] | None]:
+    """Read–modify–write the config with *apps* added or replaced (by name); nothing else
+    changes. Returns what each of them was before (its config, or None if new), which is
+    what `restore_applications` puts back when the user cancels."""
+    details = client.serve_details()
+    running = details.get("applications") or {}
+    prior = {a["name"]: copy.deepcopy((running.get(a["name"]) or {}).get("deployed_app_config"))
+             for a in apps}
+    config = with_applications(details, apps, http_options_if_new)
+    if cancel is not None:
+        cancel.check()  # the last moment at which cancelling leaves the cluster untouched
+    client.put_serve_config(config)
+    return prior
 
-    Serve's controller says, every 30 s, e.g. 'Deployment 'X' in application 'Y' has 1
-    replicas that have taken more than 30s to be scheduled. This may be due to waiting
-    for the cluster to auto-scale or for a runtime environment to be installed.
-    Resources required for each replica: {"CPU": 0.5}, total resources available: {}.
-    Use `ray status` for more details.'"""
-    text = " ".join((message or "").split())
-    if "to be scheduled" not in text:
-        return ""
-    start = text.find("Resources required")
-    if start >= 0:
-        end = text.find("Use `ray status`", start)
-        return ("cannot be scheduled: " + text[start:end if end > 0 else None]).strip()
-    return "cannot be scheduled yet (waiting for resources or a runtime environment)"
 
-
-def remove_applications(client: ClusterClient, names: set[str]) -> list[str]:
-    """Read–modify–write the config without the declarative applications *names*;
-    nothing else changes. Returns the names that were removed (those on the cluster)."""
+def restore_applications(client: ClusterClient,
+                         prior: dict[str, dict[str, Any] | None]) -> list[str]:
+    """Read–modify–write: each application of *prior* back to its config there (None:
+    removed); every other application is left exactly as it is. Returns the names."""
     config = current_config(client.serve_details())
     apps = config.get("applications") or []
-    removed = [a.get("name") for a in apps if a.get("name") in names]
-    if removed:
-        config["applications"] = [a for a in apps if a.get("name") not in names]
-        client.put_serve_config(config)
-    return removed
+    kept = [a for a in apps if a.get("name") not in prior]
+    back = [copy.deepcopy(c) for c in prior.values() if c is not None]
+    on_cluster = {a.get("name") for a in apps}
+    if not back and not on_cluster & set(prior):
+        return []  # none is on the cluster, none was before: nothing to put back
+    config["applications"] = kept + back
+    client.put_serve_config(config)
+    return list(prior)

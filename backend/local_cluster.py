@@ -23,6 +23,7 @@ from pathlib import Path
 
 import requests
 
+from backend.cancel import Cancelled, CancelToken
 from backend.ports import free_ports
 
 log = logging.getLogger(__name__)
@@ -125,8 +126,12 @@ class LocalCluster:
         env.setdefault("OMP_NUM_THREADS", "1")
         return env
 
-    def start(self, timeout_s: float = 90.0, progress=None) -> str:
-        """Start the head and wait until its dashboard answers. Returns dashboard_url."""
+    def start(self, timeout_s: float = 90.0, progress=None,
+              cancel: CancelToken | None = None) -> str:
+        """Start the head and wait until its dashboard answers. Returns dashboard_url.
+
+        Cancelling *cancel* (the console quits meanwhile) stops the head at once."""
+        cancel = cancel or CancelToken()
         if self.running:
             return self.dashboard_url
         self._log_file = tempfile.NamedTemporaryFile(
@@ -163,12 +168,29 @@ class LocalCluster:
                     return self.dashboard_url
             except requests.RequestException:
                 pass
-            time.sleep(0.5)
+            try:
+                cancel.sleep(0.5)
+            except Cancelled:
+                self.stop(timeout_s=1.0)
+                raise
         self.stop()
         raise LocalClusterError(
             f"The local Ray cluster did not answer within {timeout_s:.0f} s:\n"
             + self.log_tail()
         )
+
+    def exit_code_text(self) -> str:
+        """How the head process ended ("exit code 1", "killed by signal 9"), or "running"."""
+        proc = self._proc
+        if proc is None or proc.poll() is None:
+            return "running" if proc is not None else "not started"
+        code = proc.returncode
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
 
     def log_tail(self, lines: int = 30) -> str:
         if not self._log_path or not self._log_path.exists():

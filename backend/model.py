@@ -19,6 +19,9 @@ class ReplicaInfo:
     node_ip: str | None = None
     pid: int | None = None
     start_time_s: float | None = None
+    # The replica's Ray actor (ReplicaWatcher asks the dashboard's actor table whether
+    # it is still alive); fixed for a replica's life, so left out of comparisons.
+    actor_id: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -31,6 +34,9 @@ class DeploymentInfo:
     target_num_replicas: int | None = None
     # The deployment config the cluster runs (max_ongoing_requests, user_config, …).
     config: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    # Ray's `recent_dead_replicas` (state STOPPED): the last replicas that stopped, for
+    # any reason — a scale-down as much as a crash (ReplicaWatcher tells them apart).
+    dead_replicas: tuple[ReplicaInfo, ...] = field(default=(), compare=False)
 
     @property
     def key(self) -> tuple[str, str]:
@@ -90,3 +96,21 @@ class ServeStatus:
         if a is None:
             return None
         return next((d for d in a.deployments if d.name == name), None)
+
+
+def unschedulable_reason(message: str) -> str:
+    """Ray's words for replicas that cannot be placed, in one line; "" otherwise.
+
+    Serve's controller says, every 30 s, e.g. 'Deployment 'X' in application 'Y' has 1
+    replicas that have taken more than 30s to be scheduled. This may be due to waiting
+    for the cluster to auto-scale or for a runtime environment to be installed.
+    Resources required for each replica: {"CPU": 0.5}, total resources available: {}.
+    Use `ray status` for more details.'"""
+    text = " ".join((message or "").split())
+    if "to be scheduled" not in text:
+        return ""
+    start = text.find("Resources required")
+    if start >= 0:
+        end = text.find("Use `ray status`", start)
+        return ("cannot be scheduled: " + text[start:end if end > 0 else None]).strip()
+    return "cannot be scheduled yet (waiting for resources or a runtime environment)"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import signal
 import sys
 import time
@@ -42,6 +43,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "(at --exit-after, else 20 s after the demo runs or connects)")
     p.add_argument("--exit-after", metavar="SECONDS", type=float,
                    help="quit cleanly after this many seconds (stopping what it started)")
+    p.add_argument("--log-events", action="store_true",
+                   help="print every event-log entry to stdout as it happens "
+                        "(HH:MM:SS level message)")
     p.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs of the embedded local cluster (default: all)")
     p.add_argument("--print-first-frame", action="store_true", help=argparse.SUPPRESS)
@@ -103,14 +107,32 @@ def main(argv: list[str] | None = None) -> int:
     keepalive = QTimer()  # lets Python run signal handlers while Qt's loop spins
     keepalive.start(250)
     keepalive.timeout.connect(lambda: None)
+    if args.log_events:
+        window.event_log.entry_added.connect(
+            lambda entry: print(entry.plain(), flush=True))
     runner.start()
     code = app.exec()
+    runner.report_pending()
     session.shutdown()  # stops the local cluster this console started, and only it
     # Destroy the window while the QApplication still exists: left to the interpreter's
     # teardown, the plots' scene could outlive the application and crash the exit.
     window.deleteLater()
     app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     return code or runner.exit_code
+
+
+def run() -> None:
+    """The `serve-console` command: main(), then leave at once.
+
+    Every wait was cancelled and the local cluster stopped by then; a worker thread may
+    still sit in a network call to a cluster that does not answer (up to its timeout),
+    and the interpreter would join it before exiting. Nothing is left to lose, so exit
+    without that join: quitting takes seconds whatever was in flight."""
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    logging.shutdown()
+    os._exit(code)
 
 
 class ScriptedRun:
@@ -130,8 +152,8 @@ class ScriptedRun:
         s = self.session
         s.connected.connect(self._on_connected)
         s.connect_failed.connect(self._on_connect_failed)
-        s.deploy_finished.connect(self._on_deploy_finished)
-        s.config_file_done.connect(self._on_config_file_done)
+        s.deploys.finished.connect(self._on_deploy_finished)
+        s.deploys.config_file_done.connect(self._on_config_file_done)
         if self.args.exit_after is not None:
             QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
         if self.args.address:
@@ -155,7 +177,7 @@ class ScriptedRun:
             print(f"serve-console: started local Ray cluster {info.url} "
                   f"(process group {local.pid})", flush=True)
         if self.args.apply_config:
-            self.session.import_config(self.args.apply_config)
+            self.session.deploys.import_config(self.args.apply_config)
         if self.demo is not None:
             self.window.deploy_demo(self.demo)
         elif not self.args.apply_config:
@@ -201,6 +223,17 @@ class ScriptedRun:
     def _finish(self) -> None:
         self.take_screenshot()
         self.window.close()
+
+    def report_pending(self) -> None:
+        """At exit: say what was still under way (a deploy waiting for room, an apply
+        waiting for the cluster); a scripted run that leaves work pending failed."""
+        pending = self.session.operations.pending()
+        if not pending:
+            return
+        print("serve-console: still pending at exit: "
+              + "; ".join(op.describe() for op in pending), file=sys.stderr, flush=True)
+        if self.args.exit_after is not None or self.args.screenshot:
+            self.exit_code = self.exit_code or 1
 
     def take_screenshot(self) -> None:
         if self.args.screenshot and not self._shot_taken:

@@ -7,17 +7,19 @@ import time
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QSplitter, QWidget)
+                               QSplitter, QVBoxLayout, QWidget)
 
 from backend.catalog import Demo
 from backend.diagnose import ConnectionSpec
 from backend.load_model import LoadTarget
 from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
+from console.connection import ConnectionState
 from console.session import ConnectionInfo, Session
 from console.settings import Settings
 from widgets.app_tree import AppTree
 from widgets.connect_dialog import ConnectDialog, ConnectTarget
+from widgets.connection_banner import ConnectionBanner
 from widgets.event_log import EventLog
 from widgets.knob_panel import KnobPanel
 from widgets.live_plots import LivePlots
@@ -62,7 +64,18 @@ class MainWindow(QMainWindow):
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([340, 760])
-        self.setCentralWidget(splitter)
+        # The banner sits above everything: it is what the user must see first.
+        self.banner = ConnectionBanner()
+        self.banner.action_triggered.connect(self._on_banner_action_triggered)
+        central = QWidget()
+        box = QVBoxLayout(central)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.setSpacing(2)
+        box.addWidget(self.banner)
+        box.addWidget(splitter, 1)
+        self.setCentralWidget(central)
+        # What the banner offers now besides its text (redeploy: the app names).
+        self._redeploy_names: list[str] = []
 
         # The knob panel scrolls itself.
         self.tuning_dock = self._dock("Tuning", self.knob_panel,
@@ -115,6 +128,16 @@ class MainWindow(QMainWindow):
             cluster, "&Disconnect", None,
             "Disconnect (stops the local cluster if this console started it)",
             self.session.disconnect)
+        self.restart_local_action = self._action(
+            cluster, "&Restart local cluster", None,
+            "Start a new local Ray cluster in place of the one that stopped (and offer "
+            "to redeploy what this console had deployed)", self._on_restart_local_triggered)
+        cluster.addSeparator()
+        self.cancel_deploy_action = self._action(
+            cluster, "Cancel &deploy", "Ctrl+Shift+X",
+            "Stop waiting for the selected (or newest) pending deploy and put back what it "
+            "changed: the application it added is removed, one it replaced is restored; "
+            "nothing else is touched", self._on_cancel_deploy_triggered)
         cluster.addSeparator()
         self.export_action = self._action(
             cluster, "&Export config…", "Ctrl+E",
@@ -184,12 +207,16 @@ class MainWindow(QMainWindow):
         s.status_changed.connect(self._on_session_status_changed)
         s.status_failed.connect(self._on_session_status_failed)
         s.event.connect(self.event_log.add)
-        s.deploy_progress.connect(self._on_session_deploy_progress)
-        s.deploy_finished.connect(self._on_session_deploy_finished)
-        s.load_stats.connect(self._on_session_load_stats)
+        s.deploys.progress.connect(self._on_session_deploy_progress)
+        s.deploys.finished.connect(self._on_session_deploy_finished)
+        s.load.stats.connect(self._on_session_load_stats)
         s.held_models_changed.connect(self._on_session_held_models_changed)
         s.metrics_state.connect(self._on_session_metrics_state)
-        s.config_file_done.connect(self._on_session_config_file_done)
+        s.deploys.config_file_done.connect(self._on_session_config_file_done)
+        s.deploys.fit_problem.connect(self._on_deploys_fit_problem)
+        s.connection.state_changed.connect(self._on_connection_state_changed)
+        s.local_cluster_died.connect(self._on_session_local_cluster_died)
+        s.redeploy_offered.connect(self._on_session_redeploy_offered)
         s.tuning.knob_state.connect(self._on_tuning_knob_state)
         s.tuning.applied.connect(self._on_tuning_applied)
         s.tuning.failed.connect(self._on_tuning_failed)
@@ -244,14 +271,22 @@ class MainWindow(QMainWindow):
             QMessageBox.information(self, "Not connected",
                                     "Connect to a cluster first (Cluster → Connect…).")
             return
+        if not self.session.connection.usable:
+            self.event_log.add(f"Not deploying {demo.title}: the cluster is not answering.",
+                               "warning")
+            return
         self.deploy_actions[demo.key].setEnabled(False)
         self.statusBar().showMessage(f"Deploying {demo.title}…")
-        self.session.deploy(demo)
+        self.session.deploys.deploy(demo)
 
     def _update_actions(self) -> None:
-        connected = self.session.client is not None
-        self.disconnect_action.setEnabled(connected)
+        # Changes go to the cluster only while it answers; the reason is in the tooltips.
+        connected = self.session.client is not None and self.session.connection.usable
+        self.disconnect_action.setEnabled(self.session.client is not None)
         self.import_action.setEnabled(connected)
+        self.cancel_deploy_action.setEnabled(bool(self.session.deploys.pending_apps()))
+        local = self.session.local_cluster
+        self.restart_local_action.setEnabled(local is not None and not local.running)
         self.prometheus_source_action.setEnabled(
             connected and bool(self.session.info and self.session.info.prometheus_url))
         self.copy_promql_action.setEnabled(self.plots.key() is not None)
@@ -269,7 +304,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_session_connected(self, info: ConnectionInfo) -> None:
-        self._connection_label.setText(f"Connected: {info.describe()}")
+        self._redeploy_names = []
         self._on_session_metrics_state("")
         self.setWindowTitle(f"serve-console — {info.url}")
         if info.local:
@@ -303,10 +338,98 @@ class MainWindow(QMainWindow):
         self.load_panel.set_running(False)
         self._update_actions()
 
+    @Slot(object, str)
+    def _on_connection_state_changed(self, state: ConnectionState, message: str) -> None:
+        self._connection_label.setText(message)
+        lost = state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
+        if lost:
+            local = self.session.local_cluster
+            if local is not None and not local.running:
+                actions = [("restart_local", "Restart local cluster",
+                            "Start a new local Ray cluster (Cluster → Restart local cluster)")]
+            else:
+                actions = [("retry", "Retry now", "Ask the cluster again now")]
+            self.banner.show_message(message, "error", actions)
+            self.knob_panel.set_unavailable(
+                "The cluster is not answering; changes are disabled until it is back.")
+        else:
+            if not self._redeploy_names:
+                self.banner.clear()
+            self.knob_panel.set_unavailable(None)
+        # The tree's states are the last ones the cluster reported: grey while it is gone.
+        self.tree.setEnabled(not lost)
+        self.tree.setToolTip("The last state the cluster reported; it is not answering now."
+                             if lost else "")
+        self._update_actions()
+
+    @Slot(str, str)
+    def _on_session_local_cluster_died(self, code: str, _tail: str) -> None:
+        self.banner.show_message(
+            f"The local Ray cluster has stopped ({code}); the event log has the end of its "
+            "log.", "error",
+            [("restart_local", "Restart local cluster", "Start a new local Ray cluster")])
+        self._update_actions()
+
+    @Slot(object)
+    def _on_session_redeploy_offered(self, names: list[str]) -> None:
+        self._redeploy_names = list(names)
+        self.banner.show_message(
+            "The cluster was restarted and lost what this console had deployed: "
+            f"{', '.join(names)}.", "warning",
+            [("redeploy", "Redeploy", "Deploy these applications again"),
+             ("dismiss", "Dismiss", "Leave the cluster as it is")])
+
+    @Slot(str)
+    def _on_banner_action_triggered(self, key: str) -> None:
+        if key == "retry":
+            self.session.retry_now()
+        elif key == "restart_local":
+            self._on_restart_local_triggered()
+        elif key == "redeploy":
+            names, self._redeploy_names = self._redeploy_names, []
+            self.banner.clear()
+            self.session.deploys.redeploy(names)
+        elif key == "dismiss":
+            self._redeploy_names = []
+            self.banner.clear()
+
+    @Slot()
+    def _on_restart_local_triggered(self) -> None:
+        self.banner.show_message("Starting a new local Ray cluster…", "info")
+        self.session.restart_local()
+
+    @Slot()
+    def _on_cancel_deploy_triggered(self) -> None:
+        pending = self.session.deploys.pending_apps()
+        if not pending:
+            return
+        key = self.plots.key()
+        name = key[0] if key is not None and key[0] in pending else pending[-1]
+        self.event_log.add(f"Cancelling the deploy of '{name}'…", "warning")
+        self.session.deploys.cancel(name)
+
+    @Slot(int, str, str)
+    def _on_deploys_fit_problem(self, op_id: int, what: str, message: str) -> None:
+        if not self.interactive or self._closing:
+            # Scripted runs go ahead (the event log says so); --exit-after then reports
+            # the deploy as still pending.
+            self.session.deploys.confirm(op_id, True)
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, "Not enough room on the cluster",
+                          message, parent=self)
+        box.setInformativeText(
+            "Deploy anyway? Its replicas will wait until the cluster has room (Cluster → "
+            "Cancel deploy removes it again). Or cancel: nothing is changed.")
+        anyway = box.addButton("Deploy anyway", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        self.session.deploys.confirm(op_id, box.clickedButton() is anyway)
+        self._update_actions()
+
     @Slot(object)
     def _on_session_status_changed(self, status: ServeStatus) -> None:
         self.tree.set_status(status)
-        base = self.session.serve_http_base()
+        base = self.session.load.serve_http_base()
         self._serve_label.setText(f"Serve HTTP: {base}" if base else "Serve not running")
         if self.plots.key() is None and status.applications:
             # Show something useful without a click: the first deployment.
@@ -324,7 +447,8 @@ class MainWindow(QMainWindow):
     @Slot(str)
     def _on_session_deploy_progress(self, text: str) -> None:
         self.statusBar().showMessage(text, 10_000)
-        self.event_log.add(text, "info")
+        self.event_log.add(text, "warning" if "cannot be scheduled" in text else "info")
+        self._update_actions()
 
     @Slot(bool, str, str)
     def _on_session_deploy_finished(self, ok: bool, app: str, message: str) -> None:
@@ -336,7 +460,7 @@ class MainWindow(QMainWindow):
             a = status.application(app) if status else None
             if a is not None and a.deployments:
                 self._select(app, a.deployments[0].name)
-        elif not self._closing and self.interactive:
+        elif not self._closing and self.interactive and not message.startswith("Cancelled"):
             QMessageBox.warning(self, f"Deploy of {app} failed", message)
 
     @Slot(object)
@@ -357,7 +481,7 @@ class MainWindow(QMainWindow):
         if key is None:
             self.plots.set_model_cache(None)
             return
-        requested = self._model_ids_sent if self.session.load_app == key[0] else None
+        requested = self._model_ids_sent if self.session.load.app == key[0] else None
         self.plots.set_model_cache(self.session.held_models.get(key), requested)
 
     @Slot(str)
@@ -453,14 +577,14 @@ class MainWindow(QMainWindow):
         path, _ = QFileDialog.getSaveFileName(self, f"Export the config of '{key[0]}'",
                                               f"{key[0]}.yaml", "Serve config (*.yaml *.yml)")
         if path:
-            self.session.export_config(key[0], path)
+            self.session.deploys.export_config(key[0], path)
 
     @Slot()
     def _on_import_triggered(self) -> None:
         path, _ = QFileDialog.getOpenFileName(self, "Apply a Serve config file", "",
                                               "Serve config (*.yaml *.yml);;All files (*)")
         if path:
-            self.session.import_config(path)
+            self.session.deploys.import_config(path)
 
     @Slot(bool, str)
     def _on_session_config_file_done(self, ok: bool, message: str) -> None:
@@ -481,7 +605,7 @@ class MainWindow(QMainWindow):
 
     def _load_presets(self) -> list[tuple[str, LoadTarget]]:
         """Every application's route as a load target; demos with their own payloads."""
-        status, base = self.session.status, self.session.serve_http_base()
+        status, base = self.session.status, self.session.load.serve_http_base()
         if status is None or base is None:
             return []
         presets = []
@@ -490,7 +614,7 @@ class MainWindow(QMainWindow):
                 continue
             demo = next((d for d in self.catalog.values() if d.app_name == app.name), None)
             if demo is not None:
-                target = self.session.load_target_for(demo)
+                target = self.session.load.target_for(demo)
                 if target is not None:
                     presets.append((f"{demo.title} ({app.name})", target))
                     continue
@@ -507,23 +631,23 @@ class MainWindow(QMainWindow):
         select = next((label for label, _ in presets
                        if key is not None and label.endswith(f"({key[0]})")), None)
         self.load_panel.set_target_presets(presets, select=select)
-        target = self.session.load_target_for(demo) if demo else None
+        target = self.session.load.target_for(demo) if demo else None
         if target is None:
             self.load_panel.set_target("No demo application to send load to")
-            self.load_panel.set_enabled_for_target(bool(presets) or self.session.load_running)
+            self.load_panel.set_enabled_for_target(bool(presets) or self.session.load.running)
         else:
             self.load_panel.set_target(f"{target.method} {target.url}")
             self.load_panel.set_enabled_for_target(True)
 
     def start_load(self, rps: float) -> bool:
         demo = self._selected_demo()
-        target = self.session.load_target_for(demo) if demo else None
+        target = self.session.load.target_for(demo) if demo else None
         if target is None:
             self.event_log.add("No demo application to send load to.", "warning")
             self.load_panel.set_running(False)
             return False
         self.settings.set_load_rps(rps)
-        self.session.start_load(target, rps)
+        self.session.load.start(target, rps)
         self.load_panel.set_running(True)
         return True
 
@@ -533,23 +657,23 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_load_panel_stop_requested(self) -> None:
-        self.session.stop_load()
+        self.session.load.stop()
         self.load_panel.set_running(False)
 
     @Slot(object)
     def _on_load_panel_plan_requested(self, plan) -> None:
         self.settings.set_load_rps(plan.model.rate)
-        self.session.start_load_plan(plan)
+        self.session.load.start_plan(plan)
         self.load_panel.set_running(True)
 
     @Slot(object)
     def _on_load_panel_model_changed(self, model) -> None:
-        self.session.set_load_model(model)
+        self.session.load.set_model(model)
 
     @Slot(float)
     def _on_load_panel_rate_changed(self, rps: float) -> None:
         self.settings.set_load_rps(rps)
-        self.session.set_load_rate(rps)
+        self.session.load.set_rate(rps)
 
     @Slot(object)
     def _on_dialog_connect_requested(self, target: ConnectTarget) -> None:

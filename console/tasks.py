@@ -78,9 +78,11 @@ class Poller(QObject):
 
     def __init__(self, runner: TaskRunner, fn: Callable[[], Any], interval_ms: int,
                  on_result: Callable[[Any], None], on_error: Callable[[BaseException], None],
-                 parent: QObject | None = None) -> None:
+                 parent: QObject | None = None,
+                 on_start: Callable[[], None] | None = None) -> None:
         super().__init__(parent)
         self._runner = runner
+        self._on_start = on_start  # on the GUI thread, as each call is submitted
         self._fn = fn
         self._on_result = on_result
         self._on_error = on_error
@@ -105,11 +107,18 @@ class Poller(QObject):
     def active(self) -> bool:
         return not self._stopped
 
+    def set_interval_ms(self, interval_ms: int) -> None:
+        """Poll at another pace from now on (e.g. backing off while nothing answers)."""
+        if interval_ms != self._timer.interval():
+            self._timer.setInterval(interval_ms)
+
     @Slot()
     def poll_now(self) -> None:
         if self._busy:
             return
         self._busy = True
+        if self._on_start is not None:
+            self._on_start()
         self._runner.submit(self._fn, on_done=self._done, on_error=self._failed)
 
     def _done(self, result: Any) -> None:

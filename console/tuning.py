@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from backend.cluster_client import ClusterClient
 from backend.knobs import check_values
 from backend.tuning import apply_changes
+from console.operations import Operations
 from console.tasks import TaskRunner, user_message
 
 DeploymentKey = tuple[str, str]
@@ -36,9 +37,13 @@ class TuningController(QObject):
     def __init__(self, runner: TaskRunner, client_fn: Callable[[], ClusterClient | None],
                  values_fn: Callable[[str, str], dict[str, Any]],
                  p99_fn: Callable[[str, str], float | None] = lambda a, d: None,
+                 operations: Operations | None = None,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
         self._runner = runner
+        # Each apply is an operation: quitting cancels its wait, and a scripted run can
+        # say it was still pending.
+        self._operations = operations or Operations()
         self._client_fn = client_fn
         self._values_fn = values_fn   # the knob values the cluster runs now
         self._p99_fn = p99_fn
@@ -69,7 +74,8 @@ class TuningController(QObject):
         app, dep = key
         client = self._client_fn()
         if client is None:
-            self._fail(key, changes, "Not connected to a cluster.")
+            self._fail(key, changes, "The cluster is not connected or not answering; "
+                                     "the change was not sent.")
             return
         findings = check_values({**self._values_fn(app, dep), **self._in_flight_values(key),
                                  **changes}, self._p99_fn(app, dep))
@@ -79,9 +85,18 @@ class TuningController(QObject):
             self._fail(key, changes, " ".join(errors))
             return
         self._in_flight[key] = changes
-        self._runner.submit(apply_changes, client, app, dep, changes,
-                            on_done=lambda t: self._on_apply_done(key, changes, t),
-                            on_error=lambda e: self._on_apply_error(key, changes, e))
+        op = self._operations.start("apply", f"{app}/{dep}", changes=changes)
+
+        def done(t: float) -> None:
+            self._operations.finish(op)
+            self._on_apply_done(key, changes, t)
+
+        def failed(e: BaseException) -> None:
+            self._operations.finish(op)
+            self._on_apply_error(key, changes, e)
+
+        self._runner.submit(apply_changes, client, app, dep, changes, cancel=op.token,
+                            on_done=done, on_error=failed)
 
     def _in_flight_values(self, key: DeploymentKey) -> dict[str, Any]:
         return dict(self._in_flight.get(key) or {})

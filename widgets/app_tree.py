@@ -10,7 +10,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTreeWidgetItem, QWidget
 
-from backend.model import FAILED, HEALTHY, PENDING, ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
+from backend.model import (FAILED, HEALTHY, PENDING, ApplicationInfo, DeploymentInfo,
+                           ReplicaInfo, ServeStatus, unschedulable_reason)
 
 COL_NAME, COL_STATUS, COL_REPLICAS, COL_MESSAGE = range(4)
 HEADERS = ("Name", "Status", "Replicas", "Message")
@@ -284,7 +285,9 @@ class AppTree(QTreeWidget):
         # One line in the column (the full text is in the tooltip); a traceback's last
         # line is the informative one.
         lines = [ln for ln in (message or "").strip().splitlines() if ln.strip()]
-        short = lines[-1].strip() if lines else ""
+        # Replicas that cannot be placed: Ray's sentence is long and its useful part
+        # (resources required vs available) comes last; show that part.
+        short = unschedulable_reason(message) or (lines[-1].strip() if lines else "")
         _set_text(item, COL_MESSAGE, short)
         brush = QBrush(QColor(STATUS_COLORS["failed"])) if message and status_class(
             item.text(COL_STATUS)) == "failed" else QBrush()

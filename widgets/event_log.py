@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
@@ -36,9 +36,16 @@ class LogEntry:
     def line(self) -> str:
         return f"{self.stamp()}  {self.level.upper():7}  {self.message}"
 
+    def plain(self) -> str:
+        """`HH:MM:SS level message` on one line (--log-events)."""
+        text = " | ".join(ln.strip() for ln in self.message.splitlines() if ln.strip())
+        return f"{time.strftime('%H:%M:%S', time.localtime(self.t))} {self.level} {text}"
+
 
 class EventLog(QWidget):
     """Session events: connects, deploys, config changes, errors."""
+
+    entry_added = Signal(object)  # LogEntry (e.g. --log-events prints each one)
 
     def __init__(self, parent: QWidget | None = None,
                  max_entries: int = DEFAULT_MAX_ENTRIES) -> None:
@@ -117,6 +124,7 @@ class EventLog(QWidget):
         self._update_count()
         if at_bottom:
             self._list.scrollToBottom()
+        self.entry_added.emit(entry)
 
     def entries(self) -> list[LogEntry]:
         return list(self._entries)

@@ -573,6 +573,7 @@ class KnobPanel(QWidget):
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self._knob_set: KnobSet | None = None
+        self._unavailable = ""  # set_unavailable(): why no knob may be changed now
         self._rows: dict[str, KnobRow] = {}
         self._sections: dict[str, tuple[QWidget, QVBoxLayout]] = {}
         self._wheel_guard = _WheelGuard(self)
@@ -654,7 +655,8 @@ class KnobPanel(QWidget):
                             f"font-weight:normal'>in {html.escape(knob_set.app)}</span>")
         self._notes.setText("\n".join(knob_set.notes))
         self._notes.setVisible(bool(knob_set.notes))
-        reason = knob_set.read_only_reason
+        # The cluster not answering outranks the deployment's own read-only reason.
+        reason = self._unavailable or knob_set.read_only_reason
         self._banner.setText(f"Read-only. {reason}" if reason else "")  # no emoji: fonts lack it
         self._banner.setVisible(bool(reason))
 
@@ -685,6 +687,18 @@ class KnobPanel(QWidget):
 
     def knob_set(self) -> KnobSet | None:
         return self._knob_set
+
+    def set_unavailable(self, reason: str | None) -> None:
+        """Disable every knob with *reason* (e.g. the cluster is not answering); None
+        enables them again (as far as the deployment allows)."""
+        if (reason or "") == self._unavailable:
+            return
+        self._unavailable = reason or ""
+        if self._knob_set is not None:
+            self.set_knobs(self._knob_set)
+
+    def unavailable_reason(self) -> str:
+        return self._unavailable
 
     def set_state(self, path: str, state: str, message: str = "") -> None:
         """The console's word on a knob's change: pending, applied (✓ for a moment, then

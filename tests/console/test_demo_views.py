@@ -45,7 +45,7 @@ def window(qtbot, tmp_path, ray_cluster, batched_demo):
 
 
 def deploy_from_menu(qtbot, win: MainWindow, key: str) -> None:
-    with qtbot.waitSignal(win.session.deploy_finished, timeout=240_000) as blocker:
+    with qtbot.waitSignal(win.session.deploys.finished, timeout=240_000) as blocker:
         win.deploy_actions[key].trigger()
     ok, _, message = blocker.args
     assert ok, message
@@ -69,13 +69,13 @@ def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
     assert window.plots.key() == MUX_KEY
     session = window.session
     # A correct response: the adapter the header names answers, deterministically.
-    base = session.serve_http_base()
+    base = session.load.serve_http_base()
     one = requests.post(f"{base}/multiplexed", json={"seed": 3},
                         headers={HEADER: "tenant-7"}, timeout=60).json()
     assert one["model_id"] == "tenant-7" and 0 <= one["label"] < 10
 
     assert window.start_load(12.0)  # the demo's own target: Zipf model ids in the header
-    assert session.load_app == "multiplexed"
+    assert session.load.app == "multiplexed"
     try:
         def filled():
             window.plots.refresh(time.time())
@@ -96,12 +96,12 @@ def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
             assert any(held for _, _, held in bars), "some requested id is held now"
             assert "Held now" in view.held_text()
         qtbot.waitUntil(filled, timeout=90_000)
-        stats = session._load.stats()
+        stats = session.load._gen.stats()
         assert stats.ok >= 10 and stats.errors == 0, stats.errors_by_kind
         # Each series says how fresh it is.
         assert window.plots.series_age_text("multiplex_hit_rate").endswith(" s")
     finally:
-        session.stop_load()
+        session.load.stop()
     # The held ids shown are the ones the replicas report (ray_serve_registered_…).
     held = session.held_models[MUX_KEY]
     assert 1 <= len(held) <= 2 and all(1 <= len(ids) <= 4 for ids in held.values()), held
@@ -177,10 +177,10 @@ def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, wi
             bars = window.plots.model_cache_view().bars()
             assert bars and bars[0][0] == "tenant-0" and bars[0][2], bars
         qtbot.waitUntil(filled, timeout=90_000)
-        stats = session._load.stats()
+        stats = session.load._gen.stats()
         assert stats.ok >= 20 and stats.errors == 0, stats.errors_by_kind
     finally:
-        session.stop_load()
+        session.load.stop()
         remove_apps(cluster_client, {"combined"})
 
 
@@ -203,13 +203,13 @@ def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
             assert drawn(window, "decode_chunks_per_s").max() > 0
             assert drawn(window, "detect_encode_chunks_per_s").max() > 0
         qtbot.waitUntil(filled, timeout=90_000)
-        stats = session._load.stats()
+        stats = session.load._gen.stats()
         # Streamed responses read to the end, all of them successful.
         assert stats.ok >= 3 and stats.errors == 0, stats.errors_by_kind
         # Not multiplexed: no model-cache view.
         assert not window.plots.model_cache_view().isVisible()
     finally:
-        session.stop_load()
+        session.load.stop()
 
 
 def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, cluster_client):

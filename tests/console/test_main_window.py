@@ -42,7 +42,7 @@ def test_deploy_menu_load_and_live_curves(qtbot, window):
     session = window.session
     action = window.deploy_actions["batched"]
     assert action.isEnabled()
-    with qtbot.waitSignal(session.deploy_finished, timeout=240_000) as blocker:
+    with qtbot.waitSignal(session.deploys.finished, timeout=240_000) as blocker:
         action.trigger()
     ok, app, message = blocker.args
     assert ok, message
@@ -65,7 +65,7 @@ def test_deploy_menu_load_and_live_curves(qtbot, window):
         # Every plot says how old its newest data is.
         assert "old" in window.plots.age_text("Throughput")
     finally:
-        session.stop_load()
+        session.load.stop()
 
 
 def test_tree_shows_applications_and_replicas(qtbot, window):
@@ -172,10 +172,10 @@ def test_load_presets_and_a_full_load_plan(qtbot, window):
     target = presets[label]
     assert "{features:256}" in target.body or "features" in target.body
     stats = []
-    window.session.load_stats.connect(stats.append)
+    window.session.load.stats.connect(stats.append)
     window._on_load_panel_plan_requested(LoadPlan(target, LoadModel(rate=20.0)))
     try:
         qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 30, timeout=30_000)
         assert stats[-1].errors == 0, stats[-1].last_error
     finally:
-        window.session.stop_load()
+        window.session.load.stop()

@@ -1,0 +1,117 @@
+"""The connection's lifecycle as one explicit state machine.
+
+    closed ──connect──▶ connecting ──ok──▶ connected ──poll fails──▶ lost
+                            │                  ▲                       │ retry (backoff)
+                            └──fails──▶ closed └────answers again── reconnecting ◀┘
+
+Only this class decides the state; the GUI reacts to `state_changed` and nothing else
+guesses the state from errors. The status poll feeds it (`poll_ok` / `poll_failed`); it
+answers with the interval of the next poll (1 s while connected, a growing backoff
+while the cluster does not answer) and, when the cluster answers again, whether it is
+the same cluster session (Ray's `session_name`) or a restarted one.
+"""
+
+from __future__ import annotations
+
+import enum
+import time
+
+from PySide6.QtCore import QObject, Signal
+
+CONNECTED_POLL_S = 1.0
+BACKOFF_S = (1.0, 1.0, 2.0, 3.0, 5.0)  # then 5 s: "live again ≤ 10 s after it answers"
+
+
+class ConnectionState(str, enum.Enum):
+    CLOSED = "closed"
+    CONNECTING = "connecting"
+    CONNECTED = "connected"
+    LOST = "lost"
+    RECONNECTING = "reconnecting"
+
+
+class ConnectionMonitor(QObject):
+    # (ConnectionState, a sentence for the user)
+    state_changed = Signal(object, str)
+    # The cluster answers again: (same session?, old session name, new session name)
+    resumed = Signal(bool, str, str)
+
+    def __init__(self, parent: QObject | None = None) -> None:
+        super().__init__(parent)
+        self.state = ConnectionState.CLOSED
+        self.message = "Not connected"
+        self.session_name = ""
+        self.lost_since: float | None = None  # time.time() of the first failed poll
+        self.last_error = ""
+        self._failures = 0
+
+    # -- transitions --------------------------------------------------------------------
+    def _set(self, state: ConnectionState, message: str) -> None:
+        changed = (state, message) != (self.state, self.message)
+        self.state, self.message = state, message
+        if changed:
+            self.state_changed.emit(state, message)
+
+    def connecting(self, message: str) -> None:
+        self.lost_since = None
+        self._set(ConnectionState.CONNECTING, message)
+
+    def connected(self, session_name: str, message: str) -> None:
+        self.session_name = session_name or ""
+        self.lost_since = None
+        self._failures = 0
+        self._set(ConnectionState.CONNECTED, message)
+
+    def closed(self, message: str = "Not connected") -> None:
+        self.lost_since = None
+        self._failures = 0
+        self._set(ConnectionState.CLOSED, message)
+
+    def retrying(self) -> None:
+        """A retry poll is on its way (only while lost)."""
+        if self.state == ConnectionState.LOST:
+            self._set(ConnectionState.RECONNECTING, self._lost_text("reconnecting…"))
+
+    def poll_failed(self, error: str) -> float:
+        """A status poll failed; returns the seconds until the next one."""
+        if self.state not in (ConnectionState.CONNECTED, ConnectionState.LOST,
+                              ConnectionState.RECONNECTING):
+            return CONNECTED_POLL_S
+        self.last_error = error
+        if self.lost_since is None:
+            self.lost_since = time.time()
+        delay = BACKOFF_S[min(self._failures, len(BACKOFF_S) - 1)]
+        self._failures += 1
+        self._set(ConnectionState.LOST, self._lost_text(f"retrying in {delay:.0f} s"))
+        return delay
+
+    def poll_ok(self, session_name: str | None) -> float:
+        """A status poll answered. *session_name* is the cluster's (asked for only
+        while lost); returns the seconds until the next poll."""
+        if self.state in (ConnectionState.LOST, ConnectionState.RECONNECTING):
+            old, new = self.session_name, session_name or ""
+            same = not old or not new or old == new
+            self.session_name = new or old
+            lost_for = time.time() - (self.lost_since or time.time())
+            self.lost_since = None
+            self._failures = 0
+            what = ("the same cluster session" if same
+                    else f"a new cluster session ({new}): the head was restarted")
+            self._set(ConnectionState.CONNECTED,
+                      f"Reconnected after {lost_for:.0f} s — {what}")
+            self.resumed.emit(same, old, new)
+        return CONNECTED_POLL_S
+
+    # -- queries ------------------------------------------------------------------------
+    @property
+    def usable(self) -> bool:
+        """True when changes may be sent to the cluster."""
+        return self.state == ConnectionState.CONNECTED
+
+    @property
+    def awaiting_session_check(self) -> bool:
+        return self.state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
+
+    def _lost_text(self, tail: str) -> str:
+        since = time.strftime("%H:%M:%S", time.localtime(self.lost_since or time.time()))
+        return f"Disconnected since {since} — {tail}. {self.last_error}".strip()

@@ -1,0 +1,136 @@
+"""The load the console puts on the cluster: start, change, stop, and its statistics.
+
+The generator has its own thread (and event loop); this part only starts and stops it and
+hands its statistics to the GUI twice a second. It keeps running while the cluster is
+unreachable: connection errors are what the user needs to see counted then.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from backend.catalog import Demo
+from backend.load_model import LoadModel, LoadPlan, demo_target
+from backend.loadgen import LoadGenerator, LoadTarget
+
+if TYPE_CHECKING:
+    from console.session import Session
+
+LOAD_STATS_INTERVAL_MS = 500
+
+
+class LoadControl(QObject):
+    stats = Signal(object)        # backend.loadgen.LoadStats
+
+    def __init__(self, session: "Session") -> None:
+        super().__init__(session)
+        self._session = session
+        self._gen: LoadGenerator | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(LOAD_STATS_INTERVAL_MS)
+        self._timer.timeout.connect(self._on_timer_tick)
+        #: The application the running (or last) load is sent to, when it is one of the
+        #: cluster's routes; None otherwise.
+        self.app: str | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._gen is not None
+
+    def _event(self, text: str, level: str = "info") -> None:
+        self._session.event.emit(text, level)
+
+    # -- targets --------------------------------------------------------------------------
+    def serve_http_base(self) -> str | None:
+        """The Serve proxy's address as the cluster reports it (never an assumed 8000)."""
+        s = self._session
+        status, client = s.status, s.client
+        if s.info is not None and s.info.serve_http_url:
+            return s.info.serve_http_url  # the user said where the proxy is reachable
+        if status is None or client is None or not status.http_port:
+            return None
+        host = status.http_host or client.host
+        if host in ("0.0.0.0", "::", ""):
+            # Bound on every interface: reach it at the host we reach the dashboard on.
+            host = client.host
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"http://{host}:{status.http_port}"
+
+    def target_for(self, demo: Demo) -> LoadTarget | None:
+        base = self.serve_http_base()
+        status = self._session.status
+        app = status.application(demo.app_name) if status else None
+        if base is None or app is None or app.route_prefix is None:
+            return None
+        prefix = "" if app.route_prefix == "/" else app.route_prefix
+        # Demo-aware payloads: feature vectors, model ids in the multiplexing header,
+        # streamed responses read to the end.
+        return demo_target(demo.key, f"{base}{prefix}{demo.load.path}", hint=demo.load)
+
+    def _app_of_url(self, url: str) -> str | None:
+        """The application a load URL reaches, when it goes to this cluster's Serve."""
+        base, status = self.serve_http_base(), self._session.status
+        if base is None or status is None:
+            return None
+        parts, ours = urlsplit(url), urlsplit(base)
+        if (parts.hostname, parts.port) != (ours.hostname, ours.port):
+            return None
+        return status.application_for_path(parts.path or "/")
+
+    # -- running ----------------------------------------------------------------------------
+    def start_plan(self, plan: LoadPlan) -> None:
+        """Start a load described in full (target, open/closed loop, profile)."""
+        self.stop()
+        self.app = self._app_of_url(plan.target.url)
+        self._gen = LoadGenerator(plan.target, model=plan.model)
+        self._gen.start()
+        self._timer.start()
+        self._event(f"Load: {plan.model.describe()} → {plan.target.describe()}")
+
+    def start(self, target: LoadTarget, rps: float) -> None:
+        self.stop()
+        self.app = self._app_of_url(target.url)
+        self._gen = LoadGenerator(target)
+        self._gen.start(rps)  # returns at once: the generator has its own thread
+        self._timer.start()
+        self._event(f"Load: {rps:g} requests/s → {target.method} {target.url}")
+
+    def set_model(self, model: LoadModel) -> None:
+        if self._gen is None:
+            return
+        try:
+            self._gen.apply_model(model)
+        except ValueError as e:
+            self._event(str(e), "warning")
+            return
+        self._event(f"Load now: {model.describe()}")
+
+    def set_rate(self, rps: float) -> None:
+        if self._gen is not None:
+            self._gen.set_rate(rps)
+            self._event(f"Load rate set to {rps:g} requests/s.")
+
+    def stop(self) -> None:
+        gen, self._gen = self._gen, None
+        self._timer.stop()
+        if gen is not None:
+            # stop() joins the generator thread (≤ ~1 s): do it off the GUI thread.
+            def stop_and_report() -> None:
+                gen.stop()
+                # The whole-run summary reaches the panel after Stop (queued signal).
+                try:
+                    self.stats.emit(gen.stats())
+                except RuntimeError:  # the console is gone already (quitting)
+                    pass
+
+            threading.Thread(target=stop_and_report, name="loadgen-stop", daemon=True).start()
+            self._event("Load stopped.")
+
+    def _on_timer_tick(self) -> None:
+        if self._gen is not None:
+            self.stats.emit(self._gen.stats())
