@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import copy
 import time
-from typing import Any
+from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 import requests
@@ -16,6 +16,7 @@ import requests
 from backend.errors import ApiError, AuthError, ConnectError
 from backend.metrics.discovery import metrics_targets_from_summary
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
+from backend.replica_watch import ActorDeath, intended_stop
 
 SERVE_PATH = "/api/serve/applications/"
 # The dashboard redacts runtime_env secrets for requests that look like a browser's; a
@@ -63,6 +64,8 @@ class ClusterClient:
         self._session = requests.Session()
         self._session.verify = verify
         self._session.headers["User-Agent"] = USER_AGENT
+        # Set once a dashboard answers 404 to /logical/actors (dead_replica_actors).
+        self._no_logical_actors = False
         if self.token:
             self._session.headers["Authorization"] = f"Bearer {self.token}"
 
@@ -184,6 +187,45 @@ class ClusterClient:
     def serve_status(self, timeout_s: float | None = None) -> ServeStatus:
         return parse_serve_status(self.serve_details(timeout_s), time.time())
 
+    def dead_replica_actors(self, actor_ids: Iterable[str], limit: int = 500
+                            ) -> list[ActorDeath]:
+        """Those of *actor_ids* (Serve replicas' actors) that the GCS reports DEAD.
+
+        The GCS marks an actor dead as soon as its worker process exits, seconds before
+        Serve's controller notices at its next health check (backend/replica_watch.py).
+        Asks the dashboard's actor table (`/logical/actors?ids=…`, what the dashboard's
+        own pages use: only these actors, with exit detail and end time); a dashboard
+        without that route gets the state API instead (dead_serve_actors). At most
+        *limit* ids are asked about."""
+        ids = list(dict.fromkeys(a for a in actor_ids if a))[:max(0, limit)]
+        if not ids:
+            return []
+        if not self._no_logical_actors:
+            try:
+                return _deaths_from_logical(self._json(
+                    "GET", "/logical/actors", params={"ids": ",".join(ids), "nocache": "1"}))
+            except ApiError as e:
+                if e.status not in (404, 405):
+                    raise
+                self._no_logical_actors = True
+        return self.dead_serve_actors(limit, only=set(ids))
+
+    def dead_serve_actors(self, limit: int = 500, only: set[str] | None = None
+                          ) -> list[ActorDeath]:
+        """DEAD actors of Serve replicas from the state API (`GET /api/v0/actors`, the
+        GCS's dead actors of the "serve" namespace), at most *limit* of them (the API
+        truncates in actor-id order, not by recency); only the ids in *only* if given.
+        No end time (the state API has none): the watcher uses the poll's time."""
+        params = [("filter_keys", "state"), ("filter_predicates", "="),
+                  ("filter_values", "DEAD"),
+                  ("filter_keys", "ray_namespace"), ("filter_predicates", "="),
+                  ("filter_values", "serve"),
+                  ("detail", "true"), ("limit", str(max(1, limit)))]
+        data = self._json("GET", "/api/v0/actors", params=params)
+        rows = ((data.get("data") or {}).get("result") or {}).get("result") or []
+        return [d for d in map(_death_from_state_api, rows)
+                if d is not None and (only is None or d.actor_id in only)]
+
     def put_serve_config(self, config: dict[str, Any]) -> None:
         r = self._request("PUT", SERVE_PATH, json=config, timeout_s=max(self.timeout_s, 30))
         if not r.ok:
@@ -241,22 +283,15 @@ def parse_serve_status(details: dict[str, Any], fetched_at: float) -> ServeStatu
     for name, a in sorted((details.get("applications") or {}).items()):
         deps = []
         for dname, d in sorted((a.get("deployments") or {}).items()):
-            replicas = tuple(
-                ReplicaInfo(
-                    replica_id=r.get("replica_id", ""),
-                    state=r.get("state", ""),
-                    node_ip=r.get("node_ip"),
-                    pid=r.get("pid"),
-                    start_time_s=r.get("start_time_s"),
-                )
-                for r in d.get("replicas") or []
-            )
+            replicas = tuple(_replica_info(r) for r in d.get("replicas") or [])
             deps.append(DeploymentInfo(
                 app=name, name=dname, status=d.get("status", ""),
                 message=d.get("message", "") or "",
                 replicas=replicas,
                 target_num_replicas=d.get("target_num_replicas"),
                 config=copy.deepcopy(d.get("deployment_config") or {}),
+                dead_replicas=tuple(_replica_info(r)
+                                    for r in d.get("recent_dead_replicas") or []),
             ))
         apps.append(ApplicationInfo(
             name=name, status=a.get("status", ""), message=a.get("message", "") or "",
@@ -271,4 +306,61 @@ def parse_serve_status(details: dict[str, Any], fetched_at: float) -> ServeStatu
         serve_running=bool(details.get("controller_info")),
         fetched_at=fetched_at,
         raw=details,
+    )
+
+
+def _replica_info(r: dict[str, Any]) -> ReplicaInfo:
+    return ReplicaInfo(
+        replica_id=r.get("replica_id", ""),
+        state=r.get("state", ""),
+        node_ip=r.get("node_ip"),
+        pid=r.get("pid"),
+        start_time_s=r.get("start_time_s"),
+        actor_id=r.get("actor_id") or None,
+    )
+
+
+def _deaths_from_logical(data: dict[str, Any]) -> list[ActorDeath]:
+    """ActorDeaths from `/logical/actors?ids=…` ({actor_id: camelCase actor or null})."""
+    actors = (data.get("data") or {}).get("actors") or {}
+    out = []
+    for actor_id, a in actors.items():
+        if not isinstance(a, dict) or a.get("state") != "DEAD":
+            continue
+        try:
+            end = float(a.get("endTime") or 0) / 1000.0
+        except (TypeError, ValueError):
+            end = 0.0
+        reason = str(a.get("exitDetail") or "")
+        out.append(ActorDeath(
+            actor_id=actor_id, name=str(a.get("name") or ""), pid=a.get("pid") or None,
+            node_ip=(a.get("address") or {}).get("ipAddress") or None,
+            end_time_s=end or None, reason=reason, intended=intended_stop(reason),
+        ))
+    return out
+
+
+def _death_from_state_api(row: Any) -> ActorDeath | None:
+    """An ActorDeath from one row of `/api/v0/actors?detail=true` (None: not a replica)."""
+    if not isinstance(row, dict):
+        return None
+    name = str(row.get("name") or "")
+    if not name.startswith("SERVE_REPLICA::"):
+        return None
+    cause = row.get("death_cause") or {}
+    ctx = cause.get("actor_died_error_context") or {}
+    code = str(ctx.get("reason") or "")
+    message = str(ctx.get("error_message") or "") or next(
+        (str(v["error_message"]) for v in cause.values()
+         if isinstance(v, dict) and v.get("error_message")), "")
+    if code == "RAY_KILL":
+        intended: bool | None = True
+    elif code in ("WORKER_DIED", "NODE_DIED", "OWNER_DIED"):
+        intended = False
+    else:
+        intended = intended_stop(message)
+    return ActorDeath(
+        actor_id=str(row.get("actor_id") or ""), name=name, pid=row.get("pid") or None,
+        node_ip=ctx.get("node_ip_address") or None, end_time_s=None,
+        reason=message or code, intended=intended,
     )
