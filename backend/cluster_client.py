@@ -250,6 +250,47 @@ class ClusterClient:
             raise ApiError(f"Uploading package {uri} failed: HTTP {r.status_code}: "
                            f"{_first_line(r.text)}", r.status_code, r.text)
 
+    # -- resources and jobs (deploy pre-flight) ---------------------------------------
+    def cluster_status(self) -> dict[str, Any]:
+        """`/api/cluster_status`'s `clusterStatus` (the head's monitor writes it every
+        ~5 s; `loadMetricsReport.usage` = {resource: [used, total]}); {} when absent.
+        The dashboard camel-cases the keys (`object_store_memory` → `objectStoreMemory`,
+        `my_res` → `myRes`)."""
+        data = self._json("GET", "/api/cluster_status").get("data") or {}
+        return data.get("clusterStatus") or {}
+
+    def submit_job(self, entrypoint: str, *, runtime_env: dict[str, Any] | None = None,
+                   submission_id: str | None = None,
+                   metadata: dict[str, str] | None = None) -> str:
+        """`POST /api/jobs/`; returns the submission id. No entrypoint resources: Ray
+        then runs the driver on the head node with 0 CPUs."""
+        body: dict[str, Any] = {"entrypoint": entrypoint}
+        if runtime_env:
+            body["runtime_env"] = runtime_env
+        if submission_id:
+            body["submission_id"] = submission_id
+        if metadata:
+            body["metadata"] = metadata
+        r = self._request("POST", "/api/jobs/", json=body, timeout_s=max(self.timeout_s, 30))
+        if not r.ok:
+            raise ApiError(f"The cluster refused the job (HTTP {r.status_code}): "
+                           f"{_first_line(r.text)}", r.status_code, r.text)
+        return r.json()["submission_id"]
+
+    def job_info(self, submission_id: str) -> dict[str, Any]:
+        """`GET /api/jobs/{id}`: status, message, error_type, driver_node_id, …"""
+        return self._json("GET", f"/api/jobs/{submission_id}")
+
+    def job_logs(self, submission_id: str) -> str:
+        return self._json("GET", f"/api/jobs/{submission_id}/logs").get("logs") or ""
+
+    def stop_job(self, submission_id: str) -> bool:
+        return bool(self._json("POST", f"/api/jobs/{submission_id}/stop").get("stopped"))
+
+    def delete_job(self, submission_id: str) -> bool:
+        """Forget a finished job (Ray refuses to delete one that has not ended)."""
+        return bool(self._json("DELETE", f"/api/jobs/{submission_id}").get("deleted"))
+
 
 def _package_path(uri: str) -> str:
     protocol, _, name = uri.partition("://")
