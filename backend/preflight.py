@@ -136,7 +136,7 @@ def _per_replica(dep: dict[str, Any], assumed: list[str]) -> dict[str, float]:
     opts = dep.get("ray_actor_options")
     if opts is None:
         assumed.append(
-            "ray_actor_options are not in the config, so the code's apply; counted as "
+            "ray_actor_options are not in the config, so the code's options apply; counted as "
             f"Serve's default, {SERVE_DEFAULT_NUM_CPUS:g} CPU per replica")
         return {"CPU": SERVE_DEFAULT_NUM_CPUS}
     if not isinstance(opts, dict):
@@ -213,16 +213,23 @@ def cluster_resources(client: ClusterClient, details: dict[str, Any] | None = No
     status = client.cluster_status()
     report = status.get("loadMetricsReport") or {}
     usage = report.get("usage") or {}
-    if usage.get("CPU"):
-        total = {k: float(v[1]) for k, v in usage.items() if _is_pair(v)}
-        used = {k: float(v[0]) for k, v in usage.items() if _is_pair(v)}
-        total, used = _ray_names(total, known), _ray_names(used, known)
+    serve_total = _sum(serve_used.values())
+    if usage:
+        # The monitor's figures are up to ~5 s old; Serve's are fresh. A replica placed
+        # since the monitor last looked counts as used (max of the two), so a check
+        # right after a deploy does not see that deploy's CPUs as free.
+        total = _ray_names({k: v[1] for k, v in usage.items() if _is_pair(v)}, known)
+        used = _ray_names({k: v[0] for k, v in usage.items() if _is_pair(v)}, known)
+        used = {k: max(used.get(k, 0.0), serve_total.get(k, 0.0)) for k in total}
         free = {k: max(0.0, total[k] - used.get(k, 0.0)) for k in total}
         by_node = {}
-        for node, res in (report.get("usageByNode") or {}).items():
-            pairs = {k: v for k, v in (res or {}).items() if _is_pair(v)}
-            node_free = {k: float(v[1]) - float(v[0]) for k, v in pairs.items()}
-            by_node[node] = {k: max(0.0, v) for k, v in _ray_names(node_free, known).items()}
+        for node, pairs in (report.get("usageByNode") or {}).items():
+            pairs = {k: v for k, v in (pairs or {}).items() if _is_pair(v)}
+            n_total = _ray_names({k: v[1] for k, v in pairs.items()}, known)
+            n_used = _ray_names({k: v[0] for k, v in pairs.items()}, known)
+            serve_here = _sum(a.get(node, {}) for a in app_by_node.values())
+            by_node[node] = {k: max(0.0, t - max(n_used.get(k, 0.0), serve_here.get(k, 0.0)))
+                             for k, t in n_total.items()}
         source = "cluster_status"
     else:
         total = {}
@@ -232,12 +239,11 @@ def cluster_resources(client: ClusterClient, details: dict[str, Any] | None = No
                 continue
             for k, v in _ray_names(raylet.get("resourcesTotal") or {}, known).items():
                 total[k] = total.get(k, 0.0) + float(v)
-        used = _sum(serve_used.values())
+        used = serve_total
         free = {k: max(0.0, total[k] - used.get(k, 0.0)) for k in total}
         by_node = {}
         source = "nodes"
     used_by = {app: res for app, res in serve_used.items() if res}
-    serve_total = _sum(serve_used.values())
     other = {k: v - serve_total.get(k, 0.0) for k, v in used.items() if k in total}
     other = {k: v for k, v in other.items() if v > 1e-6}
     if other:
@@ -510,10 +516,10 @@ def probe_python_env(client: ClusterClient, modules: list[str],
         msg = (info.get("message") or "").strip()
         if kind == "RUNTIME_ENV_SETUP_FAILURE" or "runtime_env" in msg.lower():
             raise PreflightError(f"The application's runtime_env cannot be set up on the "
-                                 f"cluster: {_last_lines(msg, 3)}")
+                                 f"cluster: {_error_line(msg)}")
         raise PreflightError(
             f"The Python-environment probe failed ({info.get('status')}): "
-            f"{_last_lines(msg, 2) or _last_lines(logs, 3)}")
+            f"{_error_line(msg) or _error_line(logs)}")
     if not result.get("ray"):
         raise PreflightError(
             f"The probe ran in {result.get('python')}, a Python without Ray: not the one "
@@ -694,6 +700,15 @@ def _fmt_res(res: dict[str, float]) -> str:
     return ", ".join(_fmt(k, res[k]) for k in order)
 
 
-def _last_lines(text: str, n: int) -> str:
+def _error_line(text: str, limit: int = 400) -> str:
+    """The exception line of a traceback-like text ("OSError: Failed to …"), else its
+    last line; clipped."""
     lines = [ln.strip() for ln in (text or "").strip().splitlines() if ln.strip()]
-    return " ".join(lines[-n:])[:600]
+    for ln in reversed(lines):
+        m = re.search(r"\b\w*(Error|Exception): ", ln)
+        if m:
+            line = ln[m.start():]
+            break
+    else:
+        line = lines[-1] if lines else ""
+    return line if len(line) <= limit else line[:limit - 1] + "…"

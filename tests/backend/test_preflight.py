@@ -188,6 +188,22 @@ def test_enough_in_total_but_no_node_with_room_does_not_fit():
     assert "no node has room" in report.message and "a/D" in report.message
 
 
+def test_replicas_placed_since_the_monitor_looked_count_as_used():
+    """/api/cluster_status is up to ~5 s old; Serve's replica list is not."""
+    apps = {"user": {"deployments": {"D": {
+        "required_resources": {"CPU": 1.0}, "deployment_config": {},
+        "replicas": [{"node_id": "n1", "state": "RUNNING"},
+                     {"node_id": "n1", "state": "STARTING"},
+                     {"node_id": None, "state": "STARTING"}]}}}}   # pending: holds nothing
+    fake = _Fake({"CPU": [0, 3]}, by_node={"n1": {"CPU": [0, 3]}}, apps=apps)
+    res = cluster_resources(fake)
+    assert res.free == {"CPU": 1} and res.free_by_node == {"n1": {"CPU": 1}}
+    assert res.used_by == {"user": {"CPU": 2}}
+    report = check_fit(fake, [_app({"name": "D", "num_replicas": 2,
+                                    "ray_actor_options": {"num_cpus": 1}})])
+    assert not report.fits and "used by: user (2 CPU)" in report.message
+
+
 @pytest.fixture(scope="module")
 def cluster():
     c = LocalCluster(num_cpus=2)
@@ -356,8 +372,9 @@ def test_probe_timeout_says_so(client):
 
 def test_a_runtime_env_that_cannot_be_set_up_is_reported(client):
     env = {"py_modules": ["gcs://_ray_pkg_0000000000000000000000000000000000000000.zip"]}
-    with pytest.raises(PreflightError, match="runtime_env"):
+    with pytest.raises(PreflightError, match="runtime_env cannot be set up") as e:
         check_python_env(client, ["json"], env, CancelToken(), timeout_s=60)
+    assert "gcs://_ray_pkg_0000" in str(e.value) and "Traceback" not in str(e.value)
 
 
 def test_the_cluster_version_is_supported(client):
