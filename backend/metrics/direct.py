@@ -49,6 +49,7 @@ from typing import Callable, Iterable
 import requests
 
 from backend.metrics import exposition as ex
+from backend.metrics.health import ProblemTracker, SourceProblem, node_where
 from backend.metrics.series import DeploymentKey
 
 log = logging.getLogger(__name__)
@@ -348,6 +349,8 @@ class DirectScrapeSource:
     `targets` returns the metrics URLs (e.g. ClusterClient.metrics_targets); it is
     called again every `refresh_s` and after any failed scrape, so nodes that join or
     leave are picked up. `poll()` is safe to call every ~1 s from one background thread.
+    A node that fails (refused, unreachable, no page within `timeout_s`) costs its own
+    data only; `problems()` names it and since when, from any thread.
     """
 
     def __init__(self, targets: Callable[[], list[str]],
@@ -377,6 +380,7 @@ class DirectScrapeSource:
         self._lock = threading.Lock()
         self.last_error: str | None = None
         self.last_stats = ScrapeStats()
+        self._health = ProblemTracker()
 
     @property
     def window_s(self) -> float:
@@ -402,6 +406,11 @@ class DirectScrapeSource:
         with self._lock:
             return self._poll()
 
+    def problems(self) -> list[SourceProblem]:
+        """What fails now, per node ("node ip:port", since when, why), plus the node list
+        when the dashboard could not give it. Any thread; never waits for a poll."""
+        return self._health.problems()
+
     def held_models(self, key: DeploymentKey) -> dict[str, list[str]]:
         """The model ids each replica of a multiplexed deployment holds, as of the last
         poll ({replica: ids}; empty when it holds none or is not multiplexed)."""
@@ -423,9 +432,13 @@ class DirectScrapeSource:
         t_fetched = time.perf_counter()
         stats.fetch_ms = (t_fetched - t0) * 1000
         pages = []
+        failures: dict[str, str] = {}
+        if self._targets_error:
+            failures["node list (dashboard)"] = self._targets_error
         for url, res in zip(urls, results):
             if isinstance(res, Exception):
                 stats.errors.append(f"{url}: {_describe(res)}")
+                failures[node_where(url)] = f"{url}: {_explain(res, self.timeout_s)}"
                 continue
             samples, nbytes, filter_s, parse_s = res
             stats.ok += 1
@@ -439,6 +452,7 @@ class DirectScrapeSource:
         t = max(time.time(), self._last_t + 1e-6)
         self._last_t = t
         values = self._window.ingest(t, pages)
+        self._health.report(failures, t)
         t_end = time.perf_counter()
         stats.compute_ms = (t_end - t_fetched) * 1000
         stats.total_ms = (t_end - t0) * 1000
@@ -494,3 +508,20 @@ def _describe(e: Exception) -> str:
     if isinstance(e, requests.HTTPError) and e.response is not None:
         return f"HTTP {e.response.status_code}"
     return f"{type(e).__name__}: {e}"
+
+
+def _explain(e: Exception, timeout_s: float) -> str:
+    """A failed scrape in words a user can act on (SourceProblem.message)."""
+    if isinstance(e, requests.ConnectTimeout):
+        return f"no connection within {timeout_s:g} s (host unreachable or firewalled)"
+    if isinstance(e, requests.Timeout):
+        return (f"accepted the connection but sent no page within {timeout_s:g} s "
+                "(slow or stuck metrics agent)")
+    if isinstance(e, requests.ConnectionError):
+        text = str(e)
+        if "refused" in text.lower():
+            return "connection refused (nothing listens on the metrics port)"
+        return "unreachable: " + text[-200:]
+    if isinstance(e, requests.HTTPError) and e.response is not None:
+        return f"answered HTTP {e.response.status_code}"
+    return f"{type(e).__name__}: {str(e)[:200]}"

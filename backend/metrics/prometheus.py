@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from backend.metrics import exposition as ex
 from backend.metrics.direct import histogram_mean
+from backend.metrics.health import ProblemTracker, SourceProblem
 from backend.metrics.series import DeploymentKey
 
 DEP = "application, deployment"
@@ -114,6 +115,7 @@ class PrometheusSource:
                  verify: bool | str = True, timeout_s: float = 5.0) -> None:
         import requests
         from prometheus_api_client import PrometheusConnect  # only when this source is used
+        from urllib3.util.retry import Retry
 
         self.url = url.rstrip("/")
         self.window_s = window_s
@@ -121,15 +123,18 @@ class PrometheusSource:
         self.headers = dict(headers or {})
         self._session = requests.Session()
         self._session.verify = verify  # True, False, or a CA bundle path
+        # No retries: prometheus-api-client's default (3 retries, backoff 1 s) made one
+        # query to a stopped server take ~7 s; the next poll, a second later, is the retry.
         self._prom = PrometheusConnect(url=self.url, headers=self.headers or None,
                                        disable_ssl=verify is False, session=self._session,
-                                       timeout=max(1, int(timeout_s)))
+                                       timeout=max(1, int(timeout_s)), retry=Retry(total=0))
         self._queries = build_queries(window_s)
         self._held_query = SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)
         self._held: dict[DeploymentKey, dict[str, list[str]]] = {}
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="prometheus")
         self._lock = threading.Lock()
         self.last_error: str | None = None
+        self._health = ProblemTracker()
 
     def check(self) -> str:
         """Raise if the server is not a reachable Prometheus; return its version."""
@@ -145,12 +150,22 @@ class PrometheusSource:
         """series → PromQL (for one deployment when *key* is given), to copy into Grafana."""
         return queries_for(self._queries, key)
 
+    def problems(self) -> list[SourceProblem]:
+        """The Prometheus server when it is down, slow or refusing queries (since when,
+        why). Any thread; never waits for a poll."""
+        return self._health.problems()
+
     def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         with self._lock:
             t = time.time()
-            results = list(self._pool.map(self._run, self._queries + [self._held_query]))
+            # Set by the first query that cannot reach the server: the poll's other
+            # queries then give up at once instead of each waiting out its timeout.
+            unreachable = _Unreachable()
+            queries = self._queries + [self._held_query]
+            results = list(self._pool.map(lambda q: self._run(q, unreachable), queries))
             values: dict[DeploymentKey, dict[str, float]] = {}
-            errors = [err for _, err in results if err]
+            errors = [err for _, err in results if err and err is not _SKIPPED]
+            self._health.report(self._failures(results, errors, unreachable), t)
             for q, (rows, _) in zip(self._queries, results):
                 for key, series, value in _reduce(q, rows or []):
                     values.setdefault(key, {})[series] = value
@@ -170,14 +185,60 @@ class PrometheusSource:
         with self._lock:
             return dict(self._held)
 
-    def _run(self, q: SeriesQuery):
+    def _run(self, q: SeriesQuery, unreachable: "_Unreachable | None" = None):
+        if unreachable is not None and unreachable.error is not None:
+            return None, _SKIPPED
         try:
             return self._prom.custom_query(q.promql, params={"timeout": f"{max(1, int(self.timeout_s))}s"}), None
         except Exception as e:  # one failed query costs one series, not the poll
-            return None, f"Prometheus query for {q.series} failed: {e}"
+            if unreachable is not None and _is_connection_error(e):
+                unreachable.error = unreachable.error or e
+            return None, f"Prometheus query for {q.series} failed: {_short_error(e, self.timeout_s)}"
+
+    def _failures(self, results: list, errors: list[str],
+                  unreachable: "_Unreachable") -> dict[str, str]:
+        if not errors:
+            return {}
+        where = f"Prometheus {self.url}"
+        if unreachable.error is not None:
+            return {where: _short_error(unreachable.error, self.timeout_s)}
+        failed = sum(1 for _, err in results if err)
+        return {where: f"{failed} of {len(results)} queries failed: {errors[0]}"}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+_SKIPPED = "skipped: Prometheus unreachable in this poll"
+
+
+class _Unreachable:
+    """One poll's first connection-level failure (set from the query threads)."""
+
+    error: Exception | None = None
+
+
+def _is_connection_error(e: Exception) -> bool:
+    import requests
+
+    return isinstance(e, (requests.ConnectionError, requests.Timeout))
+
+
+def _short_error(e: Exception, timeout_s: float) -> str:
+    """A failed query in one short line (requests' own text repeats the whole URL)."""
+    import requests
+
+    if isinstance(e, requests.ConnectTimeout):
+        return f"no connection within {timeout_s:g} s (host unreachable or firewalled)"
+    if isinstance(e, requests.Timeout):
+        return (f"no answer within {timeout_s:g} s (read timeout): the server is stuck "
+                "or overloaded")
+    if isinstance(e, requests.ConnectionError):
+        text = str(e)
+        if "refused" in text.lower():
+            return "connection refused: the server is down (nothing listens on its port)"
+        return "unreachable: " + text[-200:]
+    return f"{type(e).__name__}: {str(e)[:200]}"
 
 
 def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None) -> dict[str, str]:
