@@ -290,6 +290,7 @@ class FitReport:
     replaced: dict[str, dict[str, float]] = field(default_factory=dict)  # given back
     unknown: tuple[str, ...] = ()            # what the configs leave to the code
     short: dict[str, float] = field(default_factory=dict)  # resource → missing amount
+    deployments: tuple[DeploymentNeeds, ...] = ()          # the breakdown of `needs`
 
 
 def check_fit(client: ClusterClient, app_configs: list[dict[str, Any]]) -> FitReport:
@@ -329,9 +330,15 @@ def check_fit(client: ClusterClient, app_configs: list[dict[str, Any]]) -> FitRe
         unplaced = _pack(deps, nodes)
     fits = not short and not unplaced
     message = _message(names, needs, res, replaced, short, unplaced, fits, unknown)
+    growth = [f"{d.app}/{d.name} may autoscale to {d.max_replicas} replicas "
+              f"({_fmt_res({k: v * d.max_replicas for k, v in d.per_replica.items()})})"
+              for d in deps if d.max_replicas and d.max_replicas > d.replicas
+              and d.per_replica]
+    if growth:
+        message += " " + "; ".join(growth) + "."
     return FitReport(fits=fits, needs=needs, free=res.free, total=res.total,
                      used_by=res.used_by, message=message, replaced=replaced,
-                     unknown=tuple(unknown), short=short)
+                     unknown=tuple(unknown), short=short, deployments=tuple(deps))
 
 
 def _unlisted_running(app: dict[str, Any], running: dict[str, Any], listed: set[str]):

@@ -180,6 +180,16 @@ def test_custom_resource_names_survive_the_dashboards_camel_case():
     assert report.used_by == {OTHER_WORK: {"my_res": 1}}
 
 
+def test_autoscaling_growth_is_mentioned():
+    fake = _Fake({"CPU": [0, 4]})
+    report = check_fit(fake, [_app({"name": "D", "num_replicas": "auto",
+                                    "ray_actor_options": {"num_cpus": 0.5}})])
+    assert report.fits and report.needs == {"CPU": 0.5}
+    assert "a/D may autoscale to 100 replicas (50 CPU)" in report.message
+    assert [(d.name, d.replicas, d.max_replicas) for d in report.deployments] == [
+        ("D", 1, 100)]
+
+
 def test_enough_in_total_but_no_node_with_room_does_not_fit():
     fake = _Fake({"CPU": [2, 4]}, by_node={"n1": {"CPU": [1, 2]}, "n2": {"CPU": [1, 2]}})
     report = check_fit(fake, [_app({"name": "D", "num_replicas": 1,
