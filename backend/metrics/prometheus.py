@@ -124,7 +124,8 @@ class PrometheusSource:
         self._session = requests.Session()
         self._session.verify = verify  # True, False, or a CA bundle path
         # No retries: prometheus-api-client's default (3 retries, backoff 1 s) made one
-        # query to a stopped server take 6.0 s (measured); the next poll, a second later, is the retry.
+        # query to a stopped server take 6.0 s (measured); the next poll, a second
+        # later, is the retry.
         self._prom = PrometheusConnect(url=self.url, headers=self.headers or None,
                                        disable_ssl=verify is False, session=self._session,
                                        timeout=max(1, int(timeout_s)), retry=Retry(total=0))
