@@ -7,12 +7,14 @@ Every method blocks on the network, so it is only ever called from worker thread
 from __future__ import annotations
 
 import copy
+import os
 import time
 from typing import Any, Iterable
 from urllib.parse import urlsplit
 
 import requests
 
+from backend.addresses import address_problem, clip, token_problem
 from backend.errors import ApiError, AuthError, ConnectError
 from backend.metrics.discovery import metrics_targets_from_summary
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
@@ -49,7 +51,14 @@ def normalize_url(url: str) -> str:
         raise ConnectError(f"'{url}' has no host name.")
     if port is not None and not 0 < port < 65536:
         raise ConnectError(f"'{url}' has an invalid port (1–65535).")
+    problem = address_problem(text, parts.hostname)
+    if problem:
+        raise ConnectError(f"'{_clip(url)}' is not a valid address: {problem}.")
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return clip(text, limit)
 
 
 class ClusterClient:
@@ -59,6 +68,11 @@ class ClusterClient:
                  verify: bool | str = True) -> None:
         self.url = normalize_url(url)
         self.token = token or None
+        if self.token and token_problem(self.token):
+            raise AuthError(f"The token cannot be sent: {token_problem(self.token)}.")
+        if isinstance(verify, str) and not os.path.isfile(verify):
+            raise ConnectError(f"The CA bundle {verify} does not exist (or is not a file): "
+                               "give the path of a PEM file, or turn verification off.")
         self.timeout_s = timeout_s
         self.verify = verify
         self._session = requests.Session()
@@ -109,6 +123,10 @@ class ClusterClient:
             if "name or service not known" in reason.lower() or "resolve" in reason.lower():
                 raise ConnectError(f"Unknown host '{self.host}'.") from None
             raise ConnectError(f"Cannot reach {self.url}: {reason}.") from None
+        except (requests.RequestException, ValueError, OSError) as e:
+            # Whatever else the address or the answer does wrong (an invalid URL or
+            # header, a broken chunked answer): a message, never a traceback.
+            raise ConnectError(f"Talking to {self.url} failed: {_reason(e)}.") from None
         if r.status_code == 401:
             raise AuthError(
                 "The cluster requires a token (token authentication is on): enter it, "
@@ -144,7 +162,8 @@ class ClusterClient:
             data = r.json()
         except ValueError:
             data = None
-        if not r.ok or not isinstance(data, dict) or "ray_version" not in data:
+        if not r.ok or not isinstance(data, dict) or \
+                not isinstance(data.get("ray_version"), str):
             raise ConnectError(
                 f"{self.url} answered (HTTP {r.status_code}), but it is not a Ray dashboard."
             )
@@ -154,16 +173,16 @@ class ClusterClient:
         """Version plus an authenticated call: what "connect" means. Returns the version."""
         info = self.version(timeout_s)
         # /api/version is open even with token auth on; this call proves the token.
-        self._json("GET", SERVE_PATH, timeout_s=timeout_s)
+        self.serve_details(timeout_s)
         return info
 
     def node_summary(self) -> list[dict[str, Any]]:
-        data = self._json("GET", "/nodes?view=summary")
-        return (data.get("data") or {}).get("summary") or []
+        return _checked_summary(self._json("GET", "/nodes?view=summary"), self.url)
 
     def metrics_targets(self) -> list[str]:
         """`http://ip:port/metrics` of every alive node."""
-        return metrics_targets_from_summary(self._json("GET", "/nodes?view=summary"))
+        nodes = _checked_summary(self._json("GET", "/nodes?view=summary"), self.url)
+        return metrics_targets_from_summary({"data": {"summary": nodes}})
 
     def cluster_gpus(self, wait_s: float = 20.0) -> float:
         """GPUs of the alive nodes.
@@ -182,7 +201,8 @@ class ClusterClient:
 
     # -- serve -----------------------------------------------------------------------
     def serve_details(self, timeout_s: float | None = None) -> dict[str, Any]:
-        return self._json("GET", SERVE_PATH, timeout_s=timeout_s)
+        return check_serve_details(self._json("GET", SERVE_PATH, timeout_s=timeout_s),
+                                   self.url)
 
     def serve_status(self, timeout_s: float | None = None) -> ServeStatus:
         return parse_serve_status(self.serve_details(timeout_s), time.time())
@@ -319,7 +339,103 @@ def _first_line(text: str) -> str:
     return lines[-1][:500]
 
 
+def _not_ray(source: str, what: str, where: str, value: Any, expected: str) -> ApiError:
+    kind = type(value).__name__ if value is not None else "null"
+    return ApiError(f"{source} answered {what} with data a Ray dashboard does not send "
+                    f"({where} is {_clip(kind, 40)}, not {expected}). Is this a Ray 2.x "
+                    "dashboard?")
+
+
+def _checked_summary(data: Any, source: str = "The dashboard") -> list[dict[str, Any]]:
+    """The nodes of a `GET /nodes?view=summary` answer; ApiError if it is not one."""
+    what = "GET /nodes?view=summary"
+    if not isinstance(data, dict):
+        raise _not_ray(source, what, "the answer", data, "a mapping")
+    inner = data.get("data", {})
+    if not isinstance(inner, dict):
+        raise _not_ray(source, what, "data", inner, "a mapping")
+    nodes = inner.get("summary", [])
+    if not isinstance(nodes, list):
+        raise _not_ray(source, what, "data.summary", nodes, "a list")
+    for i, node in enumerate(nodes):
+        where = f"data.summary[{i}]"
+        if not isinstance(node, dict):
+            raise _not_ray(source, what, where, node, "a mapping")
+        raylet = node.get("raylet", {})
+        if not isinstance(raylet, dict):
+            raise _not_ray(source, what, f"{where}.raylet", raylet, "a mapping")
+        for key, expected in (("state", "text"), ("nodeManagerAddress", "text"),
+                              ("metricsExportPort", "a port number")):
+            value = raylet.get(key)
+            want = str if expected == "text" else int
+            if value is not None and (not isinstance(value, want) or isinstance(value, bool)):
+                raise _not_ray(source, what, f"{where}.raylet.{key}", value, expected)
+        if node.get("ip") is not None and not isinstance(node["ip"], str):
+            raise _not_ray(source, what, f"{where}.ip", node["ip"], "text")
+        resources = raylet.get("resourcesTotal", {})
+        if not isinstance(resources, dict) or not all(
+                isinstance(v, (int, float)) and not isinstance(v, bool)
+                for v in resources.values()):
+            raise _not_ray(source, what, f"{where}.raylet.resourcesTotal", resources,
+                           "a mapping of numbers")
+    return nodes
+
+
+# What parse_serve_status and the console read from GET /api/serve/applications/, and the
+# types they need ("?": may also be null or missing).
+_APP_SHAPE = (("status", str), ("message?", str), ("route_prefix?", str),
+              ("deployments?", dict), ("deployed_app_config?", dict))
+_DEPLOYMENT_SHAPE = (("status", str), ("message?", str), ("replicas?", list),
+                     ("recent_dead_replicas?", list), ("target_num_replicas?", int),
+                     ("deployment_config?", dict))
+_REPLICA_SHAPE = (("replica_id", str), ("state", str), ("node_ip?", str), ("pid?", int),
+                  ("start_time_s?", (int, float)), ("actor_id?", str))
+_EXPECTED = {str: "text", dict: "a mapping", list: "a list", int: "a whole number"}
+
+
+def check_serve_details(details: Any, source: str = "The dashboard") -> dict[str, Any]:
+    """*details* if it has the shape of Serve's details, else ApiError saying what is off:
+    a dashboard (or a proxy in front of it) answering garbage gives the user a message,
+    never an AttributeError deep in the console."""
+    what = f"GET {SERVE_PATH}"
+
+    def check(obj: dict, shape: tuple, where: str) -> None:
+        for name, types in shape:
+            optional = name.endswith("?")
+            name = name.rstrip("?")
+            value = obj.get(name)
+            if value is None and (optional or name not in obj):
+                continue
+            if not isinstance(value, types) or isinstance(value, bool):
+                raise _not_ray(source, what, f"{where}.{name}", value,
+                               _EXPECTED.get(types, "a number"))
+
+    if not isinstance(details, dict):
+        raise _not_ray(source, what, "the answer", details, "a mapping")
+    for key in ("applications", "http_options", "controller_info"):
+        if details.get(key) is not None and not isinstance(details[key], dict):
+            raise _not_ray(source, what, key, details[key], "a mapping")
+    for name, app in (details.get("applications") or {}).items():
+        where = f"applications.{_clip(str(name), 40)}"
+        if not isinstance(app, dict):
+            raise _not_ray(source, what, where, app, "a mapping")
+        check(app, _APP_SHAPE, where)
+        for dname, dep in (app.get("deployments") or {}).items():
+            dwhere = f"{where}.deployments.{_clip(str(dname), 40)}"
+            if not isinstance(dep, dict):
+                raise _not_ray(source, what, dwhere, dep, "a mapping")
+            check(dep, _DEPLOYMENT_SHAPE, dwhere)
+            for key in ("replicas", "recent_dead_replicas"):
+                for i, replica in enumerate(dep.get(key) or []):
+                    if not isinstance(replica, dict):
+                        raise _not_ray(source, what, f"{dwhere}.{key}[{i}]", replica,
+                                       "a mapping")
+                    check(replica, _REPLICA_SHAPE, f"{dwhere}.{key}[{i}]")
+    return details
+
+
 def parse_serve_status(details: dict[str, Any], fetched_at: float) -> ServeStatus:
+    check_serve_details(details)
     apps = []
     for name, a in sorted((details.get("applications") or {}).items()):
         deps = []

@@ -7,6 +7,7 @@ Ray dashboard (+ version) → authentication accepted → Serve running → metr
 
 from __future__ import annotations
 
+import os
 import socket
 import time
 from dataclasses import dataclass
@@ -53,6 +54,11 @@ def diagnose(spec: ConnectionSpec, report: Callable[[Step], None] = lambda s: No
     except ConsoleError as e:
         add("Address valid", False, str(e))
         return steps
+    if isinstance(spec.verify, str) and not os.path.isfile(spec.verify):
+        add("Address valid", False, f"The CA bundle {spec.verify} does not exist (or is not a "
+                                    "file): give the path of a PEM file, or turn "
+                                    "verification off.")
+        return steps
     parts = urlsplit(url)
     port = parts.port or (443 if parts.scheme == "https" else 80)
     add("Address valid", True, url)
@@ -75,8 +81,9 @@ def diagnose(spec: ConnectionSpec, report: Callable[[Step], None] = lambda s: No
                                      f"{timeout_s:.0f} s (timeout): a firewall, a wrong "
                                      "address, or the port is not exposed.")
         return steps
-    except OSError as e:
-        add("Host reachable", False, f"Cannot reach {parts.hostname}:{port}: {e.strerror or e}.")
+    except (OSError, ValueError) as e:  # ValueError: a host name the resolver refuses
+        add("Host reachable", False, f"Cannot reach {parts.hostname}:{port}: "
+                                     f"{getattr(e, 'strerror', None) or e}.")
         return steps
     add("Host reachable", True, f"{parts.hostname}:{port} accepts connections")
 
@@ -91,12 +98,15 @@ def diagnose(spec: ConnectionSpec, report: Callable[[Step], None] = lambda s: No
                                     "give a CA bundle, or (on a trusted network) turn "
                                     "verification off.")
         return steps
-    except requests.RequestException as e:
+    except (requests.RequestException, OSError, ValueError) as e:
         add("Ray dashboard", False, f"{url} did not answer HTTP: {type(e).__name__}.")
         return steps
     try:
-        mode = r.json().get("authentication_mode") if r.ok else None
+        data = r.json() if r.ok else None
     except ValueError:
+        data = None
+    mode = data.get("authentication_mode") if isinstance(data, dict) else None
+    if not isinstance(mode, str):
         mode = None
     if mode is None:
         add("Ray dashboard", False, f"{url} answered (HTTP {r.status_code}) but is not a Ray "
@@ -107,7 +117,11 @@ def diagnose(spec: ConnectionSpec, report: Callable[[Step], None] = lambda s: No
     add("Ray dashboard", True, f"token authentication is {'on' if auth_on else 'off'}")
 
     # 4–5. version and authentication
-    client = ClusterClient(url, spec.token, timeout_s=timeout_s, verify=spec.verify)
+    try:
+        client = ClusterClient(url, spec.token, timeout_s=timeout_s, verify=spec.verify)
+    except ConsoleError as e:  # a token that cannot be sent (a line break pasted with it)
+        add("Authentication", False, str(e))
+        return steps
     if auth_on and not spec.token:
         add("Authentication", False, "The cluster requires a token (RAY_AUTH_MODE=token): "
                                      "type it, read it from a file, or set RAY_AUTH_TOKEN.")
@@ -167,7 +181,7 @@ def diagnose(spec: ConnectionSpec, report: Callable[[Step], None] = lambda s: No
     try:
         r = session.get(targets[0], timeout=timeout_s)
         r.raise_for_status()
-    except requests.RequestException as e:
+    except (requests.RequestException, OSError, ValueError) as e:
         add("Metrics", False, f"Direct scrape: {targets[0]} is not reachable from here "
                               f"({type(e).__name__}). Open the nodes' metrics ports or give a "
                               "Prometheus URL.")

@@ -9,11 +9,15 @@ resources/knobs.yaml.
 from __future__ import annotations
 
 import copy
+import json
+import math
 from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 import yaml
+
+from backend.errors import ConsoleError
 
 LIVE = "live"
 ROLLS = "rolls replicas"
@@ -59,10 +63,91 @@ class KnobSet:
         return next((k for k in self.knobs if k.path == path), None)
 
 
+_DEFAULT_METADATA: dict[str, dict[str, Any]] | None = None
+
+
 def load_knob_metadata(text: str | None = None) -> dict[str, dict[str, Any]]:
+    global _DEFAULT_METADATA
     if text is None:
-        text = resources.files("resources").joinpath("knobs.yaml").read_text()
+        if _DEFAULT_METADATA is None:
+            text = resources.files("resources").joinpath("knobs.yaml").read_text()
+            _DEFAULT_METADATA = (yaml.safe_load(text) or {}).get("knobs") or {}
+        return copy.deepcopy(_DEFAULT_METADATA)
     return (yaml.safe_load(text) or {}).get("knobs") or {}
+
+
+# -- checking a typed value before it is sent ---------------------------------------------
+
+class KnobValueError(ConsoleError, ValueError):
+    """A knob value that must not reach the cluster; the message says why."""
+
+
+# Values Ray's schema refuses although knobs.yaml's range lets a control reach them.
+_RAY_EXCLUDES = {"max_queued_requests": (0, "-1 (no limit) or at least 1")}
+_MAX_JSON_CHARS = 65536
+# Keys of autoscaling_config a knob may set (Ray's AutoscalingConfig).
+_AUTOSCALING_KEYS = ("min_replicas", "max_replicas", "initial_replicas",
+                     "target_ongoing_requests", "upscale_delay_s", "downscale_delay_s",
+                     "upscaling_factor", "downscaling_factor", "metrics_interval_s",
+                     "look_back_period_s")
+
+
+def check_knob_value(path: str, value: Any,
+                     metadata: dict[str, dict[str, Any]] | None = None) -> None:
+    """Raise KnobValueError when *value* cannot be sent as knob *path*.
+
+    Typed checks from knobs.yaml (kind, minimum, maximum), Ray's own limits, and what
+    JSON cannot carry (NaN, infinity): a value the user typed wrong is refused with a
+    sentence, before any request, so the cluster never sees it.
+    """
+    meta_all = metadata if metadata is not None else load_knob_metadata()
+    head, _, key = path.partition(".")
+    if path in meta_all:
+        meta = meta_all[path]
+    elif head in ("user_config", "args") and key:
+        meta = {"kind": "json"}
+    elif head == "autoscaling_config" and key in _AUTOSCALING_KEYS:
+        meta = {"kind": "float"}
+    else:
+        raise KnobValueError(f"There is no knob '{_clip(path)}' to change.")
+    label = meta.get("label", path)
+    kind = meta.get("kind", "json")
+    if kind == "bool":
+        if not isinstance(value, bool):
+            raise KnobValueError(f"{label} is on or off (true/false), not {_show(value)}.")
+        return
+    if kind in ("int", "float"):
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            raise KnobValueError(f"{label} must be a number, not {_show(value)}.")
+        if not math.isfinite(value):
+            raise KnobValueError(f"{label} must be a finite number, not {value!r}.")
+        if kind == "int" and not float(value).is_integer():
+            raise KnobValueError(f"{label} must be a whole number, not {value!r}.")
+        lo, hi = meta.get("minimum"), meta.get("maximum")
+        if (lo is not None and value < lo) or (hi is not None and value > hi):
+            rng = (f"from {lo:g} to {hi:g}" if lo is not None and hi is not None else
+                   f"at least {lo:g}" if lo is not None else f"at most {hi:g}")
+            raise KnobValueError(f"{label} must be {rng}; {value!r} is out of range.")
+        if path in _RAY_EXCLUDES and value == _RAY_EXCLUDES[path][0]:
+            raise KnobValueError(f"{label} must be {_RAY_EXCLUDES[path][1]} (Ray refuses "
+                                 f"{value!r}).")
+        return
+    try:
+        text = json.dumps(value, allow_nan=False)
+    except (TypeError, ValueError) as e:
+        raise KnobValueError(f"{label} must be a JSON value (numbers, text, true/false, "
+                             f"null, lists, mappings): {e}.") from None
+    if len(text) > _MAX_JSON_CHARS:
+        raise KnobValueError(f"{label}: the value is {len(text):,} characters of JSON; "
+                             f"a knob takes at most {_MAX_JSON_CHARS:,}.")
+
+
+def _show(value: Any) -> str:
+    return _clip(repr(value), 60)
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def get_path(entry: dict[str, Any], path: str) -> Any:
@@ -204,7 +289,10 @@ def patch_app_config(app_config: dict[str, Any], running: dict[str, Any], deploy
     *running* is the deployment's full running deployment_config, used where a partial
     field (user_config, autoscaling_config) must be completed: Serve replaces those
     whole, so a change to one key carries the others the cluster runs.
+    Raises KnobValueError (before anything is sent) for a value check_knob_value refuses.
     """
+    for path, value in changes.items():
+        check_knob_value(path, value)
     app = copy.deepcopy(app_config)
     deps = app.setdefault("deployments", [])
     entry = next((d for d in deps if d.get("name") == deployment), None)

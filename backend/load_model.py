@@ -17,12 +17,17 @@ import io
 import json
 import math
 import random
+import string
 from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
+from backend.addresses import url_problem
+
 MODEL_ID_HEADER = "serve_multiplexed_model_id"
 BATCHED_FEATURES = 256
+MAX_FEATURES = 100_000  # {features:N}: a request body of ~0.8 MB at most
+MAX_BODY_CHARS = 10_000_000
 
 OPEN = "open"
 CLOSED = "closed"
@@ -128,7 +133,11 @@ def _render_features(text: str, seq: int) -> str:
             try:
                 n = int(spec.split(":", 1)[1])
             except ValueError:
-                raise ValueError(f"bad placeholder {{{spec}}}: expected {{features:N}}")
+                raise ValueError(f"bad placeholder {{{spec}}}: expected {{features:N}}, "
+                                 "N a whole number") from None
+            if not 0 <= n <= MAX_FEATURES:
+                raise ValueError(f"bad placeholder {{{spec}}}: N must be from 0 to "
+                                 f"{MAX_FEATURES:,}")
         vec = ",".join(f"{rng.gauss(0.0, 1.0):.4f}" for _ in range(n))
         text = f"{text[:i]}[{vec}]{text[j + 1:]}"
 
@@ -148,6 +157,62 @@ def parse_headers(text: str) -> tuple[tuple[str, str], ...]:
 
 def format_headers(headers: tuple[tuple[str, str], ...]) -> str:
     return "\n".join(f"{k}: {v}" for k, v in headers)
+
+
+_TOKEN_CHARS = frozenset(string.ascii_letters + string.digits + "!#$%&'*+-.^_`|~")
+
+
+def check_target(target: LoadTarget) -> LoadTarget:
+    """*target* if the load generator can send it; else ValueError saying what to fix.
+
+    Checks what the user types into the request editor: the URL, the method, the
+    headers (names and values HTTP can carry), the model-id prefix, and the body
+    template (its placeholders render; with a JSON content type, it renders to JSON).
+    """
+    problem = url_problem(target.url)
+    if problem:
+        raise ValueError(f"URL {_clip(target.url)!r}: {problem}")
+    method = target.method
+    if not method or len(method) > 20 or not set(method) <= _TOKEN_CHARS:
+        raise ValueError(f"method {_clip(method)!r} is not an HTTP method "
+                         "(GET, POST, PUT, …)")
+    headers = list(target.headers)
+    if target.model_ids is not None:
+        headers.append((target.model_ids.header,
+                        f"{target.model_ids.prefix}{target.model_ids.first}"))
+    for name, value in headers:
+        if not name or not set(name) <= _TOKEN_CHARS:
+            raise ValueError(f"header name {_clip(name)!r} has characters a header name "
+                             "cannot have (letters, digits and -_.!#$%&'*+^`|~ only)")
+        bad = next((c for c in value if (ord(c) < 32 and c != "\t") or ord(c) == 127
+                    or ord(c) > 255), None)
+        if bad is not None:
+            raise ValueError(f"header {name}: the value contains {bad!r}, which an HTTP "
+                             "header cannot carry")
+    try:
+        body = render_body(target.body, 0, "model-0" if target.model_ids else None)
+    except ValueError as e:
+        raise ValueError(f"body: {e}") from None
+    if len(body) > MAX_BODY_CHARS:
+        raise ValueError(f"body: {len(body):,} characters per request is too large "
+                         f"(at most {MAX_BODY_CHARS:,})")
+    content_type = next((v for k, v in target.headers if k.lower() == "content-type"), "")
+    if body and "json" in content_type.lower():
+        try:
+            json.loads(body)
+        except ValueError as e:
+            msg = getattr(e, "msg", str(e))
+            pos = getattr(e, "pos", None)
+            where = f" at character {pos + 1}" if pos is not None else ""
+            raise ValueError(f"body is not valid JSON once filled in{where} ({msg}), but "
+                             f"Content-Type says {content_type!r}: fix the body (text "
+                             "placeholders need quotes: \"{model_id}\") or the header"
+                             ) from None
+    return target
+
+
+def _clip(text: str, limit: int = 80) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def demo_target(kind: str, url: str, hint=None) -> LoadTarget:
@@ -412,6 +477,6 @@ def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
 __all__ = [
     "BATCHED_FEATURES", "CLOSED", "CONSTANT", "MODEL_ID_HEADER", "OPEN", "POISSON",
     "PROFILE_KINDS", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
-    "Profile", "RunSummary", "SecondStats", "demo_target", "format_headers",
-    "parse_headers", "render_body", "seconds_to_csv",
+    "Profile", "RunSummary", "SecondStats", "check_target", "demo_target", "format_headers",
+    "parse_headers", "render_body", "seconds_to_csv", "url_problem",
 ]

@@ -141,3 +141,11 @@ def prometheus_url(tmp_path_factory, cluster_client):
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The bad-input tests' figures (tests/bad_input.py), shown with or without -s."""
+    from tests.bad_input import TALLY
+
+    if TALLY.total:
+        terminalreporter.write_line(TALLY.summary())
