@@ -32,6 +32,8 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from backend.addresses import address_problem, token_problem
+
 DEFAULT_URL_HINT = "http://127.0.0.1:8265"
 _ERROR_COLOR = "#d03b3b"
 
@@ -55,7 +57,16 @@ def validate_dashboard_url(text: str) -> str:
     text = (text or "").strip()
     if not text:
         raise ValueError(f"Enter the Ray dashboard address, e.g. {DEFAULT_URL_HINT}")
-    parts = urlsplit(text)
+    shown = text if len(text) <= 100 else text[:99] + "…"
+    bad = next((c for c in text if c.isspace() or ord(c) < 32 or ord(c) == 127), None)
+    if bad is not None:
+        raise ValueError(f"“{shown}” contains {bad!r}: an address has no spaces or control "
+                         f"characters, e.g. {DEFAULT_URL_HINT}")
+    try:
+        parts = urlsplit(text)
+    except ValueError as e:  # e.g. "Invalid IPv6 URL" for http://[::1
+        raise ValueError(f"“{shown}” is not a valid address ({e}), e.g. "
+                         f"{DEFAULT_URL_HINT}") from None
     if parts.scheme not in ("http", "https") or "://" not in text:
         raise ValueError(f"“{text}” is not a dashboard address: it must start with "
                          f"http:// or https://, e.g. {DEFAULT_URL_HINT}")
@@ -72,7 +83,18 @@ def validate_dashboard_url(text: str) -> str:
     if parts.query or parts.fragment:
         raise ValueError(f"“{text}” should be just the dashboard address, "
                          "without ?query or #fragment")
+    problem = address_problem(text, host)
+    if problem:
+        raise ValueError(f"“{shown}” is not a dashboard address: {problem}.")
     return text.rstrip("/")
+
+
+def validate_token(token: str) -> str:
+    """*token*, or ValueError when it cannot be sent in an HTTP header."""
+    problem = token_problem(token)
+    if problem:
+        raise ValueError(f"The token cannot be used: {problem}.")
+    return token
 
 
 def _optional_url(text: str, what: str) -> str | None:
@@ -260,6 +282,8 @@ class ConnectDialog(QDialog):
             return ConnectTarget(local=True)
         url = validate_dashboard_url(self._url_combo.currentText())
         token = self._token_edit.text().strip() or None
+        if token is not None:
+            validate_token(token)
         prometheus = _optional_url(self._prometheus_edit.text(), "Prometheus")
         serve = _optional_url(self._serve_edit.text(), "Serve HTTP")
         return ConnectTarget(

@@ -409,7 +409,7 @@ class KnobRow(QWidget):
         assert self.edit is not None
         try:
             return json.loads(self.edit.text())
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: "[[[[…" thousands deep
             return self.edit.text()
 
     def set_state(self, state: str, message: str = "") -> None:
@@ -484,10 +484,18 @@ class KnobRow(QWidget):
         text = self.edit.text().strip()
         try:
             value = json.loads(text)
-        except ValueError as exc:
+            json.dumps(value, allow_nan=False)  # Python's json reads NaN, Infinity, 1e999
+        except json.JSONDecodeError as exc:
             hint = "" if text[:1] in "[{\"" else " (text needs double quotes)"
-            self._show_error(f"Invalid JSON{hint}: {exc.msg} at column {exc.pos + 1}"
-                             if isinstance(exc, json.JSONDecodeError) else f"Invalid JSON: {exc}")
+            self._show_error(f"Invalid JSON{hint}: {exc.msg} at column {exc.pos + 1}")
+            return
+        except ValueError as exc:
+            self._show_error("Invalid JSON: a number has too many digits." if "digits" in
+                             str(exc) else "Invalid JSON: numbers must be finite (NaN, "
+                             "Infinity and 1e999 are not JSON).")
+            return
+        except RecursionError:
+            self._show_error("Invalid JSON: nested too deeply.")
             return
         self._show_error("")
         self._commit(value)

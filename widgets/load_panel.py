@@ -47,6 +47,7 @@ from backend.load_model import (
     ModelIds,
     Profile,
     RunSummary,
+    check_target,
     format_headers,
     parse_headers,
 )
@@ -370,10 +371,10 @@ class LoadPanel(QWidget):
                replace(self._model_ids_base, count=self._model_count.value(),
                        distribution=dist, s=self._model_s.value(),
                        prefix=self._model_prefix.text()))
-        return LoadTarget(url=url, method=self._method.currentText().strip().upper() or "GET",
-                          body=self._body.toPlainText(),
-                          headers=parse_headers(self._headers.toPlainText()),
-                          model_ids=ids, stream=self._stream.isChecked())
+        return check_target(LoadTarget(
+            url=url, method=self._method.currentText().strip().upper() or "GET",
+            body=self._body.toPlainText(), headers=parse_headers(self._headers.toPlainText()),
+            model_ids=ids, stream=self._stream.isChecked()))
 
     def load_model(self) -> LoadModel:
         _, mode, arrivals = _MODES[self._mode.currentIndex()]
