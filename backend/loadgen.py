@@ -1,8 +1,10 @@
 """The load generator: open loop (constant or Poisson arrivals) or closed loop (N users),
 shaped by a profile over time, with HDR-histogram latency per second and over the run.
 
-It runs on its own thread with its own asyncio loop (aiohttp), so the GUI never waits for
-it: `stats()` only copies numbers the generator's thread prepared under a short lock.
+The engine (ThreadLoadGenerator) runs on its own thread with its own asyncio loop
+(aiohttp); `LoadGenerator`, what the console uses, runs that engine in a child process of
+its own (backend/loadgen_process.py), so its Python work never holds the GUI's GIL. Either
+way the GUI never waits for it: `stats()` only copies numbers prepared under a short lock.
 
 Open loop: each request has an intended send time from the arrival process; a slow server
 does not slow the offered rate, and latency is measured from the intended send time, so
@@ -20,11 +22,12 @@ from __future__ import annotations
 
 import asyncio
 import datetime as _dt
+import os
 import random
 import threading
 import time
 from collections import Counter, deque
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from hdrh.histogram import HdrHistogram
 
@@ -44,8 +47,10 @@ from backend.load_model import (
 )
 
 __all__ = ["LoadGenerator", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
-           "Profile", "RunSummary", "SecondStats"]
+           "Profile", "RunSummary", "SecondStats", "ThreadLoadGenerator"]
 
+#: "thread" runs the engine in the console's process (see LoadGenerator); else a child.
+ENV_MODE = "SERVE_CONSOLE_LOADGEN"
 _US_MAX = 3_600_000_000  # one hour, in microseconds: the histograms' range
 _SIG_FIGS = 3  # HDR precision: values within 0.1 %
 _PCTS = (50.0, 90.0, 99.0, 99.9)
@@ -68,6 +73,18 @@ def _pcts_ms(h: HdrHistogram) -> dict[float, float] | None:
     return {p: v / 1000.0 for p, v in h.get_percentile_to_value_dict(list(_PCTS)).items()}
 
 
+@dataclass(frozen=True)
+class DeltaCursor:
+    """Where the last `ThreadLoadGenerator.delta()` left off."""
+
+    closed: int = 0
+    errors: int = 0
+    sent: int = 0
+    ids: dict = field(default_factory=dict)
+    window: object = None
+    summary: object = None
+
+
 class _Second:
     """Accumulates the completions of one second."""
 
@@ -80,11 +97,13 @@ class _Second:
         self.errors: Counter[str] = Counter()
 
 
-class LoadGenerator:
-    """Sends HTTP load at one target; thread-safe control from any thread.
+class ThreadLoadGenerator:
+    """The engine: sends HTTP load at one target from a thread of the calling process.
 
-    `LoadGenerator(target).start(rps)` is the simple open-loop use; pass `model=` for the
-    rest (closed loop, Poisson arrivals, profiles).
+    Thread-safe control from any thread. The console uses it through `LoadGenerator`,
+    which runs it in a child process (`backend.loadgen_process`), so that its Python work
+    never competes with the GUI for this process's GIL; used directly (or with
+    `SERVE_CONSOLE_LOADGEN=thread`) it runs here, as it did before.
     """
 
     def __init__(self, target: LoadTarget, window_s: float = 5.0, timeout_s: float = 30.0,
@@ -126,6 +145,7 @@ class LoadGenerator:
         self._offered: Counter[int] = Counter()
         self._history: deque[SecondStats] = deque(maxlen=history_s)
         self._history_t: tuple[SecondStats, ...] = ()
+        self._closed_total = 0  # seconds closed so far (the history deque is bounded)
         self._window: deque[tuple[HdrHistogram, int, int]] = deque(
             maxlen=max(1, int(round(window_s))))
         self._window_stats: tuple[float, float, dict | None] = (0.0, 0.0, None)
@@ -223,6 +243,48 @@ class LoadGenerator:
             if self._summary is not None:
                 return self._summary
             return self._make_summary(self._end or time.monotonic())
+
+    def delta(self, cursor: "DeltaCursor | None" = None) -> tuple[dict, "DeltaCursor"]:
+        """What changed since *cursor* (None: since the start), as a small dict of plain
+        values, and the cursor to pass next time.
+
+        The child process sends these to the console (backend.loadgen_process): counters
+        always (a few numbers), and only what is new of the rest — the seconds closed
+        since, the model ids whose count moved, the window and summary when a second
+        closed. So a message stays ~1 KB whatever the run's length or rate.
+        """
+        cur = cursor or DeltaCursor()
+        with self._lock:
+            d: dict = dict(sent=self._sent, ok=self._ok, errors=self._errors,
+                           in_flight=self._in_flight, timeouts=self._timeouts,
+                           last_error=self._last_error, users=self._users_now)
+            new = min(self._closed_total - cur.closed, len(self._history))
+            if new > 0:
+                d["history"] = self._history_t[-new:]
+            if self._errors != cur.errors:
+                d["errors_by_kind"] = tuple(sorted(self._errors_by_kind.items()))
+            if self._sent != cur.sent and self._model_ids_sent:
+                ids = cur.ids
+                moved = {k: n for k, n in self._model_ids_sent.items() if ids.get(k) != n}
+                if moved:
+                    d["model_ids_sent"] = moved
+                    ids = {**ids, **moved}
+            else:
+                ids = cur.ids
+            if self._window_stats is not cur.window:
+                d["window"] = self._window_stats
+            summary = self._summary
+            if summary is None:
+                # Nothing closed yet: the run so far (cheap while the run's histogram is
+                # empty), so summary() on the other side has something true to show.
+                summary = self._make_summary(self._end or time.monotonic())
+                d["summary"] = summary
+            elif summary is not cur.summary:
+                d["summary"] = summary
+            nxt = DeltaCursor(closed=self._closed_total, errors=self._errors,
+                              sent=self._sent, ids=ids, window=self._window_stats,
+                              summary=self._summary)
+        return d, nxt
 
     # -- the generator's own thread ----------------------------------------------------
     def _run(self, ready: threading.Event) -> None:
@@ -482,6 +544,7 @@ class LoadGenerator:
             p99_ms=p.get(99.0), p999_ms=p.get(99.9),
             ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0)))
         self._history_t = tuple(self._history)
+        self._closed_total += 1
         self._merge_into_run(cur)
         self._window.append((cur.hist, completed, offered))
         merged = _hist()
@@ -564,3 +627,90 @@ class _Payload:
         if not self.template:
             return None, headers, model_id
         return render_body(self.template, seq, model_id).encode(), headers, model_id
+
+
+class LoadGenerator:
+    """Sends HTTP load at one target; thread-safe control from any thread.
+
+    `LoadGenerator(target).start(rps)` is the simple open-loop use; pass `model=` for the
+    rest (closed loop, Poisson arrivals, profiles).
+
+    The engine (`ThreadLoadGenerator`) runs in a child process of its own by default
+    (`backend.loadgen_process`): at thousands of requests/s its Python work would hold the
+    console's GIL and stall the GUI for hundreds of milliseconds (benchmarks/gui_stall.py).
+    The child sends compact deltas ten times a second; `stats()` and `summary()` read
+    the latest of them here and never wait for the child. `process=False`, or
+    `SERVE_CONSOLE_LOADGEN=thread` in the environment, runs the engine on a thread of
+    this process instead.
+    """
+
+    def __init__(self, target: LoadTarget, window_s: float = 5.0, timeout_s: float = 30.0,
+                 max_in_flight: int = 2000, model: LoadModel | None = None,
+                 history_s: int = 3600, seed: int | None = None,
+                 process: bool | None = None) -> None:
+        if process is None:
+            process = os.environ.get(ENV_MODE, "").strip().lower() != "thread"
+        if process:
+            from backend.loadgen_process import ProcessLoadGenerator as impl
+        else:
+            impl = ThreadLoadGenerator
+        self._impl = impl(target, window_s=window_s, timeout_s=timeout_s,
+                          max_in_flight=max_in_flight, model=model, history_s=history_s,
+                          seed=seed)
+        self.target = target
+
+    @property
+    def in_process(self) -> bool:
+        """True when the engine runs on a thread of this process (not a child)."""
+        return isinstance(self._impl, ThreadLoadGenerator)
+
+    @property
+    def child_pid(self) -> int | None:
+        """The child process's id while one runs (None in process or when stopped)."""
+        return getattr(self._impl, "pid", None)
+
+    @property
+    def running(self) -> bool:
+        return self._impl.running
+
+    @property
+    def model(self) -> LoadModel:
+        return self._impl.model
+
+    def start(self, rps: float | None = None) -> None:
+        """Start sending; `rps` sets the open-loop rate (the simple use). Returns at once."""
+        self._impl.start(rps)
+
+    def set_rate(self, rps: float) -> None:
+        """Open loop: the requests/s level (the profile shapes it). Applies within ~50 ms."""
+        self._impl.set_rate(rps)
+
+    def set_users(self, users: int) -> None:
+        """Closed loop: the number of concurrent users (the profile shapes it)."""
+        self._impl.set_users(users)
+
+    def set_think_time(self, seconds: float) -> None:
+        self._impl.set_think_time(seconds)
+
+    def set_profile(self, profile: Profile) -> None:
+        """A new shape; its clock keeps running from the start of the run."""
+        self._impl.set_profile(profile)
+
+    def apply_model(self, model: LoadModel) -> None:
+        """Apply what can change while running: rate, users, think time, arrivals, profile.
+
+        The mode (open/closed) is fixed for a run: a different mode raises ValueError
+        (stop and start a new run instead)."""
+        self._impl.apply_model(model)
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop sending and cancel what is in flight; returns within about a second."""
+        self._impl.stop(timeout_s)
+
+    def stats(self) -> LoadStats:
+        """A snapshot; costs only a copy under a short lock (safe on the GUI thread)."""
+        return self._impl.stats()
+
+    def summary(self) -> RunSummary:
+        """The run so far (to the last finished second), or the whole run once stopped."""
+        return self._impl.summary()

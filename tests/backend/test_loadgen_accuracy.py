@@ -54,6 +54,11 @@ def run_open(url: str | LoadTarget, rps: float, seconds: float, drain_s: float =
     gen = LoadGenerator(target, seed=kw.pop("seed", 7), **kw)
     gen.start(rps)
     try:
+        # start() returns at once; the generator's process sends once it has started
+        # (~0.3 s on a busy machine): `seconds` are seconds of sending.
+        deadline = time.monotonic() + 10.0
+        while gen.stats().sent == 0 and time.monotonic() < deadline:
+            time.sleep(0.01)
         time.sleep(seconds)
         gen.set_rate(0)
         deadline = time.monotonic() + drain_s
