@@ -67,6 +67,16 @@ PROXY_LOCATIONS = ("Disabled", "HeadOnly", "EveryNode")
 PLACEMENT_STRATEGIES = ("PACK", "SPREAD", "STRICT_PACK", "STRICT_SPREAD")
 
 
+def read_config_file(path: str) -> bytes:
+    """A config file's bytes for parse_config: no more than it may be (a larger file is
+    refused there without reading it all). Raises ConfigFileError."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise ConfigFileError(f"Cannot read {path}: {e.strerror or e}.") from None
+
+
 def parse_config(text: str | bytes, source: str = "the file") -> dict[str, Any]:
     """Validate a Serve config file; return it as a dict. Raises ConfigFileError.
 

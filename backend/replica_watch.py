@@ -333,11 +333,12 @@ def _died_event(app: ApplicationInfo, dep: DeploymentInfo, old: ReplicaInfo,
                         node_ip=node_ip)
 
 
-def poll_replica_events(client: "ClusterClient", watcher: ReplicaWatcher
+def poll_replica_events(client: "ClusterClient", watcher: ReplicaWatcher,
+                        timeout_s: float | None = None
                         ) -> tuple[ServeStatus, list[ReplicaEvent]]:
     """One poll as the console does it: the Serve status, then the GCS's word on the
     replicas that were running (a failure of that second call only costs its speed-up)."""
-    status = client.serve_status()
+    status = client.serve_status(timeout_s)
     ids = watcher.watched_actor_ids()
     deaths: list[ActorDeath] = []
     if ids:

@@ -79,15 +79,10 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.apply_config:
         # Validate before starting anything: a typo should not cost a cluster start.
-        from backend.config_io import parse_config
+        from backend.config_io import parse_config, read_config_file
         from backend.errors import ConsoleError
         try:
-            with open(args.apply_config, encoding="utf-8") as f:
-                parse_config(f.read(), args.apply_config)
-        except OSError as e:
-            print(f"serve-console: cannot read {args.apply_config}: {e.strerror}",
-                  file=sys.stderr)
-            return 2
+            parse_config(read_config_file(args.apply_config), args.apply_config)
         except ConsoleError as e:
             print(f"serve-console: {e}", file=sys.stderr)
             return 2

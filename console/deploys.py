@@ -16,23 +16,27 @@ Each deploy runs in two steps on a worker thread:
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from backend.cancel import Cancelled
 from backend.catalog import Demo
-from backend.config_io import export_application, parse_config
+from backend.config_io import export_application, parse_config, read_config_file
 from backend.deployer import (put_applications, restore_applications, upload_demo_package,
                               wait_for_app)
 from backend.errors import ConsoleError
+from backend.preflight import (PreflightError, check_fit, check_python_env,
+                               missing_modules_message)
 from console.operations import Operation
 from console.tasks import user_message
 
 if TYPE_CHECKING:
     from console.session import Session
 
-MAX_CONFIG_BYTES = 5 * 1024 * 1024
+# What the demos import on the cluster (demo_apps/*.py), checked before the first deploy.
+DEMO_MODULES = ["torch", "numpy", "starlette"]
 USER_CANCEL = "cancelled by the user"
 
 
@@ -62,6 +66,8 @@ class DeployController(QObject):
         #: What this console put on the current cluster, by application name: a Demo, or
         #: the app config of an imported file. Offered for redeploy after a head restart.
         self.deployed: dict[str, Demo | dict[str, Any]] = {}
+        # (cluster session, runtime_env) whose Python was found to have DEMO_MODULES.
+        self._python_ok: set[tuple[str, str]] = set()
 
     # -- entry points ---------------------------------------------------------------------
     def deploy(self, demo: Demo) -> None:
@@ -76,7 +82,9 @@ class DeployController(QObject):
                 self._progress(op, f"The cluster has {gpus:g} GPU(s): each replica of "
                                    f"{', '.join(demo.gpu_deployments)} asks for "
                                    f"{demo.gpu_per_replica:g} of one.")
-            return self._preflight(client, op, [demo.app_config(uri, gpus)], demo=demo)
+            app = demo.app_config(uri, gpus)
+            self._check_python(client, op, app)
+            return self._preflight(client, op, [app], demo=demo)
 
         http_new = None
         if local is not None:
@@ -158,13 +166,30 @@ class DeployController(QObject):
                    demo: Demo | None = None) -> _Plan:
         op.meta["apps"] = [a["name"] for a in apps]
         op.token.check()
-        try:
-            from backend.preflight import check_fit  # noqa: PLC0415
-        except ImportError:  # TEMPORARY until backend/preflight.py lands (same session)
-            return _Plan(apps=apps, demo=demo)
         self._progress(op, "Checking that the cluster has room…")
         report = check_fit(client, apps)
         return _Plan(apps=apps, fits=report.fits, fit_message=report.message, demo=demo)
+
+    def _check_python(self, client, op: Operation, app: dict[str, Any]) -> None:
+        """Before a demo's first deploy on a cluster session: can the cluster's Python
+        import what the demos need? (A Ray without numpy otherwise fails the deploy
+        with a traceback.) A probe that cannot decide only warns."""
+        key = (self._s.connection.session_name,
+               json.dumps(app.get("runtime_env") or {}, sort_keys=True))
+        if key in self._python_ok:
+            return
+        self._progress(op, f"Checking that the cluster's Python has "
+                           f"{', '.join(DEMO_MODULES)}…")
+        try:
+            missing = check_python_env(client, DEMO_MODULES, app.get("runtime_env"),
+                                       op.token, timeout_s=60)
+        except PreflightError as e:
+            self._s.event.emit(f"Could not check the cluster's Python ({e}); deploying "
+                               "anyway.", "warning")
+            return
+        if missing:
+            raise ConsoleError(missing_modules_message(missing, app["name"]))
+        self._python_ok.add(key)
 
     def _start(self, kind: str, name: str, prepare: Callable[[Operation], _Plan],
                http_new: dict | None) -> None:
@@ -292,19 +317,3 @@ class DeployController(QObject):
 
         self._start("deploy", app["name"], prepare, None)
 
-
-def read_config_file(path: str) -> str:
-    """A config file's text; refuses what cannot be one before reading it all."""
-    import os  # noqa: PLC0415
-
-    try:
-        size = os.path.getsize(path)
-        if size > MAX_CONFIG_BYTES:
-            raise ConsoleError(f"{path} is {size / 1e6:.1f} MB: too large for a Serve "
-                               f"config file (limit {MAX_CONFIG_BYTES // 2**20} MB).")
-        with open(path, encoding="utf-8") as f:
-            return f.read()
-    except UnicodeDecodeError:
-        raise ConsoleError(f"{path} is not a text (UTF-8) file.") from None
-    except OSError as e:
-        raise ConsoleError(f"Cannot read {path}: {e.strerror}.") from None

@@ -76,6 +76,7 @@ class MainWindow(QMainWindow):
         self.setCentralWidget(central)
         # What the banner offers now besides its text (redeploy: the app names).
         self._redeploy_names: list[str] = []
+        self._metrics_problems: list = []  # per-source trouble (SourceProblem)
 
         # The knob panel scrolls itself.
         self.tuning_dock = self._dock("Tuning", self.knob_panel,
@@ -217,6 +218,8 @@ class MainWindow(QMainWindow):
         s.connection.state_changed.connect(self._on_connection_state_changed)
         s.local_cluster_died.connect(self._on_session_local_cluster_died)
         s.redeploy_offered.connect(self._on_session_redeploy_offered)
+        s.replica_event.connect(self._on_session_replica_event)
+        s.metrics_problems.connect(self._on_session_metrics_problems)
         s.tuning.knob_state.connect(self._on_tuning_knob_state)
         s.tuning.applied.connect(self._on_tuning_applied)
         s.tuning.failed.connect(self._on_tuning_failed)
@@ -379,6 +382,34 @@ class MainWindow(QMainWindow):
             [("redeploy", "Redeploy", "Deploy these applications again"),
              ("dismiss", "Dismiss", "Leave the cluster as it is")])
 
+    @Slot(object)
+    def _on_session_replica_event(self, event) -> None:
+        """A replica died or was replaced: a marker on the plots at the moment it
+        happened (named with its deployment when another one is shown)."""
+        short = event.replica_id.split("#")[-1]
+        text = (f"replica {short} died" if event.kind == "died"
+                else f"replacement {short} running after {event.after_s:.1f} s"
+                if event.after_s is not None else f"replacement {short} running")
+        where = "" if self._is_shown(event.app, event.deployment) else \
+            f"{event.app}/{event.deployment}: "
+        self.plots.add_marker(event.t, where + text)
+
+    @Slot(object)
+    def _on_session_metrics_problems(self, problems: list) -> None:
+        self._metrics_problems = list(problems)
+        self._on_session_metrics_state(self.session.metrics_error)
+        prometheus_down = self.session.metrics_source == "prometheus" and any(
+            p.where.startswith("Prometheus") for p in problems)
+        if prometheus_down and self.session.connection.usable:
+            p = next(p for p in problems if p.where.startswith("Prometheus"))
+            self.banner.show_message(
+                f"{p.where} is not answering ({p.message}). The plots can come from the "
+                "nodes' metrics endpoints instead.", "warning",
+                [("switch_direct", "Use direct scrape",
+                  "View → Metrics source → Direct scrape")])
+        elif "switch_direct" in self.banner.action_keys():
+            self.banner.clear()
+
     @Slot(str)
     def _on_banner_action_triggered(self, key: str) -> None:
         if key == "retry":
@@ -389,6 +420,9 @@ class MainWindow(QMainWindow):
             names, self._redeploy_names = self._redeploy_names, []
             self.banner.clear()
             self.session.deploys.redeploy(names)
+        elif key == "switch_direct":
+            self.banner.clear()
+            self.session.set_metrics_source("direct")
         elif key == "dismiss":
             self._redeploy_names = []
             self.banner.clear()
@@ -490,6 +524,16 @@ class MainWindow(QMainWindow):
         prometheus = self.session.metrics_source == "prometheus"
         self.prometheus_source_action.setChecked(prometheus)
         self.direct_source_action.setChecked(not prometheus)
+        problems = self._metrics_problems
+        if problems:
+            first = problems[0]
+            since = time.strftime("%H:%M:%S", time.localtime(first.since))
+            more = f" (+{len(problems) - 1} more)" if len(problems) > 1 else ""
+            self._metrics_label.setText(f"Metrics: {first.where} failing since {since}{more}")
+            self._metrics_label.setToolTip("\n".join(
+                f"{p.where}: {p.message} (since "
+                f"{time.strftime('%H:%M:%S', time.localtime(p.since))})" for p in problems))
+            return
         self._metrics_label.setText(f"Metrics: {source}" if not problem
                                     else "Metrics: unavailable")
         self._metrics_label.setToolTip(problem or f"Plots are computed from {source}")

@@ -23,6 +23,8 @@ from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource, build_queries, queries_for
 from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
+from backend.preflight import ray_version_warning
+from backend.replica_watch import ReplicaWatcher, poll_replica_events
 from console.connection import ConnectionMonitor
 from console.deploys import DeployController
 from console.load_control import LoadControl
@@ -97,6 +99,10 @@ class Session(QObject):
     local_cluster_died = Signal(str, str)
     # A restarted head lost the applications this console had deployed: their names.
     redeploy_offered = Signal(object)
+    # A replica died or its replacement runs (backend.replica_watch.ReplicaEvent).
+    replica_event = Signal(object)
+    # Per-source metrics trouble: [backend.metrics.health.SourceProblem] ([] when fine).
+    metrics_problems = Signal(object)
 
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
@@ -127,6 +133,10 @@ class Session(QObject):
                                        operations=self.operations, parent=self)
         self._status_error: str | None = None
         self._metrics_error: str | None = None
+        self._metrics_problems: list = []
+        # Replica deaths from successive statuses (+ the GCS's actor table); replaced
+        # on every connect and on a restarted head. Used only on the status poll thread.
+        self._watcher = ReplicaWatcher()
         #: {(app, deployment): {replica: model ids}} as of the newest metrics poll.
         self.held_models: dict = {}
         #: Applications to offer for redeploy once a restarted local cluster is up.
@@ -241,6 +251,7 @@ class Session(QObject):
         self.client = client
         self.info = info
         self.store.clear()
+        self._watcher = ReplicaWatcher()
         self._source = self._make_source("prometheus" if info.prometheus_url else "direct")
         self._status_poller = Poller(self._poll_runner, self._poll_status,
                                      STATUS_INTERVAL_MS, self._on_status_result,
@@ -253,6 +264,9 @@ class Session(QObject):
         self._metrics_poller.start()
         self.connection.connected(session_name, f"Connected: {info.describe()}")
         self.event.emit(f"Connected to {info.describe()}.", "info")
+        warning = ray_version_warning(info.ray_version)
+        if warning:
+            self.event.emit(warning, "warning")
         self.connected.emit(info)
         lost, self._redeploy_after_connect = self._redeploy_after_connect, None
         if lost:
@@ -282,9 +296,17 @@ class Session(QObject):
         self.metrics_state.emit(self._metrics_error or "")
 
     def _replace_source(self, kind: str) -> None:
+        if self._metrics_problems:
+            self._metrics_problems = []
+            self.metrics_problems.emit([])
         old, self._source = self._source, self._make_source(kind)
         if old is not None:
             self.action_runner.submit(old.close)
+
+    @property
+    def metrics_error(self) -> str:
+        """Why the newest metrics poll failed as a whole ("" when it did not)."""
+        return self._metrics_error or ""
 
     def describe_metrics_source(self) -> str:
         if self.metrics_source == "prometheus" and self.info:
@@ -368,26 +390,33 @@ class Session(QObject):
         session_name = None
         if self.connection.awaiting_session_check:
             session_name = client.version(timeout_s=STATUS_TIMEOUT_S).get("session_name", "")
-        return client.serve_status(timeout_s=STATUS_TIMEOUT_S), session_name
+            if session_name != self.connection.session_name:
+                self._watcher = ReplicaWatcher()  # a restarted head: nothing "died"
+        status, events = poll_replica_events(client, self._watcher, STATUS_TIMEOUT_S)
+        return status, session_name, events
 
     def _poll_metrics(self):
         source = self._source
         if source is None or not self.connection.usable:
             # While the cluster does not answer the plots stop advancing (no fake zeros).
-            return None, None
+            return None, None, None
         t, values = source.poll()
         self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
         # Read here, on the poll thread: the source's lock is held during a poll, and the
         # GUI thread must never wait on it.
-        return source.last_error, source.all_held_models()
+        return source.last_error, source.all_held_models(), source.problems()
 
     def _on_status_result(self, result) -> None:
-        status, session_name = result
+        status, session_name, events = result
         delay = self.connection.poll_ok(session_name)
         self._set_status_interval(delay)
         if self._status_error is not None:
             self._status_error = None
         self.apply_status(status)
+        for e in events:
+            self.event.emit(f"{e.app}/{e.deployment}: {e.message}",
+                            "warning" if e.kind == "died" else "info")
+            self.replica_event.emit(e)
 
     def apply_status(self, status: ServeStatus) -> None:
         """A fresh Serve status (from a poll or a finished deploy) for every view."""
@@ -430,24 +459,40 @@ class Session(QObject):
             self.redeploy_offered.emit(lost)
 
     def _on_metrics_result(self, result) -> None:
-        last_error, held = result
+        last_error, held, problems = result
         if held is not None and held != self.held_models:
             self.held_models = held
             self.held_models_changed.emit(held)
+        if problems is not None and problems != self._metrics_problems:
+            self._report_problems(problems)
         if self.connection.usable:
             self._on_metrics_state(last_error)
 
-    def _on_metrics_state(self, last_error: str | None) -> None:
+    def _report_problems(self, problems: list) -> None:
+        """Say once per source when it starts and stops failing."""
+        old = {p.where for p in self._metrics_problems}
+        new = {p.where for p in problems}
+        for p in problems:
+            if p.where not in old:
+                self.event.emit(f"Metrics: {p.where} — {p.message}", "warning")
+        for where in sorted(old - new):
+            self.event.emit(f"Metrics: {where} answers again.", "info")
+        self._metrics_problems = list(problems)
+        self.metrics_problems.emit(list(problems))
+
+    def _on_metrics_state(self, last_error: str | None, log: bool = False) -> None:
+        """The metrics label's state. Per-source trouble reaches the event log through
+        _report_problems; *log* is for a poll that failed as a whole."""
         if last_error != self._metrics_error:
             had_error, self._metrics_error = self._metrics_error, last_error
-            if last_error:
+            if log and last_error:
                 self.event.emit(f"Metrics: {last_error}", "warning")
-            elif had_error:
-                self.event.emit("Metrics: scraping every node again.", "info")
+            elif log and had_error:
+                self.event.emit("Metrics: polling works again.", "info")
             self.metrics_state.emit(last_error or "")
 
     def _on_metrics_error(self, error: BaseException) -> None:
-        self._on_metrics_state(user_message(error))
+        self._on_metrics_state(user_message(error), log=True)
 
     # -- tuning -------------------------------------------------------------------------------
     def knob_set(self, app: str, deployment: str) -> KnobSet | None:

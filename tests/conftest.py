@@ -105,6 +105,17 @@ def prometheus_url(tmp_path_factory, cluster_client):
         if os.environ.get("CI"):
             pytest.fail("prometheus is not installed; .ci/run installs it (Debian package)")
         pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    proc, url = start_prometheus(cluster_client, tmp_path_factory.mktemp("prometheus"))
+    try:
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def start_prometheus(cluster_client, root) -> tuple[subprocess.Popen, str]:
+    """A real Prometheus scraping the cluster's nodes (Ray's service-discovery file),
+    ready to answer; returns (process, URL). The caller stops it."""
     deadline = time.monotonic() + 60
     while not (summary := cluster_client.node_summary()):
         assert time.monotonic() < deadline, "the dashboard lists no node"
@@ -114,7 +125,6 @@ def prometheus_url(tmp_path_factory, cluster_client):
     while not os.path.exists(sd_file):
         assert time.monotonic() < deadline, f"Ray wrote no {sd_file}"
         time.sleep(0.5)
-    root = tmp_path_factory.mktemp("prometheus")
     config = root / "prometheus.yml"
     config.write_text(
         "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
@@ -126,26 +136,26 @@ def prometheus_url(tmp_path_factory, cluster_client):
          f"--web.listen-address=127.0.0.1:{port}"],
         stdout=subprocess.DEVNULL, stderr=open(root / "prometheus.log", "w"))
     url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if requests.get(url + "/-/ready", timeout=1).ok:
-                    break
-            except requests.RequestException:
-                pass
-            assert proc.poll() is None, (root / "prometheus.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "Prometheus did not become ready"
-            time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        proc.wait(10)
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            if requests.get(url + "/-/ready", timeout=1).ok:
+                return proc, url
+        except requests.RequestException:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            raise AssertionError("Prometheus did not become ready: "
+                                 + (root / "prometheus.log").read_text()[-2000:])
+        time.sleep(0.3)
 
 
 def pytest_terminal_summary(terminalreporter):
-    """The bad-input tests' figures (tests/bad_input.py), shown with or without -s."""
+    """The figures of the bad-input and fault tests, shown with or without -s."""
     from tests.bad_input import TALLY
+    from tests.figures import FIGURES
 
     if TALLY.total:
         terminalreporter.write_line(TALLY.summary())
+    for line in FIGURES:
+        terminalreporter.write_line(f"figure: {line}")

@@ -55,10 +55,10 @@ class ConnectionBanner(QFrame):
         self._label.setText("")
 
     def text(self) -> str:
-        return self._label.text() if self.isVisible() else ""
+        return self._label.text() if not self.isHidden() else ""
 
     def action_keys(self) -> list[str]:
-        return list(self._buttons) if self.isVisible() else []
+        return list(self._buttons) if not self.isHidden() else []
 
     def trigger(self, key: str) -> None:
         """Press a button (tests, scripts)."""
