@@ -190,6 +190,9 @@ class ProcessLoadGenerator:
             except subprocess.TimeoutExpired:
                 pass  # unkillable for now; the reader thread reaps it when it can
         self._done.set()
+        with self._lock:  # the child is gone: nothing of this run is in flight any more
+            self._counters["in_flight"] = 0
+            self._counters["users"] = 0
         self._proc = self._ctl = None
         self.pid = None
         if ctl is not None:
@@ -333,7 +336,7 @@ def main(argv: list[str] | None = None) -> int:
         except (EOFError, OSError):
             pass  # the console closed its end (it exited, or was killed)
         finally:
-            gen.stop(STOP_WAIT_S - 0.1)
+            gen.stop(STOP_WAIT_S - 0.1)  # bounded: the console kills us at STOP_WAIT_S
             d, cursor = gen.delta(cursor)
             try:
                 out.send(("final", d))
