@@ -345,3 +345,59 @@ def test_prometheus_stopped_offers_the_direct_scrape(qtbot, tmp_path, cluster_cl
         session.shutdown()
         if proc.poll() is None:
             proc.kill()
+
+
+def test_exit_after_while_the_dashboard_does_not_answer(tmp_path):
+    """A dashboard that accepts connections and never answers: --exit-after still ends
+    the process on time (the connect attempt is abandoned, not waited for)."""
+    import socket
+
+    silent = socket.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(8)
+    url = f"http://127.0.0.1:{silent.getsockname()[1]}"
+    try:
+        t0 = time.monotonic()
+        r = subprocess.run([str(EXE), "--address", url, "--exit-after", "2"],
+                           env=console_env(tmp_path), capture_output=True, text=True,
+                           timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        silent.close()
+    figure(f"--exit-after 2 against a silent dashboard: exited after {took:.1f} s")
+    assert took <= 2 + 5, (took, r.stderr[-2000:])
+
+
+def test_local_cluster_death_is_reported_and_restarted(qtbot, tmp_path):
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    qtbot.addWidget(win)
+    win.interactive = False
+    pgids = []
+    try:
+        with qtbot.waitSignal(session.connected, timeout=120_000):
+            session.connect_local(num_cpus=1)
+        pgids.append(session.local_cluster.pid)
+        with qtbot.waitSignal(session.local_cluster_died, timeout=15_000) as died:
+            os.killpg(session.local_cluster.pid, signal.SIGKILL)
+        code, tail = died.args
+        assert "SIGKILL" in code, code
+        assert any("local Ray cluster has stopped" in e.message
+                   for e in win.event_log.entries())
+        qtbot.waitUntil(lambda: "restart_local" in win.banner.action_keys(), timeout=10_000)
+        assert win.restart_local_action.isEnabled()
+        t0 = time.monotonic()
+        with qtbot.waitSignal(session.connected, timeout=120_000):
+            win.banner.trigger("restart_local")
+        figure(f"local cluster restarted from the banner in {time.monotonic() - t0:.1f} s")
+        pgids.append(session.local_cluster.pid)
+        assert session.connection.state == ConnectionState.CONNECTED
+        assert win.banner.text() == ""
+    finally:
+        win.close()
+        session.shutdown()
+    for pgid in pgids:
+        deadline = time.monotonic() + 10
+        while not group_gone(pgid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert group_gone(pgid), f"process group {pgid} left behind"

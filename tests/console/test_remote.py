@@ -122,7 +122,7 @@ def test_serve_address_override_is_used_for_load(qtbot, ray_cluster, batched_dem
             s.connect_remote(ray_cluster.dashboard_url, ray_cluster.token,
                              serve_http_url="http://localhost:12345")
         qtbot.waitUntil(lambda: s.status is not None, timeout=20_000)
-        target = s.load_target_for(load_catalog()["batched"])
+        target = s.load.target_for(load_catalog()["batched"])
         assert target.url.startswith("http://localhost:12345/batched")
     finally:
         s.shutdown()
