@@ -81,9 +81,13 @@ def main() -> int:
     lost: list[float] = []
     back: list[float] = []
     try:
+        failed = []
+        session.connect_failed.connect(failed.append)
         win.connect_remote(first.dashboard_url, first.token)
-        wait_until(app, lambda: session.connection.state == ConnectionState.CONNECTED, 60,
-                   "connect")
+        wait_until(app, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
+                   60, "connect")
+        if failed:
+            raise RuntimeError(f"connect failed: {failed[0]}")
         demo = load_catalog()["batched"]
         done = []
         session.deploys.finished.connect(lambda ok, name, msg: done.append((ok, msg)))
