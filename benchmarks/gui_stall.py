@@ -176,24 +176,6 @@ def loadgen_children() -> list[int]:
     return out
 
 
-class LoadApi:
-    """The session's load and deploy calls: `session.load` (LoadControl) and
-    `session.deploys` where the session has them, else the Session's own methods."""
-
-    def __init__(self, session: Session) -> None:
-        ctl = getattr(session, "load", None)
-        if ctl is not None and hasattr(ctl, "start_plan"):
-            self.stats_signal = ctl.stats
-            self.start_plan, self.stop, self.target_for = ctl.start_plan, ctl.stop, ctl.target_for
-        else:
-            self.stats_signal = session.load_stats
-            self.start_plan, self.stop = session.start_load_plan, session.stop_load
-            self.target_for = session.load_target_for
-        deploys = getattr(session, "deploys", None)
-        self.deploy_finished = (deploys.finished if deploys is not None
-                                and hasattr(deploys, "finished") else session.deploy_finished)
-
-
 class Bench:
     def __init__(self, args) -> None:
         self.args = args

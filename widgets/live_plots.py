@@ -22,6 +22,7 @@ from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
     QFrame,
+    QGraphicsItem,
     QHBoxLayout,
     QLabel,
     QScrollArea,
@@ -272,6 +273,10 @@ class LivePlots(QWidget):
             left.setWidth(56)  # equal widths keep the linked x axes aligned
             for axis in ("left", "bottom"):
                 plot.getAxis(axis).setTextPen(_TEXT)
+                # Replaying an axis's labels and grid is most of a redraw (text drawn in
+                # software, on the GUI thread, 10 times a second): cached as a pixmap, an
+                # axis is drawn again only when its range changes (benchmarks/gui_stall.py).
+                plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
             plot.getViewBox().setAutoVisible(y=True)
             plot.enableAutoRange(y=True)
             if master is None:
