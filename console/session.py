@@ -430,14 +430,15 @@ class Session(QObject):
     def _on_status_error(self, error: BaseException) -> None:
         text = user_message(error)
         local = self._local
-        if local is not None and not local.running and not self._local_reported_dead:
-            self._local_reported_dead = True
+        if local is not None and not local.running:
+            # Say what happened, not what it does to the next request ("refused").
             code = local.exit_code_text()
-            tail = local.log_tail(12)
-            self.event.emit(f"The local Ray cluster has stopped ({code}). The last lines "
-                            f"of its log:\n{tail}", "error")
-            self.local_cluster_died.emit(code, tail)
             text = f"The local Ray cluster has stopped ({code})."
+            if not self._local_reported_dead:
+                self._local_reported_dead = True
+                tail = local.log_tail(12)
+                self.event.emit(f"{text} The last lines of its log:\n{tail}", "error")
+                self.local_cluster_died.emit(code, tail)
         delay = self.connection.poll_failed(text)
         self._set_status_interval(delay)
         if text != self._status_error:
