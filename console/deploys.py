@@ -66,6 +66,9 @@ class DeployController(QObject):
         #: What this console put on the current cluster, by application name: a Demo, or
         #: the app config of an imported file. Offered for redeploy after a head restart.
         self.deployed: dict[str, Demo | dict[str, Any]] = {}
+        #: Applications deployed although the pre-flight said they do not fit: the
+        #: pre-flight's words, shown in their tree rows until Ray says why itself.
+        self.waiting_for_room: dict[str, str] = {}
         # (cluster session, runtime_env) whose Python was found to have DEMO_MODULES.
         self._python_ok: set[tuple[str, str]] = set()
 
@@ -130,6 +133,8 @@ class DeployController(QObject):
         if go:
             self._s.event.emit(f"{op.name}: deploying anyway; its replicas will wait until "
                                "the cluster has room (Cancel deploy removes it).", "warning")
+            for name in op.meta.get("apps", ()):
+                self.waiting_for_room[name] = f"waiting for room: {plan.fit_message}"
             self._apply(op, plan)
         else:
             self._finish(op, False, "Cancelled: nothing was changed on the cluster.")
@@ -205,7 +210,7 @@ class DeployController(QObject):
         if not plan.fits:
             self._s.event.emit(f"{op.name}: {plan.fit_message}", "warning")
             self._awaiting[op.id] = (op, plan)
-            self._progress(op, "waiting for your answer: " + plan.fit_message)
+            self._s.operations.progress(op, "waiting for an answer: " + plan.fit_message)
             self.fit_problem.emit(op.id, op.name, plan.fit_message)
             return
         self._apply(op, plan)
@@ -276,6 +281,8 @@ class DeployController(QObject):
 
     def _finish(self, op: Operation, ok: bool, message: str) -> None:
         self._s.operations.finish(op)
+        for name in op.meta.get("apps", ()):
+            self.waiting_for_room.pop(name, None)
         self._awaiting.pop(op.id, None)
         if op.kind == "deploy":
             level = "info" if ok else ("warning" if message.startswith("Cancelled") else

@@ -462,6 +462,7 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_session_status_changed(self, status: ServeStatus) -> None:
+        self.tree.set_notes(self.session.deploys.waiting_for_room)
         self.tree.set_status(status)
         base = self.session.load.serve_http_base()
         self._serve_label.setText(f"Serve HTTP: {base}" if base else "Serve not running")

@@ -65,6 +65,9 @@ class AppTree(QTreeWidget):
                         "its metrics and send load to it.")
 
         self._apps: dict[str, QTreeWidgetItem] = {}
+        # The console's own word on an application while Ray has none yet (e.g. "waiting
+        # for room: …" from the deploy pre-flight; Ray says so only after 30 s).
+        self._notes: dict[str, str] = {}
         self._deployments: dict[tuple[str, str], QTreeWidgetItem] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
@@ -96,6 +99,11 @@ class AppTree(QTreeWidget):
         finally:
             self.blockSignals(False)
         self._on_tree_selection_changed()
+
+    def set_notes(self, notes: dict[str, str]) -> None:
+        """Per-application notes shown in the message column while the application
+        itself reports no message. Takes effect with the next set_status."""
+        self._notes = dict(notes)
 
     def selected_key(self) -> tuple[str, str] | None:
         """(app, deployment) of the selection: a deployment row, a replica under one, or
@@ -188,8 +196,11 @@ class AppTree(QTreeWidget):
         targets = [d.target_num_replicas for d in app.deployments]
         target = sum(targets) if targets and all(t is not None for t in targets) else None
         _set_text(item, COL_REPLICAS, _replica_text(running, target))
-        self._set_message(item, app.message)
+        note = self._notes.get(app.name, "")
+        self._set_message(item, app.message or note)
         tip = f"Application {app.name}: {app.status}"
+        if note and not app.message:
+            tip += f"\n\n{note}"
         if app.route_prefix:
             tip += f"\nroute prefix {app.route_prefix}"
         if not app.declarative:

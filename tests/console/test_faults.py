@@ -262,6 +262,10 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
         qtbot.waitUntil(lambda: session.status is not None
                         and session.status.application("batched") is not None, timeout=60_000)
         assert "batched" in session.deploys.pending_apps()
+        # Its row says why, in words, before Ray's own message (which comes after 30 s).
+        from widgets.app_tree import COL_MESSAGE
+        qtbot.waitUntil(lambda: win.tree.app_item("batched") is not None and "needs 0.5 CPU"
+                        in win.tree.app_item("batched").text(COL_MESSAGE), timeout=10_000)
         assert win.cancel_deploy_action.isEnabled()
         with qtbot.waitSignal(session.deploys.finished, timeout=60_000) as blocker:
             win.cancel_deploy_action.trigger()
