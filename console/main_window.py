@@ -355,10 +355,12 @@ class MainWindow(QMainWindow):
             self.banner.show_message(message, "error", actions)
             self.knob_panel.set_unavailable(
                 "The cluster is not answering; changes are disabled until it is back.")
+            self._on_session_metrics_state(self.session.metrics_error)
         else:
             if not self._redeploy_names:
                 self.banner.clear()
             self.knob_panel.set_unavailable(None)
+            self._on_session_metrics_state(self.session.metrics_error)
         # The tree's states are the last ones the cluster reported: grey while it is gone.
         self.tree.setEnabled(not lost)
         self.tree.setToolTip("The last state the cluster reported; it is not answering now."
@@ -525,6 +527,11 @@ class MainWindow(QMainWindow):
         prometheus = self.session.metrics_source == "prometheus"
         self.prometheus_source_action.setChecked(prometheus)
         self.direct_source_action.setChecked(not prometheus)
+        if self.session.client is not None and not self.session.connection.usable:
+            self._metrics_label.setText("Metrics: paused (cluster not answering)")
+            self._metrics_label.setToolTip("The plots keep their history and go on when "
+                                           "the cluster answers again")
+            return
         problems = self._metrics_problems
         if problems:
             first = problems[0]

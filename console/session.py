@@ -441,6 +441,10 @@ class Session(QObject):
                 self.local_cluster_died.emit(code, tail)
         delay = self.connection.poll_failed(text)
         self._set_status_interval(delay)
+        if self._metrics_problems:
+            # A whole cluster gone is not a metrics problem of each of its nodes.
+            self._metrics_problems = []
+            self.metrics_problems.emit([])
         if text != self._status_error:
             if self._status_error is None:
                 self.event.emit(f"Cluster not answering: {text}", "error")
@@ -464,7 +468,8 @@ class Session(QObject):
         if held is not None and held != self.held_models:
             self.held_models = held
             self.held_models_changed.emit(held)
-        if problems is not None and problems != self._metrics_problems:
+        if problems is not None and problems != self._metrics_problems \
+                and self.connection.usable:
             self._report_problems(problems)
         if self.connection.usable:
             self._on_metrics_state(last_error)

@@ -182,6 +182,8 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert "not answering" in win.knob_panel.unavailable_reason()
         assert not win.deploy_actions["batched"].isEnabled()
         assert not win.tree.isEnabled()
+        # Not blamed on the metrics: the status bar says the plots are paused.
+        assert "paused" in win._metrics_label.text(), win._metrics_label.text()
         # History kept, not advanced (no fake zeros after the kill).
         t_hist, rps_hist = session.store.snapshot(key, "requests_per_s")
         assert len(rps_hist) >= 3
