@@ -49,7 +49,8 @@ from typing import Callable, Iterable
 import requests
 
 from backend.metrics import exposition as ex
-from backend.metrics.health import ProblemTracker, SourceProblem, node_where
+from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
+                                    node_where)
 from backend.metrics.series import DeploymentKey
 
 log = logging.getLogger(__name__)
@@ -512,16 +513,5 @@ def _describe(e: Exception) -> str:
 
 def _explain(e: Exception, timeout_s: float) -> str:
     """A failed scrape in words a user can act on (SourceProblem.message)."""
-    if isinstance(e, requests.ConnectTimeout):
-        return f"no connection within {timeout_s:g} s (host unreachable or firewalled)"
-    if isinstance(e, requests.Timeout):
-        return (f"accepted the connection but sent no page within {timeout_s:g} s "
-                "(slow or stuck metrics agent)")
-    if isinstance(e, requests.ConnectionError):
-        text = str(e)
-        if "refused" in text.lower():
-            return "connection refused (nothing listens on the metrics port)"
-        return "unreachable: " + text[-200:]
-    if isinstance(e, requests.HTTPError) and e.response is not None:
-        return f"answered HTTP {e.response.status_code}"
-    return f"{type(e).__name__}: {str(e)[:200]}"
+    return explain_request_error(e, timeout_s, stuck="slow or stuck metrics agent",
+                                 down="nothing listens on the metrics port")

@@ -60,3 +60,23 @@ def node_where(url: str) -> str:
     except ValueError:
         netloc = ""
     return f"node {netloc or url}"
+
+
+def explain_request_error(e: Exception, timeout_s: float, *, stuck: str, down: str) -> str:
+    """A failed HTTP request of a metrics source in words a user can act on: what the
+    silence or refusal means (*stuck*, *down* say it for this kind of server)."""
+    import requests  # noqa: PLC0415 (only when something failed)
+
+    if isinstance(e, requests.ConnectTimeout):
+        return f"no connection within {timeout_s:g} s (host unreachable or firewalled)"
+    text = str(e)
+    # urllib3's retry wrapper turns a read timeout into a ConnectionError.
+    if isinstance(e, requests.Timeout) or "Read timed out" in text:
+        return f"no answer within {timeout_s:g} s ({stuck})"
+    if isinstance(e, requests.ConnectionError):
+        if "refused" in text.lower():
+            return f"connection refused ({down})"
+        return "unreachable: " + text[-200:]
+    if isinstance(e, requests.HTTPError) and e.response is not None:
+        return f"answered HTTP {e.response.status_code}"
+    return f"{type(e).__name__}: {str(e)[:200]}"

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from backend.metrics import exposition as ex
 from backend.metrics.direct import histogram_mean
-from backend.metrics.health import ProblemTracker, SourceProblem
+from backend.metrics.health import ProblemTracker, SourceProblem, explain_request_error
 from backend.metrics.series import DeploymentKey
 
 DEP = "application, deployment"
@@ -227,19 +227,8 @@ def _is_connection_error(e: Exception) -> bool:
 
 def _short_error(e: Exception, timeout_s: float) -> str:
     """A failed query in one short line (requests' own text repeats the whole URL)."""
-    import requests
-
-    if isinstance(e, requests.ConnectTimeout):
-        return f"no connection within {timeout_s:g} s (host unreachable or firewalled)"
-    if isinstance(e, requests.Timeout):
-        return (f"no answer within {timeout_s:g} s (read timeout): the server is stuck "
-                "or overloaded")
-    if isinstance(e, requests.ConnectionError):
-        text = str(e)
-        if "refused" in text.lower():
-            return "connection refused: the server is down (nothing listens on its port)"
-        return "unreachable: " + text[-200:]
-    return f"{type(e).__name__}: {str(e)[:200]}"
+    return explain_request_error(e, timeout_s, stuck="the server is stuck or overloaded",
+                                 down="the server is down: nothing listens on its port")
 
 
 def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None) -> dict[str, str]:
