@@ -9,7 +9,7 @@ from typing import Any, Callable
 from backend.cancel import CancelToken
 from backend.catalog import Demo
 from backend.cluster_client import ClusterClient
-from backend.errors import ConsoleError
+from backend.errors import ConnectError, ConsoleError
 from backend.model import ServeStatus, unschedulable_reason
 from backend.packaging import build_package
 from backend.serve_config import current_config, with_applications
@@ -65,7 +65,19 @@ def wait_for_app(client: ClusterClient, name: str, *, progress: Progress = lambd
     last = ""
     while True:
         cancel.check()
-        status = client.serve_status()
+        try:
+            status = client.serve_status()
+        except ConnectError as e:
+            # A cluster that stops answering for a while (a restarting head, a network
+            # blip) does not end the wait; only its deadline or a cancel does.
+            if deadline is not None and time.monotonic() > deadline:
+                raise
+            line = f"{name}: the cluster is not answering ({e}); still waiting…"
+            if line != last:
+                progress(line)
+                last = line
+            cancel.sleep(poll_s)
+            continue
         app = status.application(name)
         if app is not None:
             states = ", ".join(

@@ -8,7 +8,7 @@ from typing import Any
 
 from backend.cancel import CancelToken
 from backend.cluster_client import ClusterClient
-from backend.errors import ApiError, ConsoleError
+from backend.errors import ApiError, ConnectError, ConsoleError
 from backend.knobs import changes_reported, patch_app_config
 from backend.serve_config import with_application
 
@@ -44,7 +44,14 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
         raise ApplyFailed(str(e)) from None
     deadline = time.monotonic() + timeout_s
     while True:
-        status = client.serve_status()
+        try:
+            status = client.serve_status()
+        except ConnectError:
+            # Not answering for a moment is not a refusal: ask again until the deadline.
+            if time.monotonic() > deadline:
+                raise
+            cancel.sleep(poll_s)
+            continue
         if changes_reported(status, app, deployment, changes):
             return status.fetched_at
         dep = status.deployment(app, deployment)

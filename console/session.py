@@ -338,6 +338,9 @@ class Session(QObject):
     def disconnect(self) -> None:
         """Stop everything that runs against the cluster; stop the cluster we started."""
         self._connect_generation += 1
+        # Waits on this cluster (deploys, applies) end now; what they changed stays.
+        for op in self.operations.pending():
+            op.token.cancel("disconnected from the cluster")
         for poller in (self._status_poller, self._metrics_poller):
             if poller is not None:
                 poller.stop()
