@@ -44,7 +44,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
-from PySide6.QtCore import QEventLoop, QObject, Qt, QTimer  # noqa: E402
+from PySide6.QtCore import QEvent, QEventLoop, QObject, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
@@ -280,6 +280,10 @@ class Bench:
             self.session.load.stop()
             self.window.close()
             self.session.shutdown()
+            # As console/app.py: the window goes before the QApplication (left to the
+            # interpreter's teardown, the plots' scene can outlive it and crash the exit).
+            self.window.deleteLater()
+            self.app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         finally:
             self.ref.stop()
             self.tmp.cleanup()
