@@ -482,6 +482,10 @@ class ThreadLoadGenerator:
             kind, detail = "connect error", f"connect error: {e}"
         except aiohttp.ServerDisconnectedError:
             kind = detail = "server disconnected"
+        except aiohttp.ClientOSError as e:
+            # The connection broke mid-request (reset by the peer: a proxy or replica
+            # that died under it).
+            kind, detail = "connection reset", f"connection reset: {e}"
         except Exception as e:  # every failure is a counted error, never a crash
             kind = type(e).__name__
             detail = f"{kind}: {e}" if str(e) else kind

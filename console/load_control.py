@@ -1,7 +1,8 @@
 """The load the console puts on the cluster: start, change, stop, and its statistics.
 
-The generator has its own thread (and event loop); this part only starts and stops it and
-hands its statistics to the GUI twice a second. It keeps running while the cluster is
+The generator runs in its own process (backend/loadgen_process.py), so that thousands of
+requests per second do not compete with the GUI for the interpreter; this part only
+starts and stops it and hands its statistics to the GUI twice a second. It keeps running while the cluster is
 unreachable: connection errors are what the user needs to see counted then.
 """
 
@@ -96,7 +97,7 @@ class LoadControl(QObject):
         self.stop()
         self.app = self._app_of_url(target.url)
         self._gen = LoadGenerator(target)
-        self._gen.start(rps)  # returns at once: the generator has its own thread
+        self._gen.start(rps)  # returns at once: the generator has its own process
         self._timer.start()
         self._event(f"Load: {rps:g} requests/s → {target.method} {target.url}")
 
@@ -119,7 +120,7 @@ class LoadControl(QObject):
         gen, self._gen = self._gen, None
         self._timer.stop()
         if gen is not None:
-            # stop() joins the generator thread (≤ ~1 s): do it off the GUI thread.
+            # stop() collects the child's final numbers (≤ 1 s): do it off the GUI thread.
             def stop_and_report() -> None:
                 gen.stop()
                 # The whole-run summary reaches the panel after Stop (queued signal).
