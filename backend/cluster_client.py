@@ -242,7 +242,8 @@ class ClusterClient:
                   ("filter_values", "serve"),
                   ("detail", "true"), ("limit", str(max(1, limit)))]
         data = self._json("GET", "/api/v0/actors", params=params)
-        rows = ((data.get("data") or {}).get("result") or {}).get("result") or []
+        rows = _dig(data, "data", "result", "result")
+        rows = rows if isinstance(rows, list) else []
         return [d for d in map(_death_from_state_api, rows)
                 if d is not None and (only is None or d.actor_id in only)]
 
@@ -276,8 +277,8 @@ class ClusterClient:
         ~5 s; `loadMetricsReport.usage` = {resource: [used, total]}); {} when absent.
         The dashboard camel-cases the keys (`object_store_memory` → `objectStoreMemory`,
         `my_res` → `myRes`)."""
-        data = self._json("GET", "/api/cluster_status").get("data") or {}
-        return data.get("clusterStatus") or {}
+        status = _dig(self._json("GET", "/api/cluster_status"), "data", "clusterStatus")
+        return status if isinstance(status, dict) else {}
 
     def submit_job(self, entrypoint: str, *, runtime_env: dict[str, Any] | None = None,
                    submission_id: str | None = None,
@@ -295,21 +296,40 @@ class ClusterClient:
         if not r.ok:
             raise ApiError(f"The cluster refused the job (HTTP {r.status_code}): "
                            f"{_first_line(r.text)}", r.status_code, r.text)
-        return r.json()["submission_id"]
+        try:
+            sid = _dig(r.json(), "submission_id")
+        except ValueError:
+            sid = None
+        if not isinstance(sid, str) or not sid:
+            raise ApiError("The dashboard accepted the job but named no submission id: is "
+                           "this a Ray 2.x dashboard?", r.status_code, r.text)
+        return sid
 
     def job_info(self, submission_id: str) -> dict[str, Any]:
         """`GET /api/jobs/{id}`: status, message, error_type, driver_node_id, …"""
-        return self._json("GET", f"/api/jobs/{submission_id}")
+        info = self._json("GET", f"/api/jobs/{submission_id}")
+        if not isinstance(info, dict):
+            raise _not_ray("The dashboard", "a job's status", "the answer", info, "an object")
+        return info
 
     def job_logs(self, submission_id: str) -> str:
-        return self._json("GET", f"/api/jobs/{submission_id}/logs").get("logs") or ""
+        logs = _dig(self._json("GET", f"/api/jobs/{submission_id}/logs"), "logs")
+        return logs if isinstance(logs, str) else ""
 
     def stop_job(self, submission_id: str) -> bool:
-        return bool(self._json("POST", f"/api/jobs/{submission_id}/stop").get("stopped"))
+        return bool(_dig(self._json("POST", f"/api/jobs/{submission_id}/stop"), "stopped"))
 
     def delete_job(self, submission_id: str) -> bool:
         """Forget a finished job (Ray refuses to delete one that has not ended)."""
-        return bool(self._json("DELETE", f"/api/jobs/{submission_id}").get("deleted"))
+        return bool(_dig(self._json("DELETE", f"/api/jobs/{submission_id}"), "deleted"))
+
+
+def _dig(data: Any, *keys: str) -> Any:
+    """data[k1][k2]… or None where an answer lacks a level or is not an object there
+    (a dashboard answering garbage must give "nothing", not an AttributeError)."""
+    for key in keys:
+        data = data.get(key) if isinstance(data, dict) else None
+    return data
 
 
 def _package_path(uri: str) -> str:

@@ -573,7 +573,9 @@ class Garbage:
 
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_GET(self):  # noqa: N802 (http.server API)
-                status, ctype, body = routes.get(self.path, (404, "text/html", b"<h1>no</h1>"))
+                # An exact path (query included) first, else the path without its query.
+                status, ctype, body = routes.get(self.path) or routes.get(
+                    self.path.split("?")[0], (404, "text/html", b"<h1>no</h1>"))
                 self.send_response(status)
                 self.send_header("Content-Type", ctype)
                 self.send_header("Content-Length", str(len(body)))
@@ -763,3 +765,25 @@ def test_parse_serve_status_refuses_garbage_too():
                 allowed=(ApiError,))
     assert parse_serve_status(DETAILS, 0.0).application("batched") is not None
     assert check_serve_details(DETAILS) is DETAILS
+
+
+@settings(max_examples=40, **SETTINGS)
+@given(st.sampled_from(["/api/cluster_status", "/api/jobs/j1", "/api/jobs/j1/logs",
+                        "/api/v0/actors"]),
+       st.one_of(not_json, st.builds(json.dumps, json_not_mapping),
+                 st.builds(lambda v: json.dumps({"data": v}), json_not_mapping)))
+def test_garbage_from_the_preflight_and_actor_endpoints(garbage, path, body):
+    """The pre-flight's and the replica watch's dashboard calls: garbage gives nothing or
+    a ConsoleError, never an AttributeError deep in a worker."""
+    garbage.answer(path.split("?")[0], body)
+    client = client_of(garbage)
+    call = {"/api/cluster_status": client.cluster_status,
+            "/api/jobs/j1": lambda: client.job_info("j1"),
+            "/api/jobs/j1/logs": lambda: client.job_logs("j1"),
+            "/api/v0/actors": client.dead_serve_actors}[path]
+    try:
+        result = call()
+    except GARBAGE_ERRORS as e:
+        assert str(e)
+    else:
+        assert isinstance(result, (dict, list, str))
