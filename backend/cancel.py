@@ -64,7 +64,3 @@ class CancelToken:
         if self._event.wait(max(0.0, seconds)):
             raise Cancelled(self.reason or "cancelled")
 
-
-#: For callers that never cancel (scripts, tests): a token nobody can reach.
-def never() -> CancelToken:
-    return CancelToken()

@@ -42,14 +42,21 @@ def deploy_app(client: ClusterClient, app: dict[str, Any], *,
     return wait_for_app(client, name, progress=progress, timeout_s=timeout_s, cancel=cancel)
 
 
-def deploy_demo(client: ClusterClient, demo: Demo, **kwargs) -> ServeStatus:
-    progress = kwargs.get("progress") or (lambda _: None)
+def demo_app_config(client: ClusterClient, demo: Demo,
+                    progress: Progress = lambda _: None) -> dict[str, Any]:
+    """The demo's application config for this cluster: its code package uploaded (if the
+    cluster lacks it) and, where the cluster has GPUs, a share of one per replica."""
     uri = upload_demo_package(client, progress)
     gpus = client.cluster_gpus()
     if gpus:
         progress(f"The cluster has {gpus:g} GPU(s): each replica of "
                  f"{', '.join(demo.gpu_deployments)} asks for {demo.gpu_per_replica:g} of one.")
-    return deploy_app(client, demo.app_config(uri, gpus), **kwargs)
+    return demo.app_config(uri, gpus)
+
+
+def deploy_demo(client: ClusterClient, demo: Demo, **kwargs) -> ServeStatus:
+    app = demo_app_config(client, demo, kwargs.get("progress") or (lambda _: None))
+    return deploy_app(client, app, **kwargs)
 
 
 def wait_for_app(client: ClusterClient, name: str, *, progress: Progress = lambda _: None,

@@ -457,6 +457,18 @@ class LoadStats:
     history: tuple[SecondStats, ...] = ()  # every finished second of the run (bounded)
     summary: RunSummary | None = None  # as of the last finished second
 
+    @classmethod
+    def of(cls, running: bool, model: "LoadModel", window: tuple, **counts) -> "LoadStats":
+        """From a generator's last-window figures — (achieved/s, offered/s, {percentile:
+        ms} or None) — and its counters; one recipe for the thread and process variants."""
+        achieved, offered, pcts = window
+        pcts = pcts or {}
+        return cls(running=running,
+                   target_rps=model.rate if model.mode == OPEN else achieved,
+                   achieved_rps=achieved, offered_rps=offered, mode=model.mode,
+                   p50_ms=pcts.get(50.0), p90_ms=pcts.get(90.0), p99_ms=pcts.get(99.0),
+                   p999_ms=pcts.get(99.9), **counts)
+
 
 def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
     """The per-second series as CSV (errors as one column per kind)."""

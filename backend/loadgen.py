@@ -221,7 +221,7 @@ class ThreadLoadGenerator:
         """A snapshot; costs only a copy under a short lock (safe on the GUI thread)."""
         model = self._model
         with self._lock:
-            achieved, offered, pcts = self._window_stats
+            window = self._window_stats
             snap = dict(sent=self._sent, ok=self._ok, errors=self._errors,
                         in_flight=self._in_flight, timeouts=self._timeouts,
                         last_error=self._last_error,
@@ -229,13 +229,7 @@ class ThreadLoadGenerator:
                         model_ids_sent=tuple(self._model_ids_sent.items()),
                         history=self._history_t, summary=self._summary,
                         users=self._users_now)
-        pcts = pcts or {}
-        return LoadStats(
-            running=self.running,
-            target_rps=model.rate if model.mode == OPEN else achieved,
-            achieved_rps=achieved, offered_rps=offered, mode=model.mode,
-            p50_ms=pcts.get(50.0), p90_ms=pcts.get(90.0), p99_ms=pcts.get(99.0),
-            p999_ms=pcts.get(99.9), **snap)
+        return LoadStats.of(self.running, model, window, **snap)
 
     def summary(self) -> RunSummary:
         """The run so far (to the last finished second), or the whole run once stopped."""

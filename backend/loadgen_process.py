@@ -42,7 +42,6 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 
 from backend.load_model import (
-    OPEN,
     LoadModel,
     LoadStats,
     LoadTarget,
@@ -203,7 +202,7 @@ class ProcessLoadGenerator:
         """The newest numbers the child sent (≤ 100 ms old); never waits for the child."""
         model = self._model
         with self._lock:
-            achieved, offered, pcts = self._window
+            window = self._window
             c = self._counters
             snap = dict(sent=c["sent"], ok=c["ok"], errors=c["errors"],
                         in_flight=c["in_flight"], timeouts=c["timeouts"],
@@ -211,13 +210,7 @@ class ProcessLoadGenerator:
                         errors_by_kind=self._errors_by_kind,
                         model_ids_sent=tuple(self._model_ids.items()),
                         history=self._history_t, summary=self._summary)
-        pcts = pcts or {}
-        return LoadStats(
-            running=self.running,
-            target_rps=model.rate if model.mode == OPEN else achieved,
-            achieved_rps=achieved, offered_rps=offered, mode=model.mode,
-            p50_ms=pcts.get(50.0), p90_ms=pcts.get(90.0), p99_ms=pcts.get(99.0),
-            p999_ms=pcts.get(99.9), **snap)
+        return LoadStats.of(self.running, model, window, **snap)
 
     def summary(self) -> RunSummary:
         with self._lock:

@@ -24,7 +24,7 @@ from PySide6.QtCore import QObject, Signal
 from backend.cancel import Cancelled
 from backend.catalog import Demo
 from backend.config_io import export_application, parse_config, read_config_file
-from backend.deployer import (put_applications, restore_applications, upload_demo_package,
+from backend.deployer import (demo_app_config, put_applications, restore_applications,
                               wait_for_app)
 from backend.errors import ConsoleError
 from backend.preflight import (PreflightError, check_fit, check_python_env,
@@ -47,7 +47,6 @@ class _Plan:
     apps: list[dict[str, Any]]
     fits: bool = True
     fit_message: str = ""
-    warnings: list[str] = dataclasses.field(default_factory=list)
     demo: Demo | None = None
 
 
@@ -74,18 +73,13 @@ class DeployController(QObject):
 
     # -- entry points ---------------------------------------------------------------------
     def deploy(self, demo: Demo) -> None:
-        if not self._usable(demo.app_name, self.finished):
+        if reason := self._unusable():
+            self.finished.emit(False, demo.app_name, reason)
             return
         client, local = self._s.client, self._s.local_cluster
 
         def prepare(op: Operation) -> _Plan:
-            uri = upload_demo_package(client, lambda t: self._progress(op, t))
-            gpus = client.cluster_gpus(wait_s=10.0)
-            if gpus:
-                self._progress(op, f"The cluster has {gpus:g} GPU(s): each replica of "
-                                   f"{', '.join(demo.gpu_deployments)} asks for "
-                                   f"{demo.gpu_per_replica:g} of one.")
-            app = demo.app_config(uri, gpus)
+            app = demo_app_config(client, demo, lambda t: self._progress(op, t))
             self._check_python(client, op, app)
             return self._preflight(client, op, [app], demo=demo)
 
@@ -97,8 +91,8 @@ class DeployController(QObject):
         self._start("deploy", demo.app_name, prepare, http_new)
 
     def import_config(self, path: str) -> None:
-        if not self._usable(path, None):
-            self.config_file_done.emit(False, "Not connected to a cluster.")
+        if reason := self._unusable():
+            self.config_file_done.emit(False, reason)
             return
         client = self._s.client
 
@@ -158,14 +152,13 @@ class DeployController(QObject):
                 for name in op.meta.get("apps", ())]
 
     # -- the two steps ------------------------------------------------------------------------
-    def _usable(self, what: str, signal) -> bool:
-        if self._s.client is None or not self._s.connection.usable:
-            reason = ("Not connected to a cluster." if self._s.client is None
-                      else "The cluster is not answering; wait until it is back.")
-            if signal is not None:
-                signal.emit(False, what, reason)
-            return False
-        return True
+    def _unusable(self) -> str:
+        """Why nothing may be deployed now ("" when it may)."""
+        if self._s.client is None:
+            return "Not connected to a cluster."
+        if not self._s.connection.usable:
+            return "The cluster is not answering; wait until it is back."
+        return ""
 
     def _preflight(self, client, op: Operation, apps: list[dict[str, Any]],
                    demo: Demo | None = None) -> _Plan:

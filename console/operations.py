@@ -51,11 +51,6 @@ class Operations:
         with self._lock:
             self._ops.pop(op.id, None)
 
-    def find(self, kind: str, name: str) -> Operation | None:
-        with self._lock:
-            return next((o for o in self._ops.values() if o.kind == kind and o.name == name),
-                        None)
-
     def pending(self) -> list[Operation]:
         with self._lock:
             return list(self._ops.values())

@@ -131,7 +131,6 @@ class Session(QObject):
         self.tuning = TuningController(self._tuning_runner, self._client_if_usable,
                                        self.knob_values, self.latest_p99,
                                        operations=self.operations, parent=self)
-        self._status_error: str | None = None
         self._metrics_error: str | None = None
         self._metrics_problems: list = []
         # Replica deaths from successive statuses (+ the GCS's actor table); replaced
@@ -357,7 +356,6 @@ class Session(QObject):
         self.client = None
         self.info = None
         self.status = None
-        self._status_error = None
         self._stop_local_async()
         self.connection.closed()
         if was_connected:
@@ -413,8 +411,6 @@ class Session(QObject):
         status, session_name, events = result
         delay = self.connection.poll_ok(session_name)
         self._set_status_interval(delay)
-        if self._status_error is not None:
-            self._status_error = None
         self.apply_status(status)
         for e in events:
             self.event.emit(f"{e.app}/{e.deployment}: {e.message}",
@@ -442,16 +438,15 @@ class Session(QObject):
                 tail = local.log_tail(12)
                 self.event.emit(f"{text} The last lines of its log:\n{tail}", "error")
                 self.local_cluster_died.emit(code, tail)
+        first = self.connection.lost_since is None
         delay = self.connection.poll_failed(text)
         self._set_status_interval(delay)
         if self._metrics_problems:
             # A whole cluster gone is not a metrics problem of each of its nodes.
             self._metrics_problems = []
             self.metrics_problems.emit([])
-        if text != self._status_error:
-            if self._status_error is None:
-                self.event.emit(f"Cluster not answering: {text}", "error")
-            self._status_error = text
+        if first and self.connection.lost_since is not None:  # said once per outage
+            self.event.emit(f"Cluster not answering: {text}", "error")
         self.status_failed.emit(text)
 
     def _on_connection_resumed(self, same: bool, old: str, new: str) -> None:

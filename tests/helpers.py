@@ -2,7 +2,37 @@
 
 from __future__ import annotations
 
+import os
 import time
+from contextlib import contextmanager
+
+
+def group_gone(pgid: int) -> bool:
+    """True when no process of group *pgid* is left."""
+    try:
+        os.killpg(pgid, 0)
+    except (ProcessLookupError, PermissionError):
+        return True
+    return False
+
+
+@contextmanager
+def own_cluster(**options):
+    """A Ray head of a test's own (LocalCluster(**options)), started and, at the end,
+    stopped — asserting that nothing of its process group is left behind."""
+    from backend.local_cluster import LocalCluster
+
+    cluster = LocalCluster(**options)
+    cluster.start(timeout_s=120)
+    pgid = cluster.pid
+    try:
+        yield cluster
+    finally:
+        cluster.stop()
+        deadline = time.monotonic() + 10
+        while not group_gone(pgid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert group_gone(pgid), f"the cluster's process group {pgid} outlived it"
 
 
 def batched_copy(client, name: str, max_batch_size: int, batch_wait_timeout_s: float,

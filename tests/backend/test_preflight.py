@@ -17,13 +17,12 @@ from backend.cancel import Cancelled, CancelToken
 from backend.catalog import load_catalog
 from backend.cluster_client import ClusterClient
 from backend.deployer import deploy_app, upload_demo_package
-from backend.local_cluster import LocalCluster
 from backend.preflight import (
     OTHER_WORK, PreflightError, app_needs, app_unknowns, check_fit, check_python_env,
     cluster_free, cluster_resources, deployment_needs, missing_modules_message,
     probe_entrypoint, probe_python_env, ray_version_warning,
 )
-from tests.helpers import batched_copy
+from tests.helpers import batched_copy, own_cluster
 
 
 # -- app_needs: Serve 2.60's defaults -----------------------------------------------------
@@ -216,23 +215,9 @@ def test_replicas_placed_since_the_monitor_looked_count_as_used():
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = LocalCluster(num_cpus=2)
-    c.start(timeout_s=120)
-    pgid = c.pid
-    try:
+    with own_cluster(num_cpus=2) as c:
         yield c
-    finally:
-        c.stop()
-        assert not _group_alive(pgid), "the cluster's processes outlived it"
-        assert not _probe_processes(), "a probe process outlived its cluster"
-
-
-def _group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except (ProcessLookupError, PermissionError):
-        return False
-    return True
+    assert not _probe_processes(), "a probe process outlived its cluster"
 
 
 def _probe_processes() -> list[int]:

@@ -18,9 +18,8 @@ from backend.cluster_client import ClusterClient
 from backend.deployer import deploy_app
 from backend.load_model import LoadTarget
 from backend.loadgen import LoadGenerator
-from backend.local_cluster import LocalCluster
 from backend.replica_watch import DIED, REPLACED, ReplicaWatcher, poll_replica_events
-from tests.helpers import batched_copy
+from tests.helpers import batched_copy, own_cluster
 
 APP, DEP = "rwatch", "BatchedClassifier"
 POLL_S = 1.0
@@ -33,16 +32,8 @@ CONTROLLER_WITHIN_S = 16.0
 
 @pytest.fixture(scope="module")
 def cluster():
-    c = LocalCluster()
-    c.start(timeout_s=120)
-    pgid = c.pid
-    try:
+    with own_cluster() as c:
         yield c
-    finally:
-        c.stop()
-        # Nothing of it left behind: its whole process group is gone.
-        with pytest.raises(ProcessLookupError):
-            os.killpg(pgid, 0)
 
 
 @pytest.fixture(scope="module")
