@@ -61,9 +61,16 @@ def run_open(url: str | LoadTarget, rps: float, seconds: float, drain_s: float =
             time.sleep(0.01)
         time.sleep(seconds)
         gen.set_rate(0)
+        # The stats are the child's snapshot (≤ 100 ms old) and set_rate reaches it by a
+        # pipe: done means nothing in flight and nothing sent across two fresh snapshots.
         deadline = time.monotonic() + drain_s
-        while gen.stats().in_flight and time.monotonic() < deadline:
-            time.sleep(0.05)
+        last_sent = -1
+        while time.monotonic() < deadline:
+            time.sleep(0.25)
+            st = gen.stats()
+            if st.in_flight == 0 and st.sent == last_sent:
+                break
+            last_sent = st.sent
     finally:
         gen.stop()
     return gen
