@@ -125,11 +125,25 @@ def start_prometheus(cluster_client, root) -> tuple[subprocess.Popen, str]:
     while not os.path.exists(sd_file):
         assert time.monotonic() < deadline, f"Ray wrote no {sd_file}"
         time.sleep(0.5)
+    return launch_prometheus(
+        "  - job_name: ray\n    file_sd_configs:\n"
+        f"      - files: ['{sd_file}']\n        refresh_interval: 2s\n", root)
+
+
+def start_prometheus_on(targets: list[str], root) -> tuple[subprocess.Popen, str]:
+    """A real Prometheus scraping *targets* ("host:port", path /metrics) every second,
+    ready to answer; returns (process, URL). The caller stops it."""
+    listed = ", ".join(f"'{t}'" for t in targets)
+    return launch_prometheus(
+        f"  - job_name: nodes\n    static_configs:\n      - targets: [{listed}]\n", root)
+
+
+def launch_prometheus(scrape_configs: str, root) -> tuple[subprocess.Popen, str]:
+    """Prometheus with a 1 s scrape and evaluation interval and *scrape_configs* (the
+    YAML list under `scrape_configs:`), once it answers /-/ready."""
     config = root / "prometheus.yml"
-    config.write_text(
-        "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
-        "scrape_configs:\n  - job_name: ray\n    file_sd_configs:\n"
-        f"      - files: ['{sd_file}']\n        refresh_interval: 2s\n")
+    config.write_text("global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\n"
+                      "scrape_configs:\n" + scrape_configs)
     port = free_ports(1)[0]
     proc = subprocess.Popen(
         [PROMETHEUS, f"--config.file={config}", f"--storage.tsdb.path={root / 'data'}",

@@ -25,6 +25,7 @@ histogram buckets into per-deployment values over a short window:
 | held_models(app, dep) (not a series) | {replica: model ids} where ray_serve_registered_multiplexed_model_id == 1, from the newest poll |
 | requests_per_s, errors_per_s (app, "") | rate of the proxy's ray_serve_num_http_requests_total / ray_serve_num_http_error_requests_total by application |
 | http_latency_p50/p90/p99_ms (app, "")  | histogram_quantile over ray_serve_http_request_latency_ms_bucket by (application, le) |
+| gpus (not a series)                  | per (node ip, GPU index): utilization and memory from the ray_node_gpus_* / ray_node_gram_* gauges of the newest poll (backend/metrics/gpu.py) |
 
 Window semantics: the window runs from the newest earlier poll at least `window_s` old
 (or the oldest kept one while the source is younger than that) to now, so its length is
@@ -49,6 +50,7 @@ from typing import Callable, Iterable
 import requests
 
 from backend.metrics import exposition as ex
+from backend.metrics import gpu
 from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
                                     node_where)
 from backend.metrics.series import DeploymentKey
@@ -196,6 +198,8 @@ class WindowedSeries:
         self._cum: dict[tuple[str, DeploymentKey, tuple], dict[float | None, _Cumulative]] = {}
         #: {deployment: {replica: sorted model ids}} as of the newest ingest.
         self.held_models: dict[DeploymentKey, dict[str, list[str]]] = {}
+        #: The nodes' GPUs as of the newest ingest (empty on a CPU cluster).
+        self.gpus = gpu.NodeGpus()
 
     def ingest(self, t: float, pages: Iterable[list[ex.Sample]]
                ) -> dict[DeploymentKey, dict[str, float]]:
@@ -209,8 +213,12 @@ class WindowedSeries:
 
         gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+        gpu_samples: list[ex.Sample] = []
         for samples in pages:
             for s in samples:
+                if s.name in gpu.FAMILIES:  # per node, no application label
+                    gpu_samples.append(s)
+                    continue
                 if s.name == ex.MUX_REGISTERED:
                     if s.value > 0 and s.labels.get("model_id"):
                         dkey = (s.labels.get("application", ""), s.labels.get("deployment", ""))
@@ -218,6 +226,7 @@ class WindowedSeries:
                     continue
                 self._ingest_sample(t, s, gauges)
         self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
+        self.gpus = gpu.from_samples(gpu_samples)
 
         values: dict[DeploymentKey, dict[str, float]] = defaultdict(dict)
         span = t - t_base
@@ -422,6 +431,11 @@ class DirectScrapeSource:
         """held_models of every multiplexed deployment, as of the last poll."""
         with self._lock:
             return dict(self._window.held_models)
+
+    def gpus(self) -> gpu.NodeGpus:
+        """The nodes' GPUs as of the last poll (empty without GPU metrics)."""
+        with self._lock:
+            return self._window.gpus
 
     def _poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         t0 = time.perf_counter()

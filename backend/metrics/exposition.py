@@ -1,4 +1,5 @@
-"""Cut a node's Prometheus page down to the Serve families the console plots, then parse.
+"""Cut a node's Prometheus page down to the Serve families the console plots (and the
+node GPU gauges, backend/metrics/gpu.py), then parse.
 
 A Ray node's metrics page is ~1 MB of text (Ray core, gRPC, tasks, every Serve internal
 histogram), and only a few dozen kB of it answer the console's questions. Parsing all of
@@ -26,6 +27,8 @@ import re
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
+
+from backend.metrics import gpu
 
 # Replica side (labels: application, deployment, replica, + WorkerId/NodeAddress/...).
 REQUESTS = "ray_serve_deployment_request_counter"            # counter, + route
@@ -71,9 +74,11 @@ GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QU
 PIPELINE_FAMILIES: frozenset[str] = frozenset({PIPELINE_CHUNKS + "_total", PIPELINE_TTFO,
                                                PIPELINE_TOTAL})
 
-#: Family names as they appear after `# TYPE` (counters carry `_total` there).
+#: Family names as they appear after `# TYPE` (counters carry `_total` there). The
+#: node GPU gauges (backend/metrics/gpu.py) are per node, not per deployment: only pages
+#: of nodes with a GPU have them.
 NEEDED_FAMILIES: frozenset[str] = frozenset(
-    {c + "_total" for c in COUNTERS} | HISTOGRAMS | GAUGES
+    {c + "_total" for c in COUNTERS} | HISTOGRAMS | GAUGES | gpu.FAMILIES
 )
 
 
@@ -92,12 +97,12 @@ def prefilter(text: str, families: frozenset[str] = NEEDED_FAMILIES) -> str:
 
     Exact by name: `ray_serve_batch_wait_time_ms` keeps its `_bucket`/`_sum`/`_count`
     lines but not a hypothetical `ray_serve_batch_wait_time_ms_max`. Cost is one
-    `split` and one C-level `startswith` per line; only lines that share the common
-    prefix of the wanted names are looked at in Python.
+    `split` and one C-level `startswith` per line; only lines that share a common
+    prefix of the wanted names (`ray_serve_`, `ray_node_g`) are looked at in Python.
     """
     samples = _sample_names(families)
-    common = _common_prefix(families)
-    starts = (common, "# HELP " + common, "# TYPE " + common)
+    prefixes = _group_prefixes(families)
+    starts = tuple(p for c in prefixes for p in (c, "# HELP " + c, "# TYPE " + c))
     kept: list[str] = []
     append = kept.append
     for line in text.split("\n"):
@@ -116,6 +121,16 @@ def prefilter(text: str, families: frozenset[str] = NEEDED_FAMILIES) -> str:
             append(line)
     kept.append("")
     return "\n".join(kept)
+
+
+def _group_prefixes(names: frozenset[str]) -> tuple[str, ...]:
+    """The common prefix of each group of names that share their first two words
+    (`ray_serve_…`, `ray_node_g…`): one prefix for all would be `ray_`, and every line
+    of the page would then be looked at in Python."""
+    groups: dict[str, set[str]] = {}
+    for n in names:
+        groups.setdefault("_".join(n.split("_", 2)[:2]), set()).add(n)
+    return tuple(sorted(_common_prefix(frozenset(g)) for g in groups.values()))
 
 
 def _common_prefix(names: frozenset[str]) -> str:

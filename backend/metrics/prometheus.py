@@ -5,6 +5,7 @@ query (`queries()` hands them out, so a user can paste them into Grafana); `poll
 them all, concurrently, and returns {(app, deployment): {series: value}} like
 DirectScrapeSource.poll(). Queries use a window of `window_s` seconds; pick it ≥ 4×
 Prometheus' scrape interval (rate() needs at least two samples in its window).
+The nodes' GPUs come from gpu.PROMQL in the same poll (`gpus()`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from backend.metrics import exposition as ex
+from backend.metrics import gpu
 from backend.metrics.direct import histogram_mean
 from backend.metrics.health import ProblemTracker, SourceProblem, explain_request_error
 from backend.metrics.series import DeploymentKey
@@ -132,6 +134,11 @@ class PrometheusSource:
         self._queries = build_queries(window_s)
         self._held_query = SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)
         self._held: dict[DeploymentKey, dict[str, list[str]]] = {}
+        # The nodes' GPUs (backend/metrics/gpu.py): per node and GPU index, not per
+        # deployment, so kept apart from the series.
+        self._gpu_queries = [SeriesQuery(series, promql, "ip, GpuIndex")
+                             for series, promql in gpu.PROMQL.items()]
+        self._gpus = gpu.NodeGpus()
         self._pool = ThreadPoolExecutor(max_workers=4, thread_name_prefix="prometheus")
         self._lock = threading.Lock()
         self.last_error: str | None = None
@@ -162,7 +169,7 @@ class PrometheusSource:
             # Set by the first query that cannot reach the server: the poll's other
             # queries then give up at once instead of each waiting out its timeout.
             unreachable = _Unreachable()
-            queries = self._queries + [self._held_query]
+            queries = self._queries + [self._held_query] + self._gpu_queries
             results = list(self._pool.map(lambda q: self._run(q, unreachable), queries))
             values: dict[DeploymentKey, dict[str, float]] = {}
             errors = [err for _, err in results if err and err is not _SKIPPED]
@@ -170,9 +177,14 @@ class PrometheusSource:
             for q, (rows, _) in zip(self._queries, results):
                 for key, series, value in _reduce(q, rows or []):
                     values.setdefault(key, {})[series] = value
-            held_rows, held_error = results[-1]
+            n = len(self._queries)
+            held_rows, held_error = results[n]
             if held_error is None:
                 self._held = _held_models(held_rows or [])
+            # A failed GPU query leaves its series without a sample this poll.
+            self._gpus = gpu.from_prometheus({q.series: rows or [] for q, (rows, err)
+                                              in zip(self._gpu_queries, results[n + 1:])
+                                              if err is None})
             self.last_error = errors[0] if errors else None
             return t, values
 
@@ -185,6 +197,11 @@ class PrometheusSource:
     def all_held_models(self) -> dict[DeploymentKey, dict[str, list[str]]]:
         with self._lock:
             return dict(self._held)
+
+    def gpus(self) -> gpu.NodeGpus:
+        """The nodes' GPUs as of the last poll, like DirectScrapeSource.gpus."""
+        with self._lock:
+            return self._gpus
 
     def _run(self, q: SeriesQuery, unreachable: "_Unreachable | None" = None):
         if unreachable is not None and unreachable.error is not None:
