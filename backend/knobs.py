@@ -21,6 +21,7 @@ from backend.errors import ConsoleError
 
 LIVE = "live"
 ROLLS = "rolls replicas"
+FIXED = "read-only"   # shown for reference: no change can reach the running cluster
 
 
 @dataclass(frozen=True)
@@ -29,15 +30,19 @@ class Knob:
 
     `path` names where the value lives in the deployment's entry of the Serve config:
     "max_ongoing_requests", "user_config.max_batch_size",
-    "autoscaling_config.min_replicas", or "autoscaling" (on/off: autoscaling_config
-    present or not).
+    "autoscaling_config.min_replicas", "ray_actor_options.num_cpus",
+    "ray_actor_options.runtime_env.env_vars.OMP_NUM_THREADS", or "autoscaling" (on/off:
+    autoscaling_config present or not); "http_options.request_timeout_s" is the
+    cluster's (shown, never changed).
     """
 
     path: str
     label: str
-    kind: str                  # "int" | "float" | "bool" | "json"
+    # "int" | "float" | "bool" | "json"; "optional_int" / "optional_float": a number or
+    # None (unset), the control's minimum standing for unset (shown as unset_text).
+    kind: str
     value: Any                 # what the cluster runs now (None: unset)
-    applies: str = LIVE        # LIVE or ROLLS
+    applies: str = LIVE        # LIVE, ROLLS or FIXED
     group: str = "other"       # "batching" | "concurrency" | "autoscaling" | "multiplexing" | "user_config"
     minimum: float | None = None
     maximum: float | None = None
@@ -47,6 +52,7 @@ class Knob:
     help: str = ""
     enabled: bool = True       # False when another knob makes it moot (e.g. num_replicas under autoscaling)
     disabled_reason: str = ""
+    unset_text: str = ""       # optional kinds: what the control shows for None ("unset")
 
 
 @dataclass(frozen=True)
@@ -112,6 +118,22 @@ def check_knob_value(path: str, value: Any,
         raise KnobValueError(f"There is no knob '{_clip(path)}' to change.")
     label = meta.get("label", path)
     kind = meta.get("kind", "json")
+    if meta.get("read_only"):
+        raise KnobValueError(f"{label} cannot be changed here: "
+                             f"{' '.join(str(meta['read_only']).split())}")
+    if kind in ("optional_int", "optional_float"):
+        if value is None or (isinstance(value, str) and not value.strip()):
+            return  # unset: the key is removed
+        if isinstance(value, str) and value.strip().isdigit():
+            value = int(value.strip())   # an environment variable's text, e.g. "4"
+        kind = kind.removeprefix("optional_")
+        number = isinstance(value, (int, float)) and not isinstance(value, bool)
+        if kind == "int" and not (number and math.isfinite(value)
+                                  and float(value).is_integer() and value >= 1):
+            raise KnobValueError(f"{label} must be a positive whole number or empty "
+                                 f"(unset), not {_show(value)}.")
+        if kind == "int":   # the minimum in knobs.yaml is the control's "unset" slot
+            meta = {**meta, "minimum": max(1, meta.get("minimum") or 0)}
     if kind == "bool":
         if not isinstance(value, bool):
             raise KnobValueError(f"{label} is on or off (true/false), not {_show(value)}.")
@@ -161,7 +183,8 @@ def get_path(entry: dict[str, Any], path: str) -> Any:
 
 # -- building the knobs of a deployment from what the cluster reports --------------------
 
-_ORDER = ("batching", "concurrency", "autoscaling", "multiplexing", "user_config", "other")
+_ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts", "multiplexing",
+          "user_config", "other")
 READ_ONLY_FROM_CODE = ("Deployed from code (serve.run): Serve's REST API can neither "
                        "reproduce nor change it, so it is read-only here.")
 
@@ -174,6 +197,7 @@ def _knob(path: str, meta: dict[str, Any], value: Any, **overrides) -> Knob:
         log_scale=bool(meta.get("log_scale", False)),
         suggestions=tuple(meta.get("suggestions") or ()), unit=meta.get("unit", ""),
         help=" ".join(str(meta.get("help", "")).split()),
+        unset_text=str(meta.get("unset_text", "")),
     )
     fields.update(overrides)
     return Knob(**fields)
@@ -217,6 +241,15 @@ def knobs_for(status, app: str, deployment: str,
             path = f"autoscaling_config.{key}"
             knobs.append(_knob(path, meta[path], autoscaling.get(key)))
 
+    knobs.extend(_resource_knobs(meta, cfg, app_info.deployed_config, deployment))
+    knobs.append(_knob("graceful_shutdown_timeout_s", meta["graceful_shutdown_timeout_s"],
+                       cfg.get("graceful_shutdown_timeout_s")))
+    http = (getattr(status, "raw", None) or {}).get("http_options") or {}
+    timeout_meta = meta[REQUEST_TIMEOUT]
+    knobs.append(_knob(REQUEST_TIMEOUT, timeout_meta, http.get("request_timeout_s"),
+                       enabled=False,
+                       disabled_reason=" ".join(str(timeout_meta["read_only"]).split())))
+
     args = (app_info.deployed_config or {}).get("args") or {}
     for key, value in args.items():
         path = f"args.{key}"
@@ -231,6 +264,141 @@ def knobs_for(status, app: str, deployment: str,
     return KnobSet(app=app, deployment=deployment, knobs=tuple(knobs),
                    read_only_reason="" if app_info.declarative else READ_ONLY_FROM_CODE,
                    notes=tuple(notes))
+
+
+# -- resources: ray_actor_options (Serve replaces them whole) --------------------------------
+
+NUM_CPUS = "ray_actor_options.num_cpus"
+NUM_GPUS = "ray_actor_options.num_gpus"
+OMP = "ray_actor_options.runtime_env.env_vars.OMP_NUM_THREADS"
+REQUEST_TIMEOUT = "http_options.request_timeout_s"
+#: A replica whose ray_actor_options name no num_cpus gets this many (Serve 2.60,
+#: ReplicaConfig); see backend/preflight.py.
+DEFAULT_NUM_CPUS = 1.0
+
+
+def _env_vars(runtime_env: Any) -> dict[str, Any]:
+    if not isinstance(runtime_env, dict):
+        return {}
+    env_vars = runtime_env.get("env_vars")
+    return env_vars if isinstance(env_vars, dict) else {}
+
+
+def merged_actor_options(app_runtime_env: dict[str, Any] | None,
+                         options: dict[str, Any]) -> dict[str, Any]:
+    """The ray_actor_options a replica runs with when the config names *options*: Serve
+    2.60 merges the application's runtime_env under the deployment's (the deployment's
+    fields win, except env_vars, which are combined, the deployment's winning per key;
+    `override_deployment_info` / `override_runtime_envs_except_env_vars`)."""
+    out = copy.deepcopy(options or {})
+    app_env = app_runtime_env if isinstance(app_runtime_env, dict) else {}
+    own_env = out.get("runtime_env") if isinstance(out.get("runtime_env"), dict) else {}
+    if app_env or own_env:
+        env = copy.deepcopy(app_env)
+        env.update(copy.deepcopy(own_env))
+        env["env_vars"] = {**_env_vars(app_env), **_env_vars(own_env)}
+        out["runtime_env"] = env
+    return out
+
+
+def own_actor_options(app_runtime_env: dict[str, Any] | None,
+                      running: dict[str, Any] | None) -> dict[str, Any]:
+    """The deployment's own ray_actor_options from the merged ones the cluster reports
+    (`deployment_config.ray_actor_options` of GET /api/serve/applications/ has the
+    application's runtime_env merged in): the application's parts taken out again, so
+    that merging them back (merged_actor_options) gives exactly what runs now."""
+    opts = copy.deepcopy(running or {})
+    env = opts.get("runtime_env")
+    if not isinstance(env, dict):
+        return opts
+    app_env = app_runtime_env if isinstance(app_runtime_env, dict) else {}
+    app_vars = _env_vars(app_env)
+    env_vars = {k: v for k, v in _env_vars(env).items()
+                if k not in app_vars or app_vars[k] != v}
+    env = {k: v for k, v in env.items()
+           if k != "env_vars" and not (k in app_env and app_env[k] == v)}
+    if env_vars:
+        env["env_vars"] = env_vars
+    if env:
+        opts["runtime_env"] = env
+    else:
+        opts.pop("runtime_env", None)
+    return opts
+
+
+def _set_actor_option(opts: dict[str, Any], path: str, value: Any) -> None:
+    if path == NUM_CPUS:
+        opts["num_cpus"] = float(value)
+    elif path == NUM_GPUS:
+        if value:
+            opts["num_gpus"] = float(value)
+        else:
+            opts.pop("num_gpus", None)   # Ray's default is no GPU
+    elif path == OMP:
+        env = opts.get("runtime_env") if isinstance(opts.get("runtime_env"), dict) else {}
+        env_vars = dict(_env_vars(env))
+        if value is None or (isinstance(value, str) and not value.strip()):
+            env_vars.pop("OMP_NUM_THREADS", None)   # only this key; the others stay
+        else:
+            env_vars["OMP_NUM_THREADS"] = str(int(str(value).strip()) if isinstance(value, str)
+                                              else int(value))
+        env = dict(env)
+        if env_vars:
+            env["env_vars"] = env_vars
+        else:
+            env.pop("env_vars", None)
+        if env:
+            opts["runtime_env"] = env
+        else:
+            opts.pop("runtime_env", None)
+    else:
+        raise KnobValueError(f"There is no knob '{_clip(path)}' to change.")
+
+
+def _omp_value(text: Any) -> int | None:
+    try:
+        n = int(str(text).strip())
+    except (TypeError, ValueError):
+        return None
+    return n if n >= 1 else None
+
+
+def _omp_source(own: dict[str, Any], app_env: dict[str, Any], running: Any) -> str:
+    """Where the replicas' OMP_NUM_THREADS comes from, in one sentence."""
+    own_value = _env_vars(own.get("runtime_env")).get("OMP_NUM_THREADS")
+    app_value = _env_vars(app_env).get("OMP_NUM_THREADS")
+    if own_value is not None:
+        return f"Now: this deployment sets OMP_NUM_THREADS={own_value}."
+    if app_value is not None:
+        return (f"Now: {app_value}, from the application's runtime_env; a value set here "
+                "overrides it for this deployment only.")
+    if running is not None:
+        return f"Now: {running}, from the deployment's code."
+    return ("Now: not set, so each replica gets what the Ray node was started with, else "
+            "Ray's default (num_cpus rounded down, at least 1; the console's own local "
+            "cluster starts Ray with OMP_NUM_THREADS=1).")
+
+
+def _resource_knobs(meta: dict[str, dict[str, Any]], cfg: dict[str, Any],
+                    deployed_app: dict[str, Any] | None, deployment: str) -> list[Knob]:
+    opts = cfg.get("ray_actor_options") if isinstance(cfg.get("ray_actor_options"), dict) \
+        else {}
+    cpus = opts.get("num_cpus")
+    omp_text = _env_vars(opts.get("runtime_env")).get("OMP_NUM_THREADS")
+    app_env = (deployed_app or {}).get("runtime_env") or {}
+    entry = next((d for d in (deployed_app or {}).get("deployments") or []
+                  if isinstance(d, dict) and d.get("name") == deployment), {})
+    own = entry.get("ray_actor_options")
+    if not isinstance(own, dict):
+        own = own_actor_options(app_env, opts)
+    omp_meta = meta[OMP]
+    omp_help = " ".join(f"{omp_meta.get('help', '')} "
+                        f"{_omp_source(own, app_env, omp_text)}".split())
+    return [
+        _knob(NUM_CPUS, meta[NUM_CPUS], DEFAULT_NUM_CPUS if cpus is None else float(cpus)),
+        _knob(NUM_GPUS, meta[NUM_GPUS], float(opts.get("num_gpus") or 0.0)),
+        _knob(OMP, omp_meta, _omp_value(omp_text), help=omp_help),
+    ]
 
 
 # -- cross-knob checks ------------------------------------------------------------------------
@@ -267,6 +435,13 @@ def check_values(values: dict[str, Any], p99_ms: float | None = None) -> list[Fi
         out.append(Finding("warning",
             f"max_ongoing_requests ({mor:g}) < 2 × target_ongoing_requests ({target:g}): "
             "the guide's rule is max_ongoing_requests ≈ 2–3× target_ongoing_requests."))
+    omp, cpus = values.get(OMP), values.get(NUM_CPUS)
+    if isinstance(omp, int) and isinstance(cpus, (int, float)) and \
+            omp > max(1, math.ceil(cpus)):
+        out.append(Finding("warning",
+            f"OMP_NUM_THREADS ({omp}) > num_cpus ({cpus:g}): each replica runs {omp} "
+            f"threads on a reservation of {cpus:g} CPU, so replicas packed onto a node by "
+            "num_cpus oversubscribe its cores (CPU contention). Raise num_cpus with it."))
     mqr = values.get("max_queued_requests")
     if isinstance(mqr, (int, float)) and mqr == 0:
         out.append(Finding("warning", "max_queued_requests = 0 rejects every request that "
@@ -287,8 +462,10 @@ def patch_app_config(app_config: dict[str, Any], running: dict[str, Any], deploy
     """A copy of *app_config* with *changes* made to *deployment*'s entry, nothing else.
 
     *running* is the deployment's full running deployment_config, used where a partial
-    field (user_config, autoscaling_config) must be completed: Serve replaces those
-    whole, so a change to one key carries the others the cluster runs.
+    field (user_config, autoscaling_config, ray_actor_options) must be completed: Serve
+    replaces those whole, so a change to one key carries the others the cluster runs.
+    ray_actor_options come from the config's entry when it has them, else from what the
+    cluster runs (the code's options) less what the application's runtime_env adds.
     Raises KnobValueError (before anything is sent) for a value check_knob_value refuses.
     """
     for path, value in changes.items():
@@ -333,6 +510,14 @@ def patch_app_config(app_config: dict[str, Any], running: dict[str, Any], deploy
             entry.pop("num_replicas", None)
         elif head == "args" and key:
             app.setdefault("args", {})[key] = value
+        elif head == "ray_actor_options" and key:
+            opts = entry.get("ray_actor_options")
+            if not isinstance(opts, dict):
+                opts = own_actor_options(app.get("runtime_env"),
+                                         running.get("ray_actor_options"))
+            opts = copy.deepcopy(opts)
+            _set_actor_option(opts, path, value)
+            entry["ray_actor_options"] = opts
         else:
             entry[path] = value
     return app
@@ -347,8 +532,18 @@ def _same(a: Any, b: Any) -> bool:
     return a == b
 
 
-def changes_reported(status, app: str, deployment: str, changes: dict[str, Any]) -> bool:
-    """True once the deployment reports every change and is healthy again."""
+def changes_reported(status, app: str, deployment: str, changes: dict[str, Any],
+                     old_replicas: frozenset[str] | set[str] = frozenset()) -> bool:
+    """True once the deployment reports every change and is healthy again.
+
+    *old_replicas*: the ids of the replicas that ran before a change that rolls them
+    (ray_actor_options). The deployment's config in GET /api/serve/applications/ is the
+    controller's target, new from the moment the change is accepted; Ray 2.60 reports
+    HEALTHY for it only when every running replica is at the target version, none is
+    starting or stopping, and as many run as it targets (DeploymentState.
+    check_curr_status). The console does not take the status word alone for it: a rolled
+    change is done when the replicas Ray lists as running are new ones (none of
+    *old_replicas*), as many as the deployment targets, and the deployment is HEALTHY."""
     app_info = status.application(app)
     dep = status.deployment(app, deployment)
     if app_info is None or dep is None:
@@ -356,6 +551,10 @@ def changes_reported(status, app: str, deployment: str, changes: dict[str, Any])
     cfg = dep.config or {}
     for path, value in changes.items():
         head, _, key = path.partition(".")
+        if head == "ray_actor_options" and key:
+            if not _actor_option_reported(cfg, app_info.deployed_config, path, value):
+                return False
+            continue
         if path == "autoscaling":
             if bool(cfg.get("autoscaling_config")) != bool(value):
                 return False
@@ -372,4 +571,29 @@ def changes_reported(status, app: str, deployment: str, changes: dict[str, Any])
                 return False
         elif not _same(cfg.get(path), value):
             return False
+    if old_replicas:
+        running = [r.replica_id for r in dep.replicas if r.state == "RUNNING"]
+        if any(r in old_replicas for r in running):
+            return False
+        if len(running) < (dep.target_num_replicas or 0):
+            return False
     return dep.status == "HEALTHY"
+
+
+def _actor_option_reported(cfg: dict[str, Any], deployed_app: dict[str, Any] | None,
+                           path: str, value: Any) -> bool:
+    opts = cfg.get("ray_actor_options") if isinstance(cfg.get("ray_actor_options"), dict) \
+        else {}
+    if path == NUM_CPUS:
+        cpus = opts.get("num_cpus")
+        return _same(DEFAULT_NUM_CPUS if cpus is None else cpus, value)
+    if path == NUM_GPUS:
+        return _same(opts.get("num_gpus") or 0.0, value or 0.0)
+    if path == OMP:
+        actual = _env_vars(opts.get("runtime_env")).get("OMP_NUM_THREADS")
+        if value is None or (isinstance(value, str) and not value.strip()):
+            # Unset here: the application's runtime_env value (if any) shows through.
+            app_env = (deployed_app or {}).get("runtime_env")
+            return actual == _env_vars(app_env).get("OMP_NUM_THREADS")
+        return _omp_value(actual) == _omp_value(value)
+    return False

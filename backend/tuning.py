@@ -1,16 +1,25 @@
 """Apply knob changes to a running deployment: read–modify–write, then wait until the
-deployment reports them."""
+deployment reports them. Before a change that asks for more resources, `check_change_fit`
+says whether the cluster has room (backend/preflight.py's check)."""
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import time
-from typing import Any
+from typing import Any, Callable
 
 from backend.cancel import CancelToken
 from backend.cluster_client import ClusterClient
 from backend.errors import ApiError, ConnectError, ConsoleError
-from backend.knobs import changes_reported, patch_app_config
+from backend.knobs import (NUM_CPUS, NUM_GPUS, changes_reported, merged_actor_options,
+                           patch_app_config)
+from backend.model import unschedulable_reason
+from backend.preflight import FitReport, check_fit, deployment_needs
 from backend.serve_config import with_application
+
+#: Knobs whose change can make a deployment reserve more of the cluster.
+RESOURCE_PATHS = (NUM_CPUS, NUM_GPUS, "num_replicas")
 
 
 class ApplyFailed(ConsoleError):
@@ -18,10 +27,16 @@ class ApplyFailed(ConsoleError):
 
 
 def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dict[str, Any],
-                  *, timeout_s: float = 120.0, poll_s: float = 0.2,
-                  cancel: CancelToken | None = None) -> float:
+                  *, timeout_s: float | None = 120.0, poll_s: float = 0.2,
+                  cancel: CancelToken | None = None,
+                  progress: Callable[[str], None] = lambda _: None) -> float:
     """Apply *changes* to one deployment; return the time (time.time()) at which the
-    cluster was first seen running them. Raises ApplyFailed with the reason."""
+    cluster was first seen running them. Raises ApplyFailed with the reason.
+
+    A change of ray_actor_options rolls the replicas: it is done when new replicas (none
+    of those that ran before) run with the new options. *timeout_s* None waits until
+    then however long it takes (a change made although the cluster has no room: its
+    replicas wait for room); only *cancel* ends that wait."""
     details = client.serve_details()
     app_details = (details.get("applications") or {}).get(app)
     if app_details is None:
@@ -36,30 +51,128 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
     running = dep_details.get("deployment_config") or {}
     replicas = sum(1 for r in dep_details.get("replicas") or [] if r.get("state") == "RUNNING")
     new_app = patch_app_config(app_config, running, deployment, changes, replicas)
+    old_replicas = frozenset()
+    if dep_details.get("status") == "HEALTHY" and _rolls(new_app, running, deployment):
+        # Healthy: every replica runs the options the cluster reports (Ray 2.60 says
+        # HEALTHY only when all running replicas are at the target version), and the new
+        # options differ, so each of them must be replaced. (Mid-roll — e.g. undoing a
+        # change whose replicas wait for room — some replicas may already run what this
+        # change asks for: then Ray's HEALTHY alone decides.)
+        old_replicas = frozenset(r.get("replica_id") for r in dep_details.get("replicas") or []
+                                 if r.get("replica_id"))
     cancel = cancel or CancelToken()
     cancel.check()  # the last moment at which cancelling leaves the cluster untouched
     try:
         client.put_serve_config(with_application(details, new_app))
     except ApiError as e:
         raise ApplyFailed(str(e)) from None
-    deadline = time.monotonic() + timeout_s
+    deadline = None if timeout_s is None else time.monotonic() + timeout_s
     while True:
         try:
             status = client.serve_status()
         except ConnectError:
             # Not answering for a moment is not a refusal: ask again until the deadline.
-            if time.monotonic() > deadline:
+            if deadline is not None and time.monotonic() > deadline:
                 raise
             cancel.sleep(poll_s)
             continue
-        if changes_reported(status, app, deployment, changes):
+        if changes_reported(status, app, deployment, changes, old_replicas):
             return status.fetched_at
         dep = status.deployment(app, deployment)
+        if dep is not None and old_replicas:
+            new = sum(1 for r in dep.replicas
+                      if r.state == "RUNNING" and r.replica_id not in old_replicas)
+            why = unschedulable_reason(dep.message)
+            progress(f"rolling replicas: {new} of {dep.target_num_replicas or 0} new running"
+                     + (f"; {why}" if why else ""))
         if dep is not None and dep.status in ("UNHEALTHY", "DEPLOY_FAILED"):
             raise ApplyFailed(f"{deployment} became {dep.status}: {dep.message}".strip())
         app_info = status.application(app)
         if app_info is not None and app_info.status == "DEPLOY_FAILED":
             raise ApplyFailed(f"{app}: {app_info.message}".strip())
-        if time.monotonic() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             raise ApplyFailed(f"The cluster did not report the change within {timeout_s:.0f} s.")
         cancel.sleep(poll_s)
+
+
+def _rolls(new_app: dict[str, Any], running: dict[str, Any], deployment: str) -> bool:
+    """Does the new config give the deployment other ray_actor_options than it runs?
+    (Ray restarts every replica then: DeploymentVersion.requires_actor_restart.)"""
+    entry = next((d for d in new_app.get("deployments") or []
+                  if d.get("name") == deployment), {})
+    if "ray_actor_options" not in entry:
+        return False  # the code's options, as before
+    new = merged_actor_options(new_app.get("runtime_env"), entry["ray_actor_options"] or {})
+    return new != (running.get("ray_actor_options") or {})
+
+
+# -- will the change fit ----------------------------------------------------------------------
+
+def check_change_fit(client: ClusterClient, app: str, deployment: str,
+                     changes: dict[str, Any]) -> FitReport | None:
+    """Will the cluster have room for *deployment* after *changes*? None when the change
+    does not ask for more than the deployment reserves now (or is not about resources).
+
+    The question is the deploy pre-check's (backend.preflight.check_fit), asked of the
+    application as it runs: every deployment with its running options and replica count,
+    the changed one with the change; what the application holds now counts as free. The
+    message says what the change is, the pre-check's verdict, and what going ahead means.
+    """
+    if not any(p in RESOURCE_PATHS for p in changes):
+        return None
+    details = client.serve_details()
+    app_details = (details.get("applications") or {}).get(app) or {}
+    deps = app_details.get("deployments") or {}
+    if deployment not in deps:
+        return None  # the apply says it is gone
+    sizing = {"name": app, "deployments": [
+        _sizing_entry(name, d) for name, d in sorted(deps.items())]}
+    running = deps[deployment].get("deployment_config") or {}
+    new_sizing = patch_app_config(sizing, running, deployment,
+                                  {p: v for p, v in changes.items() if p in RESOURCE_PATHS})
+    [before] = [d for d in deployment_needs(sizing) if d.name == deployment]
+    [after] = [d for d in deployment_needs(new_sizing) if d.name == deployment]
+    if all(v <= before.total.get(k, 0.0) + 1e-9 for k, v in after.total.items()):
+        return None
+    report = check_fit(client, [new_sizing])
+    what = ", ".join(_describe(p, running, before, v) for p, v in changes.items()
+                     if p in RESOURCE_PATHS)
+    text = f"{app}/{deployment} ({what}): {report.message}"
+    if not report.fits:
+        if any(p in (NUM_CPUS, NUM_GPUS) for p in changes):
+            surge = running.get("max_surge_percent") or 0
+            text += (" Changing it anyway rolls the replicas: " + (
+                "Serve stops old replicas before it starts new ones, so until there is "
+                "room the deployment runs with fewer replicas than now, its new ones "
+                "waiting." if not surge else
+                f"with max_surge_percent {surge} Serve starts new replicas before it stops "
+                "old ones; the old keep serving while the new wait for room."))
+        else:
+            text += (" Changing it anyway: the replicas it has keep serving; the new ones "
+                     "wait for room.")
+    return dataclasses.replace(report, message=text)
+
+
+def _sizing_entry(name: str, d: dict[str, Any]) -> dict[str, Any]:
+    """A deployment as it runs, in config form, for the fit check."""
+    cfg = d.get("deployment_config") or {}
+    entry: dict[str, Any] = {
+        "name": name,
+        "ray_actor_options": copy.deepcopy(cfg.get("ray_actor_options") or {}),
+        "num_replicas": int(d.get("target_num_replicas") or cfg.get("num_replicas") or 0),
+    }
+    if cfg.get("placement_group_bundles"):
+        entry["placement_group_bundles"] = copy.deepcopy(cfg["placement_group_bundles"])
+    return entry
+
+
+def _describe(path: str, running: dict[str, Any], before, value: Any) -> str:
+    opts = running.get("ray_actor_options") or {}
+    if path == NUM_CPUS:
+        old = opts.get("num_cpus")
+        return f"num_cpus {1.0 if old is None else old:g} → {value:g}, {before.replicas} " \
+               f"replica{'s' if before.replicas != 1 else ''}"
+    if path == NUM_GPUS:
+        return f"num_gpus {opts.get('num_gpus') or 0:g} → {value:g}, {before.replicas} " \
+               f"replica{'s' if before.replicas != 1 else ''}"
+    return f"num_replicas {before.replicas} → {value}"

@@ -73,3 +73,43 @@ def remove_apps(client, names: set[str], timeout_s: float = 90.0) -> None:
         if all(status.application(n) is None for n in names):
             return
         time.sleep(1)
+
+
+PROBE_DIR = os.path.join(os.path.dirname(__file__), "backend", "data", "resource_probe")
+
+
+def probe_app(client, name: str, replicas: int = 2, app_env_vars: dict | None = None,
+              **deployment_options) -> dict:
+    """An application config running tests/backend/data/resource_probe (each reply says
+    its replica's OMP_NUM_THREADS, PROBE_KEEP, assigned resources, pid and id), its
+    package uploaded. The application's runtime_env sets *app_env_vars*."""
+    from pathlib import Path
+
+    from backend.packaging import build_package
+
+    package = build_package(Path(PROBE_DIR))
+    if not client.package_exists(package.uri):
+        client.upload_package(package.uri, package.data)
+    env: dict = {"py_modules": [package.uri]}
+    if app_env_vars:
+        env["env_vars"] = dict(app_env_vars)
+    return {
+        "name": name,
+        "route_prefix": f"/{name}",
+        "import_path": "resource_probe.app:app",
+        "runtime_env": env,
+        "deployments": [{"name": "Probe", "num_replicas": replicas, **deployment_options}],
+    }
+
+
+def probe_replies(url: str, replicas: int, tries: int = 200) -> dict[str, dict]:
+    """{replica id: its reply} from requests to *url* until *replicas* replicas answered."""
+    import requests
+
+    seen: dict[str, dict] = {}
+    for _ in range(tries):
+        reply = requests.get(url, timeout=30).json()
+        seen[reply["replica"]] = reply
+        if len(seen) >= replicas:
+            break
+    return seen
