@@ -34,15 +34,21 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from backend.knobs import ROLLS, Knob, KnobSet
+from backend.knobs import FIXED, ROLLS, Knob, KnobSet
 
 EMPTY_TEXT = "Select a deployment to tune it"
-GROUP_ORDER = ("batching", "concurrency", "autoscaling", "multiplexing", "user_config", "other")
+GROUP_ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts",
+               "multiplexing", "user_config", "other")
 GROUP_TITLES = {"batching": "Batching", "concurrency": "Concurrency",
-                "autoscaling": "Autoscaling", "multiplexing": "Multiplexing",
+                "autoscaling": "Autoscaling", "resources": "Resources (per replica)",
+                "timeouts": "Timeouts", "multiplexing": "Multiplexing",
                 "user_config": "user_config", "other": "Other"}
+NUMBER_KINDS = ("int", "float", "optional_int", "optional_float")
 LIVE_TIP = "Applies live without restarting replicas."
 ROLLS_TIP = "Changing this restarts (rolls) the replicas."
+FIXED_TIP = "Shown for reference: the console cannot change it on a running cluster."
+BADGE_TEXT = {ROLLS: "rolls replicas", FIXED: "read-only"}
+BADGE_TIPS = {ROLLS: ROLLS_TIP, FIXED: FIXED_TIP}
 
 IDLE, PENDING, APPLIED, FAILED = "idle", "pending", "applied", "failed"
 STATES = (IDLE, PENDING, APPLIED, FAILED)
@@ -71,7 +77,7 @@ class SliderScale:
     """
 
     def __init__(self, knob: Knob) -> None:
-        self.is_int = knob.kind == "int"
+        self.is_int = knob.kind in ("int", "optional_int")
         lo = knob.minimum if knob.minimum is not None else 0
         hi = knob.maximum
         if hi is None:
@@ -106,6 +112,9 @@ class SliderScale:
 
     def _decimals(self) -> int:
         # Enough digits to show the smallest value the slider can reach distinctly.
+        if self.mode == "snap":   # e.g. num_cpus 0.125: the suggestions' own digits
+            digits = max(len(f"{s:g}".partition(".")[2]) for s in self.suggestions)
+            return min(6, max(2, digits))
         if self.log:
             return min(6, max(2, math.ceil(-math.log10(self.floor))))
         step = (self.hi - self.lo) / SLIDER_STEPS
@@ -189,7 +198,7 @@ def _rich(text: str) -> str:
 
 def knob_tooltip(knob: Knob) -> str:
     """The tuning guidance plus how a change takes effect (plain text)."""
-    how = ROLLS_TIP if knob.applies == ROLLS else LIVE_TIP
+    how = BADGE_TIPS.get(knob.applies, LIVE_TIP)
     return f"{knob.help}\n\n{how}" if knob.help else how
 
 
@@ -262,7 +271,7 @@ class KnobRow(QWidget):
         line.setContentsMargins(0, 0, 0, 0)
         line.setSpacing(6)
 
-        if knob.kind in ("int", "float"):
+        if knob.kind in NUMBER_KINDS:
             self._build_number(knob, wheel_guard)
             head.addWidget(self.name_label)
             line.addWidget(self.slider, 1)
@@ -312,8 +321,15 @@ class KnobRow(QWidget):
             spin = QDoubleSpinBox()
             spin.setDecimals(scale.decimals)
             spin.setRange(scale.lo, scale.hi)
-            spin.setSingleStep(10 ** -scale.decimals if scale.log else
-                               max(10 ** -scale.decimals, (scale.hi - scale.lo) / 100))
+            if scale.mode == "snap":   # steps of the smallest suggestion (num_cpus: 0.125)
+                spin.setSingleStep(min(s for s in scale.suggestions if s > 0)
+                                   if any(s > 0 for s in scale.suggestions) else 1.0)
+            else:
+                spin.setSingleStep(10 ** -scale.decimals if scale.log else
+                                   max(10 ** -scale.decimals, (scale.hi - scale.lo) / 100))
+        if knob.kind.startswith("optional_"):
+            # The minimum stands for "unset" (None): OMP_NUM_THREADS removed, no timeout.
+            spin.setSpecialValueText(knob.unset_text or "unset")
         if scale.log:
             # Steps in proportion to the value: 2 → 3 but 200 → 210.
             spin.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
@@ -363,14 +379,13 @@ class KnobRow(QWidget):
         self.name_label.setText(f"{knob.label}{unit}")
         if self.check is not None:
             self.check.setText(f"{knob.label}{unit}")
-        rolls = knob.applies == ROLLS
-        self.badge.setText("rolls replicas" if rolls else "live")
-        color = AMBER if rolls else GREEN
+        self.badge.setText(BADGE_TEXT.get(knob.applies, "live"))
+        color = {ROLLS: AMBER, FIXED: GREY}.get(knob.applies, GREEN)
         style = (f"QLabel#badge {{ color: {color}; border: 1px solid {color}; "
                  "border-radius: 3px; padding: 0px 3px; }")
         if self.badge.styleSheet() != style:  # re-styling each poll would re-polish it
             self.badge.setStyleSheet(style)
-        self.badge.setToolTip(ROLLS_TIP if rolls else LIVE_TIP)
+        self.badge.setToolTip(BADGE_TIPS.get(knob.applies, LIVE_TIP))
         if force or (self.state != PENDING and not self.is_editing()):
             self.show_value(knob.value)
         self._update_enabled()
@@ -400,9 +415,12 @@ class KnobRow(QWidget):
         self._refresh_hint()
 
     def displayed_value(self) -> Any:
-        """The typed value the control shows (JSON: parsed; the raw text if invalid)."""
+        """The typed value the control shows (JSON: parsed; the raw text if invalid;
+        None for an optional number at its "unset" minimum)."""
         if self.spin is not None:
             v = self.spin.value()
+            if self.knob.kind.startswith("optional_") and v <= self.spin.minimum():
+                return None
             return int(v) if self.scale and self.scale.is_int else round(float(v), self.spin.decimals())
         if self.check is not None:
             return self.check.isChecked()
@@ -563,7 +581,9 @@ class KnobRow(QWidget):
         decimals = self.scale.decimals if self.scale else None
         shown = self.displayed_value()
         differs = not _same(shown, self.cluster_value, decimals)
-        self.cluster_label.setText(f"cluster: {_fmt(self.cluster_value, decimals or 0)}")
+        shown_value = (self.knob.unset_text if self.cluster_value is None and
+                       self.knob.unset_text else _fmt(self.cluster_value, decimals or 0))
+        self.cluster_label.setText(f"cluster: {shown_value}")
         self.cluster_label.setVisible(differs)
 
 

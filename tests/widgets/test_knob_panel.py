@@ -405,3 +405,117 @@ def test_wheel_over_an_unfocused_slider_does_not_change_it(qtbot, panel, changes
                         Qt.ScrollPhase.NoScrollPhase, False)
     QApplication.sendEvent(slider, event)
     assert slider.value() == before and changes == []
+
+
+# ------------------------------------------------------------------ resource knobs (14.4)
+
+def resource_knob_set(omp: str | None = "1", cpus: float = 0.5, gpus: float | None = None,
+                      timeout: float | None = None) -> KnobSet:
+    """The knobs knobs_for builds from what a real cluster reports: deployment_config's
+    ray_actor_options with the application's runtime_env merged in."""
+    from backend.cluster_client import parse_serve_status
+    from backend.knobs import knobs_for
+
+    env = {"py_modules": ["gcs://_ray_pkg_x.zip"],
+           "env_vars": {"OMP_NUM_THREADS": omp} if omp else {}}
+    opts = {"num_cpus": cpus, "runtime_env": env}
+    if gpus is not None:
+        opts["num_gpus"] = gpus
+    details = {"controller_info": {"x": 1},
+               "http_options": {"host": "127.0.0.1", "port": 8000,
+                                "request_timeout_s": timeout},
+               "applications": {"a": {
+                   "status": "RUNNING", "route_prefix": "/a",
+                   "deployed_app_config": {"name": "a", "import_path": "m:app",
+                                           "runtime_env": env,
+                                           "deployments": [{"name": "D"}]},
+                   "deployments": {"D": {"status": "HEALTHY", "replicas": [],
+                                         "target_num_replicas": 2,
+                                         "deployment_config": {
+                                             "num_replicas": 2, "max_ongoing_requests": 5,
+                                             "graceful_shutdown_timeout_s": 20.0,
+                                             "ray_actor_options": opts}}}}}}
+    return knobs_for(parse_serve_status(details, 0.0), "a", "D")
+
+
+CPUS = "ray_actor_options.num_cpus"
+GPUS = "ray_actor_options.num_gpus"
+OMP = "ray_actor_options.runtime_env.env_vars.OMP_NUM_THREADS"
+TIMEOUT = "http_options.request_timeout_s"
+GRACE = "graceful_shutdown_timeout_s"
+
+
+@pytest.fixture
+def resources(qtbot) -> KnobPanel:
+    w = KnobPanel()
+    qtbot.addWidget(w)
+    w.resize(420, 900)
+    w.set_knobs(resource_knob_set())
+    return w
+
+
+def test_resource_knobs_say_they_roll_replicas_with_the_seeds_advice(resources):
+    w = resources
+    assert "Resources (per replica)" in w.section_titles()
+    assert "Timeouts" in w.section_titles()
+    for path in (CPUS, GPUS, OMP):
+        assert w.row(path).badge.text() == "rolls replicas", path
+        assert kp.AMBER in w.row(path).badge.styleSheet()
+        assert "restarts (rolls) the replicas" in w.control(path).toolTip()
+    assert "contention" in w.control(CPUS).toolTip()
+    assert "two per GPU" in w.control(GPUS).toolTip()
+    assert "oversubscribe" in w.control(OMP).toolTip()
+    assert "from the application's runtime_env" in w.control(OMP).toolTip()
+    # graceful_shutdown_timeout_s: Ray 2.60 applies it without a restart.
+    assert w.row(GRACE).badge.text() == "live"
+    assert w.displayed_value(GRACE) == pytest.approx(20.0)
+
+
+def test_fractional_cpus_and_gpus_are_shown_and_sent_as_fractions(qtbot, resources):
+    w = resources
+    received = []
+    w.change_requested.connect(lambda *a: received.append(a))
+    show_active(qtbot, w)
+    assert w.control(CPUS).text() == "0.500"
+    assert w.displayed_value(GPUS) == 0
+    type_into(qtbot, w.control(GPUS), "0.125")
+    type_into(qtbot, w.control(CPUS), "2")
+    assert received == [("a", "D", GPUS, pytest.approx(0.125)), ("a", "D", CPUS, 2.0)]
+    assert w.state(CPUS) == "pending" and w.cluster_hint(CPUS) == "cluster: 0.5"
+    # The slider snaps to the usual shares, the spin box takes any value.
+    drag(w, GPUS, 0.5)
+    assert received[-1] == ("a", "D", GPUS, 0.5)
+
+
+def test_omp_num_threads_is_a_whole_number_or_unset(qtbot, resources):
+    w = resources
+    received = []
+    w.change_requested.connect(lambda *a: received.append(a))
+    show_active(qtbot, w)
+    assert w.displayed_value(OMP) == 1
+    type_into(qtbot, w.control(OMP), "6")
+    assert received == [("a", "D", OMP, 6)] and type(received[0][3]) is int
+    w.set_state(OMP, "failed", "refused")      # the control shows the cluster's 1 again
+    # The slider's first position is "unset": the deployment's own value is removed.
+    drag(w, OMP, 0)
+    assert received[-1] == ("a", "D", OMP, None)
+    assert w.control(OMP).text() == "unset"
+    # A deployment without any OMP_NUM_THREADS shows "unset", not 0.
+    w.set_knobs(resource_knob_set(omp=None))
+    assert w.displayed_value(OMP) is None and w.control(OMP).text() == "unset"
+    assert "Now: not set" in w.control(OMP).toolTip()
+
+
+def test_request_timeout_is_read_only_with_the_reason(qtbot, resources):
+    w = resources
+    assert not w.control(TIMEOUT).isEnabled() and not w.slider(TIMEOUT).isEnabled()
+    assert w.row(TIMEOUT).badge.text() == "read-only"
+    assert w.control(TIMEOUT).text() == "no timeout"
+    tip = w.control(TIMEOUT).toolTip()
+    assert "http_options" in tip and "only when Serve starts" in tip
+    w.set_knobs(resource_knob_set(timeout=30.0))
+    assert w.displayed_value(TIMEOUT) == pytest.approx(30.0)
+    received = []
+    w.change_requested.connect(lambda *a: received.append(a))
+    drag(w, TIMEOUT, 60)             # even driven programmatically, nothing is sent
+    assert received == []
