@@ -16,6 +16,7 @@ import requests
 
 from backend.addresses import address_problem, clip, token_problem
 from backend.errors import ApiError, AuthError, ConnectError
+from backend.gpu_shares import ProcessGpu, process_gpus_from_logical
 from backend.metrics.discovery import metrics_targets_from_summary
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.replica_watch import ActorDeath, intended_stop
@@ -229,6 +230,25 @@ class ClusterClient:
                     raise
                 self._no_logical_actors = True
         return self.dead_serve_actors(limit, only=set(ids))
+
+    def replica_process_gpus(self, actor_ids: Iterable[str], limit: int = 200,
+                             timeout_s: float | None = None
+                             ) -> dict[str, tuple[ProcessGpu, ...]]:
+        """{actor id: the GPUs its process uses} for those of *actor_ids* whose process
+        has a CUDA context on a GPU (NVML, via `/logical/actors?ids=…`; see
+        backend/gpu_shares.py). {} on a dashboard without that route."""
+        ids = list(dict.fromkeys(a for a in actor_ids if a))[:max(0, limit)]
+        if not ids or self._no_logical_actors:
+            return {}
+        try:
+            data = self._json("GET", "/logical/actors", timeout_s=timeout_s,
+                              params={"ids": ",".join(ids), "nocache": "1"})
+        except ApiError as e:
+            if e.status not in (404, 405):
+                raise
+            self._no_logical_actors = True
+            return {}
+        return process_gpus_from_logical(data)
 
     def dead_serve_actors(self, limit: int = 500, only: set[str] | None = None
                           ) -> list[ActorDeath]:

@@ -21,6 +21,7 @@ from widgets.app_tree import AppTree
 from widgets.connect_dialog import ConnectDialog, ConnectTarget
 from widgets.connection_banner import ConnectionBanner
 from widgets.event_log import EventLog
+from widgets.gpu_plots import GpuPlots
 from widgets.knob_panel import KnobPanel
 from widgets.live_plots import LivePlots
 from widgets.load_panel import LoadPanel
@@ -54,13 +55,24 @@ class MainWindow(QMainWindow):
         self.tree = AppTree()
         self.plots = LivePlots()
         self.plots.set_store(session.store)
+        # The GPU view sits under the deployment plots, on their time axis; only a
+        # cluster with GPUs (metrics or replicas' GPU shares) shows it.
+        self.gpu_plots = GpuPlots()
+        self.gpu_plots.setVisible(False)
+        self.gpu_plots.set_store(session.gpus.store)
+        self.gpu_plots.link_x(next(iter(self.plots.plots().values())))
         self.load_panel = LoadPanel()
         self.event_log = EventLog()
         self.knob_panel = KnobPanel()
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.tree)
-        splitter.addWidget(self.plots)
+        plots_column = QSplitter(Qt.Orientation.Vertical)
+        plots_column.addWidget(self.plots)
+        plots_column.addWidget(self.gpu_plots)
+        plots_column.setStretchFactor(0, 3)
+        plots_column.setStretchFactor(1, 2)
+        splitter.addWidget(plots_column)
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([340, 760])
@@ -212,6 +224,10 @@ class MainWindow(QMainWindow):
         s.deploys.finished.connect(self._on_session_deploy_finished)
         s.load.stats.connect(self._on_session_load_stats)
         s.held_models_changed.connect(self._on_session_held_models_changed)
+        s.gpus.changed.connect(self._on_session_gpus_changed)
+        self.gpu_plots.shown_changed.connect(self.gpu_plots.setVisible)
+        self.plots.paused_changed.connect(self.gpu_plots.set_paused)
+        self.plots.window_changed.connect(self.gpu_plots.set_window)
         s.metrics_state.connect(self._on_session_metrics_state)
         s.deploys.config_file_done.connect(self._on_session_config_file_done)
         s.deploys.fit_problem.connect(self._on_deploys_fit_problem)
@@ -511,6 +527,11 @@ class MainWindow(QMainWindow):
     def _on_session_held_models_changed(self, _held) -> None:
         self._update_model_cache()
 
+    @Slot()
+    def _on_session_gpus_changed(self) -> None:
+        self.gpu_plots.set_devices(self.session.gpus.devices)
+        self.gpu_plots.set_shares(self.session.gpus.shares)
+
     def _update_model_cache(self) -> None:
         """Which model ids the shown deployment's replicas hold, beside the model ids the
         load sends when that load goes to the same application."""
@@ -749,7 +770,9 @@ class MainWindow(QMainWindow):
 
     @Slot()
     def _on_redraw_timer_timeout(self) -> None:
-        self.plots.refresh(time.time())
+        now = time.time()
+        self.plots.refresh(now)
+        self.gpu_plots.refresh(now)
 
     @Slot()
     def _on_about_triggered(self) -> None:

@@ -27,6 +27,7 @@ from backend.preflight import ray_version_warning
 from backend.replica_watch import ReplicaWatcher, poll_replica_events
 from console.connection import ConnectionMonitor
 from console.deploys import DeployController
+from console.gpus import GpuWatch
 from console.load_control import LoadControl
 from console.operations import Operations
 from console.tasks import Poller, TaskRunner, user_message
@@ -138,6 +139,8 @@ class Session(QObject):
         self._watcher = ReplicaWatcher()
         #: {(app, deployment): {replica: model ids}} as of the newest metrics poll.
         self.held_models: dict = {}
+        #: The nodes' GPUs (series, device names) and the replicas' GPU shares.
+        self.gpus = GpuWatch(self)
         #: Applications to offer for redeploy once a restarted local cluster is up.
         self._redeploy_after_connect: list[str] | None = None
 
@@ -250,6 +253,7 @@ class Session(QObject):
         self.client = client
         self.info = info
         self.store.clear()
+        self.gpus.clear()
         self._watcher = ReplicaWatcher()
         self._source = self._make_source("prometheus" if info.prometheus_url else "direct")
         self._status_poller = Poller(self._poll_runner, self._poll_status,
@@ -400,12 +404,13 @@ class Session(QObject):
         source = self._source
         if source is None or not self.connection.usable:
             # While the cluster does not answer the plots stop advancing (no fake zeros).
-            return None, None, None
+            return None, None, None, None
         t, values = source.poll()
         self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
         # Read here, on the poll thread: the source's lock is held during a poll, and the
         # GUI thread must never wait on it.
-        return source.last_error, source.all_held_models(), source.problems()
+        gpus = self.gpus.collect(source, t, self.client, self.status)
+        return source.last_error, source.all_held_models(), source.problems(), gpus
 
     def _on_status_result(self, result) -> None:
         status, session_name, events = result
@@ -420,6 +425,7 @@ class Session(QObject):
     def apply_status(self, status: ServeStatus) -> None:
         """A fresh Serve status (from a poll or a finished deploy) for every view."""
         self.status = status
+        self.gpus.set_status(status)
         self.status_changed.emit(status)
 
     def _set_status_interval(self, delay_s: float) -> None:
@@ -462,7 +468,9 @@ class Session(QObject):
             self.redeploy_offered.emit(lost)
 
     def _on_metrics_result(self, result) -> None:
-        last_error, held, problems = result
+        last_error, held, problems, gpus = result
+        if gpus is not None:
+            self.gpus.apply(gpus)
         if held is not None and held != self.held_models:
             self.held_models = held
             self.held_models_changed.emit(held)

@@ -85,6 +85,12 @@ def node_page(ip: str, gpus: list[FakeGpu], base: str | None = None) -> str:
     return page[:at] + gpu_block(ip, gpus, session) + page[at:]
 
 
+def gpu_only_page(ip: str, gpus: list[FakeGpu]) -> str:
+    """Only the GPU block: a node page's GPU part, without the recorded Serve samples
+    (for a fake node beside a real cluster, whose Serve series must stay its own)."""
+    return gpu_block(ip, gpus, "session_fake_gpu_node")
+
+
 class PageServer:
     """A real HTTP server answering GET /metrics with whatever `page` holds now."""
 

@@ -12,6 +12,7 @@ import threading
 import time
 
 from backend.catalog import load_catalog
+from backend.metrics import gpu
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.health import ProblemTracker, SourceProblem, node_where
 from backend.metrics.prometheus import PrometheusSource, build_queries
@@ -224,7 +225,8 @@ def test_prometheus_refusing_queries_is_a_problem_too():
     try:
         src.poll()
         [p] = src.problems()
-        n = len(build_queries(src.window_s)) + 1   # + the held-model-ids query
+        # + the held-model-ids query and the node GPU queries
+        n = len(build_queries(src.window_s)) + 1 + len(gpu.PROMQL)
         assert p.message.startswith(f"{n} of {n} queries failed") and "503" in p.message
     finally:
         src.close()

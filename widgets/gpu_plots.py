@@ -1,0 +1,420 @@
+"""The GPU view: per node with GPUs, its GPUs' utilization and memory over time, and
+which Serve replicas hold a share of them.
+
+Drawn from a SeriesStore keyed (node ip, GPU index) (backend/metrics/gpu.py) the way
+LivePlots draws a deployment: curves are created once, when a GPU first shows up, and
+get `setData` per redraw tick; every legend entry says how old its series' newest
+sample is, every title the newest of its plot. A node's group appears only where
+there is something to show — GPU series, or replicas holding a GPU share there (GPUs
+that Ray knows only as logical resources have no metrics: the shares alone then) — and
+the whole view says `shown_changed(False)` on a CPU cluster, so the console hides it.
+
+The console links the time axis to the deployment plots (`link_x`), which then own the
+visible range; standing alone the view follows its own window.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+
+from backend.gpu_shares import GpuShare
+from backend.metrics.gpu import GPU_SERIES, GpuKey
+from backend.metrics.series import SeriesStore
+from widgets.live_plots import (DEFAULT_WINDOW_S, MIN_PLOT_HEIGHT, STALE_AFTER_S,
+                                format_age, format_series_age)
+
+_BACKGROUND = "#161616"
+_TEXT = "#c8c8c8"
+_AGE_OK = "#9e9e9e"
+_AGE_STALE = "#ffb300"
+_PALETTE = ("#4fc3f7", "#ffca28", "#66bb6a", "#ba68c8", "#ff7043", "#4dd0e1",
+            "#f06292", "#aed581")
+
+UTILIZATION = "utilization"
+MEMORY = "memory"
+# (plot, title, unit, series drawn in it)
+_PLOTS = ((UTILIZATION, "GPU utilization", "%", ("gpu_utilization_pct",)),
+          (MEMORY, "GPU memory", "GiB", ("gpu_memory_used_mib", "gpu_memory_total_mib")))
+_MIB_PER_GIB = 1024.0
+
+
+def share_text(share: GpuShare) -> str:
+    """One replica's share in words: 'app/Deployment abc123: 0.5 GPU, uses GPU 0 (1.2 GiB)'."""
+    text = f"{share.app}/{share.deployment} {share.replica_id}: {share.gpus:g} GPU"
+    if share.uses:
+        used = ", ".join(f"GPU {u.index}" + (f" ({u.memory_mib / _MIB_PER_GIB:.1f} GiB)"
+                                             if u.memory_mib is not None else "")
+                         for u in share.uses)
+        text += f", uses {used}"
+    if share.state != "RUNNING":
+        text += f" [{share.state.lower()}]"
+    return text
+
+
+@dataclass
+class _NodeGroup:
+    """One node's header, plots, legends and curves (kept while the view lives)."""
+
+    header: pg.LabelItem
+    plots: dict[str, pg.PlotItem]
+    legends: dict[str, pg.LegendItem]
+    curves: dict[tuple[str, str], pg.PlotDataItem] = field(default_factory=dict)
+    in_legend: set[tuple[str, str]] = field(default_factory=set)
+    series_age: dict[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
+    ages: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    y_top: float = 0.0
+
+
+class GpuPlots(QWidget):
+    """Per node: a header (GPUs, replicas' shares), GPU utilization and GPU memory."""
+
+    shown_changed = Signal(bool)  # whether any node has something to show
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store: SeriesStore | None = None
+        self._devices: dict[GpuKey, str] = {}
+        self._shares: dict[str, tuple[GpuShare, ...]] = {}
+        self._window: float | None = DEFAULT_WINDOW_S
+        self._paused = False
+        self._x_master: pg.PlotItem | None = None
+        self._groups: dict[str, _NodeGroup] = {}
+        self._layout_key: tuple = ()
+        self._shown = False
+
+        self._graphics = pg.GraphicsLayoutWidget()
+        self._graphics.setBackground(_BACKGROUND)
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(self._graphics)
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.addWidget(scroll)
+
+    # ----------------------------------------------------------------- public API
+
+    def set_store(self, store: SeriesStore | None) -> None:
+        self._store = store
+        self.refresh()
+
+    def set_devices(self, devices: dict[GpuKey, str]) -> None:
+        """Each GPU's device name, e.g. {("10.0.0.5", "0"): "NVIDIA H100 80GB HBM3"}."""
+        self._devices = dict(devices)
+        with_metrics = self._gpus_by_node()
+        for ip in self._groups:
+            self._update_header(ip, ip in with_metrics)
+
+    def set_shares(self, shares: dict[str, tuple[GpuShare, ...]]) -> None:
+        """{node ip: the replicas' GPU shares there} (backend.gpu_shares.gpu_shares)."""
+        self._shares = {ip: tuple(v) for ip, v in shares.items() if v}
+        self.refresh()
+
+    def set_window(self, seconds: float | None) -> None:
+        """How much recent history to draw (None: all), as the deployment plots."""
+        self._window = seconds
+        self.refresh()
+
+    def set_paused(self, paused: bool) -> None:
+        """Paused: the curves keep all history and stay put; the mouse zooms and pans."""
+        self._paused = bool(paused)
+        for group in self._groups.values():
+            for plot in group.plots.values():
+                plot.setMouseEnabled(x=self._paused, y=False)
+        if self._paused:
+            self._draw(since=None)
+        else:
+            self.refresh()
+
+    def link_x(self, master: pg.PlotItem | None) -> None:
+        """Share the time axis with *master* (the deployment plots), which then sets it."""
+        self._x_master = master
+        for group in self._groups.values():
+            for plot in group.plots.values():
+                plot.setXLink(master if master is not None else self._first_plot())
+
+    def refresh(self, now: float | None = None) -> None:
+        """Redraw from the store (the console's redraw timer, ~10 Hz)."""
+        now = time.time() if now is None else now
+        gpus = self._gpus_by_node()
+        for ip in gpus.keys() | self._shares.keys():
+            if ip not in self._groups:
+                self._groups[ip] = self._new_group()
+            self._ensure_curves(ip, gpus.get(ip, []))
+        self._relayout(gpus)
+        if not self._paused:
+            earliest = self._draw(since=None if self._window is None else now - self._window)
+            if self._x_master is None and self._layout_key:
+                self._follow(now, earliest)
+        self._update_ages(now)
+
+    def nodes(self) -> list[str]:
+        """The node IPs shown, top to bottom."""
+        return [ip for ip, _ in self._layout_key]
+
+    def gpus(self, ip: str) -> list[str]:
+        """The GPU indices drawn for a node."""
+        return sorted({index for index, _ in self._groups[ip].curves}, key=_index_order) \
+            if ip in self._groups else []
+
+    def curves(self, ip: str) -> dict[tuple[str, str], pg.PlotDataItem]:
+        """{(GPU index, series): curve} of a node (tests read getData(); memory in GiB)."""
+        return dict(self._groups[ip].curves) if ip in self._groups else {}
+
+    def plots(self, ip: str) -> dict[str, pg.PlotItem]:
+        return dict(self._groups[ip].plots)
+
+    def has_plots(self, ip: str) -> bool:
+        """Whether the node's plots are shown (it has GPU series), not only its header."""
+        return any(ip == node and plots for node, plots in self._layout_key)
+
+    def header_text(self, ip: str) -> str:
+        """The node's header as plain text (GPUs, then one line per replica share)."""
+        if ip not in self._groups:
+            return ""
+        text = self._groups[ip].header.text.replace("<br>", "\n").replace("&nbsp;", " ")
+        return html.unescape(re.sub(r"<[^>]+>", "", text))
+
+    def legend_labels(self, ip: str, plot: str) -> list[str]:
+        legend = self._groups[ip].legends[plot]
+        return [label.text for _, label in legend.items]
+
+    def series_age_text(self, ip: str, index: str, series: str) -> str:
+        return self._groups[ip].series_age.get((index, series), ("—", False))[0]
+
+    def series_is_stale(self, ip: str, index: str, series: str) -> bool:
+        return self._groups[ip].series_age.get((index, series), ("—", False))[1]
+
+    def age_text(self, ip: str, plot: str) -> str:
+        return self._groups[ip].ages.get(plot, ("no data yet", False))[0]
+
+    # ----------------------------------------------------------------- internals
+
+    def _gpus_by_node(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        if self._store is not None:
+            for ip, index in self._store.keys():
+                out.setdefault(ip, []).append(index)
+        return {ip: sorted(v, key=_index_order) for ip, v in out.items()}
+
+    def _first_plot(self) -> pg.PlotItem | None:
+        for group in self._groups.values():
+            return group.plots[UTILIZATION]
+        return None
+
+    def _new_group(self) -> _NodeGroup:
+        header = pg.LabelItem(justify="left", color=_TEXT, size="9pt")
+        plots, legends = {}, {}
+        link = self._x_master or self._first_plot()
+        for name, _title, unit, _series in _PLOTS:
+            plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+            plot.setClipToView(True)
+            plot.setDownsampling(auto=True, mode="peak")
+            plot.showGrid(x=True, y=True, alpha=0.15)
+            plot.hideButtons()
+            plot.setMenuEnabled(False)
+            plot.setMouseEnabled(x=self._paused, y=False)
+            left = plot.getAxis("left")
+            left.setLabel(unit, color=_TEXT)
+            left.enableAutoSIPrefix(False)
+            left.setWidth(56)  # as the deployment plots: linked time axes line up
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).setTextPen(_TEXT)
+                plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+            plot.setToolTip("\n".join(f"{GPU_SERIES[s].label}: {GPU_SERIES[s].help}"
+                                      for s in _series_of(name)))
+            if name == UTILIZATION:
+                plot.setYRange(0, 100, padding=0.02)  # percent: a fixed scale reads best
+            if link is not None:
+                plot.setXLink(link)
+            link = link or plot
+            legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
+            legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+            plots[name], legends[name] = plot, legend
+        return _NodeGroup(header, plots, legends)
+
+    def _ensure_curves(self, ip: str, indices: list[str]) -> None:
+        group = self._groups[ip]
+        for index in indices:
+            color = _PALETTE[_index_order(index)[0] % len(_PALETTE)] \
+                if index.isdigit() else _PALETTE[0]
+            for name, _t, _u, series_names in _PLOTS:
+                for series in series_names:
+                    if (index, series) in group.curves:
+                        continue
+                    dashed = series == "gpu_memory_total_mib"
+                    pen = pg.mkPen(color, width=1 if dashed else 2,
+                                   style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+                    curve = pg.PlotDataItem(pen=pen, antialias=False)
+                    group.plots[name].addItem(curve)
+                    group.curves[(index, series)] = curve
+
+    def _relayout(self, gpus: dict[str, list[str]]) -> None:
+        """Header and (with GPU series) plots per node, nodes in address order."""
+        wanted = tuple((ip, bool(gpus.get(ip)))
+                       for ip in sorted(gpus.keys() | self._shares.keys(), key=_ip_order))
+        for ip in self._groups:
+            self._update_header(ip, ip in gpus)
+        if wanted == self._layout_key:
+            return
+        layout = self._graphics.ci
+        layout.clear()
+        row = 0
+        for ip, with_plots in wanted:
+            group = self._groups[ip]
+            layout.addItem(group.header, row=row, col=0, colspan=2)
+            row += 1
+            for name, *_ in _PLOTS:
+                group.plots[name].setVisible(with_plots)
+                group.legends[name].setVisible(with_plots)
+                if with_plots:
+                    layout.addItem(group.plots[name], row=row, col=0)
+                    layout.addItem(group.legends[name], row=row, col=1)
+                    layout.layout.setAlignment(group.legends[name], Qt.AlignmentFlag.AlignTop)
+                    row += 1
+        plots = sum(2 for _, p in wanted if p)
+        self._graphics.setMinimumHeight(MIN_PLOT_HEIGHT * plots + 40 * len(wanted))
+        self._layout_key = wanted
+        shown = bool(wanted)
+        if shown != self._shown:
+            self._shown = shown
+            self.shown_changed.emit(shown)
+
+    def _update_header(self, ip: str, with_metrics: bool) -> None:
+        group = self._groups[ip]
+        names = Counter(name for (node, _), name in self._devices.items() if node == ip)
+        gpus = ", ".join(f"{n} × {html.escape(name)}" for name, n in sorted(names.items()))
+        lines = [f"<b>GPUs of node {html.escape(ip)}</b>" + (f" — {gpus}" if gpus else "")]
+        shares = self._shares.get(ip, ())
+        if shares:
+            total = sum(s.gpus for s in shares)
+            lines.append(f"<span style='color:{_AGE_OK}'>replicas holding GPU shares "
+                         f"({total:g} GPU reserved):</span>")
+            lines += ["&nbsp;&nbsp;" + html.escape(share_text(s)) for s in shares]
+        if not with_metrics:
+            lines.append(f"<span style='color:{_AGE_OK}'>no GPU metrics from this node "
+                         "(Ray's reporter sees no GPU device there)</span>")
+        text = "<br>".join(lines)
+        if group.header.text != text:
+            group.header.setText(text)
+
+    def _draw(self, since: float | None) -> float | None:
+        earliest = None
+        store = self._store
+        for ip, group in self._groups.items():
+            top = 0.0
+            for (index, series), curve in group.curves.items():
+                if store is None:
+                    x, y = np.empty(0), np.empty(0)
+                else:
+                    x, y = store.snapshot((ip, index), series, since=since)
+                if series != "gpu_utilization_pct":
+                    y = y / _MIB_PER_GIB
+                    if len(y):
+                        top = max(top, float(np.max(y)))
+                curve.setData(x, y)
+                self._set_in_legend(group, index, series, len(x) > 0)
+                if len(x) and (earliest is None or x[0] < earliest):
+                    earliest = float(x[0])
+            if top > 0 and abs(top - group.y_top) > 1e-9:
+                group.y_top = top
+                group.plots[MEMORY].setYRange(0, top, padding=0.05)
+        return earliest
+
+    def _set_in_legend(self, group: _NodeGroup, index: str, series: str, present: bool) -> None:
+        key = (index, series)
+        if present == (key in group.in_legend):
+            return
+        plot = next(name for name, *_ in _PLOTS if series in _series_of(name))
+        legend, curve = group.legends[plot], group.curves[key]
+        if present:
+            legend.addItem(curve, _label(index, series))
+            group.in_legend.add(key)
+        else:
+            legend.removeItem(curve)
+            group.in_legend.discard(key)
+        group.series_age.pop(key, None)
+
+    def _follow(self, now: float, earliest: float | None) -> None:
+        first = self._first_plot()
+        if first is None:
+            return
+        if self._window is not None:
+            x0 = now - self._window
+        else:
+            x0 = earliest if earliest is not None and earliest < now else now - 60.0
+        first.setXRange(x0, now, padding=0)
+
+    def _update_ages(self, now: float) -> None:
+        store = self._store
+        if store is None:
+            return
+        for ip, group in self._groups.items():
+            newest: dict[str, float] = {}
+            for (index, series) in group.curves:
+                t = store.last_time((ip, index), series)
+                if t is None:
+                    continue
+                plot = next(name for name, *_ in _PLOTS if series in _series_of(name))
+                newest[plot] = max(newest.get(plot, t), t)
+                if (index, series) in group.in_legend:
+                    self._set_series_age(group, plot, index, series, now - t)
+            for name, title, unit, _ in _PLOTS:
+                age = now - newest[name] if name in newest else None
+                text = format_age(age)
+                stale = age is not None and age > STALE_AFTER_S
+                if group.ages.get(name) == (text, stale):
+                    continue
+                group.ages[name] = (text, stale)
+                color = _AGE_STALE if stale else _AGE_OK
+                group.plots[name].setTitle(
+                    f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>"
+                    f"&nbsp;&nbsp;&nbsp;<span style='color:{color}'>{text}</span>",
+                    color=_TEXT, size="9pt", justify="left")
+
+    def _set_series_age(self, group: _NodeGroup, plot: str, index: str, series: str,
+                        age_s: float) -> None:
+        text, stale = format_series_age(age_s), age_s > STALE_AFTER_S
+        key = (index, series)
+        if group.series_age.get(key) == (text, stale):
+            return
+        group.series_age[key] = (text, stale)
+        curve = group.curves[key]
+        for sample, label in group.legends[plot].items:
+            if sample.item is curve:
+                color = _AGE_STALE if stale else _AGE_OK
+                label.setText(f"{_label(index, series)} <span style='color:{color}'>"
+                              f"{text}</span>", color=_TEXT, size="8pt")
+                label.setToolTip(f"{_label(index, series)}: newest sample {text} old")
+                break
+
+
+def _series_of(plot: str) -> tuple[str, ...]:
+    return next(series for name, _t, _u, series in _PLOTS if name == plot)
+
+
+def _label(index: str, series: str) -> str:
+    if series == "gpu_utilization_pct":
+        return f"GPU {index}"
+    return f"GPU {index} {GPU_SERIES[series].label}"
+
+
+def _index_order(index: str) -> tuple:
+    return (int(index), "") if index.isdigit() else (1 << 30, index)
+
+
+def _ip_order(ip: str) -> tuple:
+    parts = ip.split(".")
+    if len(parts) == 4 and all(p.isdigit() for p in parts):
+        return (0, tuple(int(p) for p in parts), "")
+    return (1, (), ip)
