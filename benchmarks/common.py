@@ -8,6 +8,7 @@ a grid whose step would set the answer.
 
 from __future__ import annotations
 
+import os
 import statistics
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
@@ -34,6 +35,20 @@ class Spread:
     def json(self, digits: int = 2) -> dict:
         return {"median": round(self.median, digits), "min": round(self.minimum, digits),
                 "max": round(self.maximum, digits), "n": self.n}
+
+
+def machine_load() -> dict:
+    """The machine's load averages (1, 5, 15 min) and CPU count: printed beside every
+    figure, because other work on the same cores moves the figures."""
+    one, five, fifteen = os.getloadavg()
+    return {"cpus": os.cpu_count(), "load_1m": round(one, 2), "load_5m": round(five, 2),
+            "load_15m": round(fifteen, 2)}
+
+
+def load_text(load: dict) -> str:
+    busy = "  (busier than its cores: figures are noisy)" if load["load_1m"] > load["cpus"] else ""
+    return (f"load average {load['load_1m']:.2f} / {load['load_5m']:.2f} / "
+            f"{load['load_15m']:.2f} on {load['cpus']} cores{busy}")
 
 
 @dataclass

@@ -4,14 +4,16 @@ Starts the reference HTTP server (backend/loadgen_testserver.py, its own process
 and, side by side in one run against its trivial `/fast` route:
 
   * capacity: the generator in closed loop with C users (no think time) vs `wrk -t1 -cC`,
-    alternated twice, best of each; ratio = generator / wrk;
+    in pairs whose order alternates; ratio = generator / wrk per pair;
   * added latency at low load: the generator's open-loop p50 at 50 req/s minus the p50 of a
-    minimal blocking client (http.client, keep-alive) pacing the same 50 req/s (alternated
-    twice, lowest of each); wrk -c1's p50 is printed for reference (it runs flat out, so
+    minimal blocking client (http.client, keep-alive) pacing the same 50 req/s, in pairs
+    whose order alternates; wrk -c1's p50 is printed for reference (it runs flat out, so
     it is not a low-load figure).
 
-`python benchmarks/loadgen_capacity.py [--seconds 5] [--connections 64]`; the last line
-is one JSON object. wrk is the Debian package `wrk` (`apt-get install -y wrk`); without it
+Each headline is the median over the pairs (--repeats, default 3) with its min–max.
+
+`python benchmarks/loadgen_capacity.py [--seconds 5] [--connections 64] [--repeats 3]`;
+the last line is one JSON object. wrk is the Debian package `wrk` (`apt-get install -y wrk`); without it
 the wrk figures are null and the output says so.
 """
 
@@ -30,6 +32,9 @@ import time
 from urllib.parse import urlsplit
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+from common import Spread, load_text, machine_load  # noqa: E402
 
 from backend.load_model import LoadModel, LoadTarget  # noqa: E402
 from backend.loadgen import LoadGenerator  # noqa: E402
@@ -93,11 +98,11 @@ def main() -> None:
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--connections", type=int, default=64)
     ap.add_argument("--low-rps", type=float, default=50.0)
+    ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
     have_wrk = shutil.which("wrk") is not None
-    load_before = os.getloadavg()[0]
-    print(f"cpus: {os.cpu_count()}, load average: {load_before:.2f}"
-          + ("  (oversubscribed: figures are noisy)" if load_before > os.cpu_count() else ""))
+    load_before = machine_load()
+    print(load_text(load_before))
     if not have_wrk:
         print("wrk is MISSING: install it with `apt-get install -y wrk`; "
               "the wrk figures and the ratio are null")
@@ -105,57 +110,74 @@ def main() -> None:
     with ReferenceServer() as base:
         url = f"{base}/fast"
         generator_capacity(url, 8, 1.0)  # warm-up: imports, connections
-        gen_runs, wrk_runs = [], []
-        for _ in range(2):
+        gen_runs, wrk_runs, ratios = [], [], []
+        for i in range(args.repeats):
+            # Pairs, the order alternating: drift and a neighbour's burst hit both alike.
+            first_wrk = have_wrk and i % 2 == 1
+            if first_wrk:
+                wrk_runs.append(wrk(url, args.connections, args.seconds)[0])
             gen_runs.append(generator_capacity(url, args.connections, args.seconds))
-            print(f"  generator, closed loop {args.connections} users: "
-                  f"{gen_runs[-1]:,.0f} req/s")
+            if have_wrk and not first_wrk:
+                wrk_runs.append(wrk(url, args.connections, args.seconds)[0])
             if have_wrk:
-                rps, _ = wrk(url, args.connections, args.seconds)
-                wrk_runs.append(rps)
-                print(f"  wrk -t1 -c{args.connections}:                    {rps:,.0f} req/s")
-        loadgen_rps = max(gen_runs)
-        wrk_rps = max(wrk_runs) if wrk_runs else None
-        ratio = loadgen_rps / wrk_rps if wrk_rps else None
+                ratios.append(gen_runs[-1] / wrk_runs[-1])
+            print(f"  pair {i + 1}: generator, closed loop {args.connections} users "
+                  f"{gen_runs[-1]:,.0f} req/s"
+                  + (f"; wrk -t1 -c{args.connections} {wrk_runs[-1]:,.0f} req/s "
+                     f"({ratios[-1]:.2f}x)" if have_wrk else ""), flush=True)
+        gen_cap = Spread.of(gen_runs)
+        wrk_cap = Spread.of(wrk_runs) if wrk_runs else None
+        ratio = Spread.of(ratios) if ratios else None
 
-        # Alternated twice, lowest of each: on a shared machine a burst of other work
-        # inflates whichever run it lands on.
         gen_p50s, base_p50s = [], []
-        for _ in range(2):
-            gen_p50s.append(generator_low_load_p50(url, args.low_rps, 3.0))
-            base_p50s.append(baseline_low_load_p50(url, args.low_rps, 3.0))
-        print(f"  p50 at {args.low_rps:g} req/s: generator {gen_p50s} ms, "
+        for i in range(args.repeats):
+            pair = [lambda: gen_p50s.append(generator_low_load_p50(url, args.low_rps, 3.0)),
+                    lambda: base_p50s.append(baseline_low_load_p50(url, args.low_rps, 3.0))]
+            for run in (pair if i % 2 == 0 else pair[::-1]):
+                run()
+        added = Spread.of([g - b for g, b in zip(gen_p50s, base_p50s)])
+        gen_p50, base_p50 = Spread.of(gen_p50s), Spread.of(base_p50s)
+        print(f"  p50 at {args.low_rps:g} req/s: generator {[round(x, 3) for x in gen_p50s]} ms, "
               f"minimal client {[round(x, 3) for x in base_p50s]} ms")
-        gen_p50, base_p50 = min(gen_p50s), min(base_p50s)
         wrk_c1_p50 = wrk(url, 1, 2.0)[1] if have_wrk else None
-        added = gen_p50 - base_p50
+    load_after = machine_load()
 
     print()
     print(f"capacity against a trivial local server ({args.connections} connections, "
-          f"best of 2 × {args.seconds:g} s):")
-    print(f"  generator  {loadgen_rps:10,.0f} req/s")
-    if wrk_rps:
-        print(f"  wrk        {wrk_rps:10,.0f} req/s")
-        print(f"  ratio      {ratio:10.2f}  (generator / wrk)")
+          f"{args.repeats} pairs of {args.seconds:g} s, order alternated):")
+    print(f"  generator  {gen_cap.text('{:,.0f}', ' req/s')}")
+    if ratio:
+        print(f"  wrk        {wrk_cap.text('{:,.0f}', ' req/s')}")
+        print(f"  ratio      {ratio.text('{:.2f}', 'x')}  (generator / wrk, per pair)")
     else:
         print("  wrk        missing (apt-get install -y wrk)")
-    print(f"latency at {args.low_rps:g} req/s (p50):")
-    print(f"  generator (open loop, from intended send time)  {gen_p50:.3f} ms")
-    print(f"  minimal blocking client (http.client)            {base_p50:.3f} ms")
-    print(f"  added by the generator                           {added:.3f} ms")
+    print(f"latency at {args.low_rps:g} req/s (p50), {args.repeats} pairs:")
+    print(f"  generator (open loop, from intended send time)  {gen_p50.text('{:.3f}', ' ms')}")
+    print(f"  minimal blocking client (http.client)            {base_p50.text('{:.3f}', ' ms')}")
+    print(f"  added by the generator (per pair)                {added.text('{:.3f}', ' ms')}")
     if wrk_c1_p50 is not None:
         print(f"  (wrk -c1 flat out, for reference               {wrk_c1_p50:.3f} ms)")
+    print(f"before: {load_text(load_before)}")
+    print(f"after:  {load_text(load_after)}")
     print(json.dumps({
-        "loadgen_rps": round(loadgen_rps, 1),
-        "wrk_rps": round(wrk_rps, 1) if wrk_rps else None,
-        "ratio": round(ratio, 3) if ratio else None,
-        "added_latency_p50_ms": round(added, 3),
-        "loadgen_p50_ms": round(gen_p50, 3),
-        "baseline_p50_ms": round(base_p50, 3),
+        "loadgen_rps": round(gen_cap.median, 1),
+        "wrk_rps": round(wrk_cap.median, 1) if wrk_cap else None,
+        "ratio": round(ratio.median, 3) if ratio else None,
+        "ratio_min": round(ratio.minimum, 3) if ratio else None,
+        "ratio_max": round(ratio.maximum, 3) if ratio else None,
+        "ratios": [round(x, 3) for x in ratios],
+        "loadgen_rps_runs": [round(x, 1) for x in gen_runs],
+        "wrk_rps_runs": [round(x, 1) for x in wrk_runs],
+        "added_latency_p50_ms": round(added.median, 3),
+        "added_latency_p50_ms_min": round(added.minimum, 3),
+        "added_latency_p50_ms_max": round(added.maximum, 3),
+        "loadgen_p50_ms": round(gen_p50.median, 3),
+        "baseline_p50_ms": round(base_p50.median, 3),
         "wrk_c1_p50_ms": round(wrk_c1_p50, 3) if wrk_c1_p50 is not None else None,
-        "connections": args.connections,
+        "connections": args.connections, "repeats": args.repeats,
         "wrk_missing": not have_wrk,
-        "load_average": round(load_before, 2),
+        "load_average": load_before["load_1m"],
+        "load_before": load_before, "load_after": load_after,
     }))
 
 

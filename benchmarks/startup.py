@@ -2,8 +2,9 @@
 
 Starts the real entry point (`.venv/bin/serve-console`) pointed at an address where
 nothing listens, so the figure is the console's own start-up (imports, window, first
-paint) and not a cluster's. Compared side by side with a bare `python -c pass` and a
-bare PySide6 window, so the ratio says what the console adds.
+paint) and not a cluster's. Compared side by side with a bare PySide6 window, in pairs
+whose order alternates, so the ratio says what the console adds: console / bare per
+pair, the headline the median over the pairs with its min–max.
 
 Usage: python benchmarks/startup.py [runs]
 """
@@ -12,12 +13,15 @@ from __future__ import annotations
 
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Spread, load_text, machine_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).with_name("serve-console")
@@ -54,22 +58,40 @@ def main() -> None:
     console_cmd = [str(BIN), "--address", "http://127.0.0.1:9", "--exit-after", "3",
                    "--print-first-frame"]
     qt_cmd = [sys.executable, "-c", BARE_QT]
+    load_before = machine_load()
+    print(load_text(load_before))
     first_frame(console_cmd, env)  # warm the OS file cache once; not counted
+    first_frame(qt_cmd, env)
     console, qt = [], []
-    for _ in range(runs):
-        console.append(first_frame(console_cmd, env))
-        qt.append(first_frame(qt_cmd, env))
+    for i in range(runs):
+        # Pairs, the order alternating: drift and a neighbour's burst hit both alike.
+        if i % 2 == 0:
+            console.append(first_frame(console_cmd, env))
+            qt.append(first_frame(qt_cmd, env))
+        else:
+            qt.append(first_frame(qt_cmd, env))
+            console.append(first_frame(console_cmd, env))
+    load_after = machine_load()
+    ratios = [c / q for c, q in zip(console, qt)]
+    c_s, q_s, r_s = Spread.of(console), Spread.of(qt), Spread.of(ratios)
     result = {
-        "first_frame_s": round(statistics.median(console), 3),
-        "first_frame_max_s": round(max(console), 3),
-        "bare_qt_first_frame_s": round(statistics.median(qt), 3),
-        "ratio_vs_bare_qt": round(statistics.median(console) / statistics.median(qt), 2),
+        "first_frame_s": round(c_s.median, 3),
+        "first_frame_min_s": round(c_s.minimum, 3),
+        "first_frame_max_s": round(c_s.maximum, 3),
+        "bare_qt_first_frame_s": round(q_s.median, 3),
+        "bare_qt_first_frame_min_s": round(q_s.minimum, 3),
+        "bare_qt_first_frame_max_s": round(q_s.maximum, 3),
+        "ratio_vs_bare_qt": round(r_s.median, 2),
+        "ratio_vs_bare_qt_min": round(r_s.minimum, 2),
+        "ratio_vs_bare_qt_max": round(r_s.maximum, 2),
+        "ratios": [round(r, 2) for r in ratios],
         "runs": runs,
+        "load_before": load_before, "load_after": load_after,
     }
-    print(f"serve-console first frame: median {result['first_frame_s']:.3f} s, "
-          f"max {result['first_frame_max_s']:.3f} s over {runs} runs")
-    print(f"bare PySide6 window:       median {result['bare_qt_first_frame_s']:.3f} s "
-          f"(console/bare = {result['ratio_vs_bare_qt']}x)")
+    print(f"serve-console first frame: {c_s.text('{:.3f}', ' s')}")
+    print(f"bare PySide6 window:       {q_s.text('{:.3f}', ' s')}")
+    print(f"console / bare, per pair:  {r_s.text('{:.2f}', 'x')}")
+    print(f"after: {load_text(load_after)}")
     print(json.dumps(result))
 
 

@@ -34,3 +34,12 @@ def test_spread_is_median_min_max():
     assert sp.text("{:.1f}", "x") == "3.1x median [2.9x–3.4x], 3 repeats"
     with pytest.raises(ValueError):
         Spread.of([])
+
+
+def test_machine_load_is_printed_with_the_cores():
+    from common import load_text, machine_load
+
+    load = machine_load()
+    assert load["cpus"] >= 1 and load["load_1m"] >= 0
+    assert load_text(load).startswith("load average ") and f"{load['cpus']} cores" in load_text(load)
+    assert "noisy" in load_text(dict(load, load_1m=load["cpus"] + 1.0))
