@@ -4,9 +4,11 @@ Starts a real local Ray head (LocalCluster), deploys the batched demo through th
 console's own path, puts open-loop load on it, and then, on the live node pages:
 
 * polls DirectScrapeSource once a second (fetch + pre-filter + parse + windows), and
-* on each page it fetched, times side by side: the source's processing (prefilter +
-  parse_samples + window update) vs a full parse by prometheus_client's parser (what a
-  naive scraper would do), and prefilter + prometheus_client on the filtered text.
+* on each page it fetched (5, at different moments of the live run), times side by side,
+  in rounds whose order alternates: the source's processing (prefilter + parse_samples +
+  window update) vs a full parse by prometheus_client's parser (what a naive scraper
+  would do), and prefilter + prometheus_client on the filtered text. Per page the ratio
+  full / direct; the headline is the median over the pages with its min–max.
 
 Prints readable figures; the last line is one JSON object. Cleans up after itself.
 
@@ -23,8 +25,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import requests  # noqa: E402
+from common import Spread, load_text, machine_load  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
@@ -47,6 +51,21 @@ def _ms(f, repeat: int) -> float:
     return statistics.median(times)
 
 
+def _alternated(fns: dict, rounds: int) -> dict[str, float]:
+    """Median wall ms of each function, called in rounds whose order alternates (after
+    one warm-up call each), so that a burst of other work hits them alike."""
+    for f in fns.values():
+        f()
+    names = list(fns)
+    times: dict[str, list[float]] = {k: [] for k in names}
+    for r in range(rounds):
+        for k in (names if r % 2 == 0 else names[::-1]):
+            t0 = time.perf_counter()
+            fns[k]()
+            times[k].append((time.perf_counter() - t0) * 1000)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 def _wait_for_serve_page(client: ClusterClient, timeout_s: float = 60) -> list[str]:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -66,6 +85,8 @@ def main() -> int:
     ap.add_argument("--rps", type=float, default=60, help="offered load on the demo")
     args = ap.parse_args()
 
+    load_before = machine_load()
+    print(load_text(load_before))
     cluster = LocalCluster()
     gen = None
     t_start = time.monotonic()
@@ -115,9 +136,14 @@ def main() -> int:
                 tick[0] += 1.0
                 w.ingest(tick[0], [ex.parse_samples(ex.prefilter(text))])
 
-            direct_ms.append(_ms(direct, 15))
-            full_ms.append(_ms(lambda: list(text_string_to_metric_families(text)), 5))
-            filtered_pc_ms.append(_ms(lambda: ex.parse(ex.prefilter(text)), 10))
+            ms = _alternated({
+                "direct": direct,
+                "full": lambda text=text: list(text_string_to_metric_families(text)),
+                "filtered_pc": lambda text=text: ex.parse(ex.prefilter(text)),
+            }, rounds=7)
+            direct_ms.append(ms["direct"])
+            full_ms.append(ms["full"])
+            filtered_pc_ms.append(ms["filtered_pc"])
             sizes.append(len(text.encode()))
 
         # 3) What asking the node for gzip would cost/save (one figure each).
@@ -132,8 +158,12 @@ def main() -> int:
             gen.stop()
         cluster.stop()
 
+    load_after = machine_load()
     page_mb = statistics.median(sizes) / 1e6
     d, f, fp = statistics.median(direct_ms), statistics.median(full_ms), statistics.median(filtered_pc_ms)
+    ratios = [full / direct for full, direct in zip(full_ms, direct_ms)]
+    ratio = Spread.of(ratios)
+    d_s = Spread.of(direct_ms)
     poll_total = statistics.median(p.total_ms for p in polls)
     poll_fetch = statistics.median(p.fetch_ms for p in polls)
     poll_cpu = statistics.median(p.filter_ms + p.parse_ms + p.compute_ms for p in polls)
@@ -144,11 +174,13 @@ def main() -> int:
     print(f"node page: {page_mb * 1e3:.0f} kB ({statistics.median(sizes) / 1e3:.0f} kB median of "
           f"{len(pages)} live pages), {filtered_kb:.0f} kB after the Serve pre-filter")
     print(f"direct source, CPU per page (prefilter + parse + windows): {d:.2f} ms "
-          f"= {d / page_mb:.1f} ms/MB")
+          f"= {d / page_mb:.1f} ms/MB  [{d_s.minimum:.2f}–{d_s.maximum:.2f} ms over the pages]")
     print(f"  prefilter + prometheus_client on the filtered text:     {fp:.2f} ms "
           f"= {fp / page_mb:.1f} ms/MB")
     print(f"full prometheus_client parse of the same page:            {f:.2f} ms "
-          f"= {f / page_mb:.1f} ms/MB   -> {f / d:.1f}x the direct source")
+          f"= {f / page_mb:.1f} ms/MB")
+    print(f"full parse / direct source, per page: {ratio.text('{:.1f}', 'x')} "
+          f"(pages as repeats)")
     print(f"live polls ({len(polls)} at 1 Hz): {poll_total:.1f} ms per poll median "
           f"(fetch incl. processing {poll_fetch:.1f} ms, CPU in filter/parse/windows "
           f"{poll_cpu:.2f} ms)")
@@ -158,6 +190,8 @@ def main() -> int:
           f"direct source last values for {demo.app_name}: "
           + ", ".join(f"{k}={v:.3g}" for k, v in sorted(dep_values.items())))
     print(f"total {time.monotonic() - t_start:.0f} s")
+    print(f"before: {load_text(load_before)}")
+    print(f"after:  {load_text(load_after)}")
     print(json.dumps({
         "page_kb": round(page_mb * 1e3, 1),
         "filtered_kb": round(filtered_kb, 1),
@@ -165,7 +199,10 @@ def main() -> int:
         "ms_per_mb": round(d / page_mb, 2),
         "filtered_prometheus_client_ms_per_mb": round(fp / page_mb, 2),
         "full_parse_ms_per_mb": round(f / page_mb, 2),
-        "ratio": round(f / d, 2),
+        "ratio": round(ratio.median, 2),
+        "ratio_min": round(ratio.minimum, 2), "ratio_max": round(ratio.maximum, 2),
+        "ratios": [round(x, 2) for x in ratios], "pages": len(ratios),
+        "ms_per_scrape_min": round(d_s.minimum, 3), "ms_per_scrape_max": round(d_s.maximum, 3),
         "poll_total_ms": round(poll_total, 2),
         "fetch_identity_ms": round(fetch_identity, 2),
         "fetch_gzip_ms": round(fetch_gzip, 2),
@@ -173,6 +210,7 @@ def main() -> int:
         "polls": len(polls),
         "offered_rps": args.rps,
         "measured_rps": round(dep_values.get("requests_per_s", float("nan")), 2),
+        "load_before": load_before, "load_after": load_after,
     }))
     return 0
 
