@@ -240,6 +240,7 @@ class MainWindow(QMainWindow):
         s.tuning.applied.connect(self._on_tuning_applied)
         s.tuning.failed.connect(self._on_tuning_failed)
         s.tuning.findings.connect(self._on_tuning_findings)
+        s.tuning.fit_problem.connect(self._on_tuning_fit_problem)
         self.knob_panel.change_requested.connect(self._on_knob_panel_change_requested)
         self.tree.deployment_selected.connect(self._on_tree_deployment_selected)
         self.tree.selection_cleared.connect(self._on_tree_selection_cleared)
@@ -632,6 +633,23 @@ class MainWindow(QMainWindow):
     def _on_tuning_failed(self, app, deployment, changes, reason) -> None:
         text = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in changes.items())
         self.event_log.add(f"Change to {app}/{deployment} ({text}) failed: {reason}", "error")
+
+    @Slot(int, str, str, str)
+    def _on_tuning_fit_problem(self, op_id: int, app: str, deployment: str,
+                               message: str) -> None:
+        if not self.interactive or self._closing:
+            # Scripted runs go ahead, as with a deploy (the event log says so).
+            self.session.tuning.confirm(op_id, True)
+            return
+        box = QMessageBox(QMessageBox.Icon.Warning, "Not enough room on the cluster",
+                          message, parent=self)
+        box.setInformativeText(
+            "Change it anyway? Its new replicas will wait until the cluster has room "
+            "(moving the knob back undoes it). Or cancel: nothing is changed.")
+        anyway = box.addButton("Change anyway", QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        self.session.tuning.confirm(op_id, box.clickedButton() is anyway)
 
     @Slot(str, str, object)
     def _on_tuning_findings(self, app, deployment, findings) -> None:

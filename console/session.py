@@ -132,6 +132,7 @@ class Session(QObject):
         self.tuning = TuningController(self._tuning_runner, self._client_if_usable,
                                        self.knob_values, self.latest_p99,
                                        operations=self.operations, parent=self)
+        self.tuning.notice.connect(self.event)
         self._metrics_error: str | None = None
         self._metrics_problems: list = []
         # Replica deaths from successive statuses (+ the GCS's actor table); replaced

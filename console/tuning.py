@@ -6,22 +6,32 @@ dict per deployment (a newer value for the same knob replaces the older one); a 
 single-shot timer hands the whole pending dict to a worker as one read–modify–write;
 whatever arrives meanwhile waits for the next round. So the cluster sees few PUTs and
 always ends at the last value of every knob.
+
+A change that asks for more resources (num_cpus, num_gpus, num_replicas up) is first
+checked on a worker, as a deploy is: when the cluster has no room, `fit_problem` asks
+whether to change it anyway (the new replicas wait for room, and the apply waits with
+them, without a deadline) or to cancel (nothing is sent). With nobody connected to
+`fit_problem` (a console without a window) the change goes ahead and `notice` says so.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from PySide6.QtCore import QMetaMethod, QObject, QTimer, Signal
 
+from backend.cancel import Cancelled
 from backend.cluster_client import ClusterClient
 from backend.knobs import check_values
-from backend.tuning import apply_changes
-from console.operations import Operations
+from backend.tuning import RESOURCE_PATHS, apply_changes, check_change_fit
+from console.operations import Operation, Operations
 from console.tasks import TaskRunner, user_message
 
 DeploymentKey = tuple[str, str]
 DEBOUNCE_MS = 250
+CANCELLED = "Cancelled: nothing was changed on the cluster."
+# Why a wait for room ends when a newer change to the same deployment arrives.
+SUPERSEDED = "superseded by a newer change"
 
 
 class TuningController(QObject):
@@ -33,6 +43,11 @@ class TuningController(QObject):
     failed = Signal(str, str, object, str)
     # (app, deployment, [Finding]) for the values about to be applied
     findings = Signal(str, str, object)
+    # The change needs more than the cluster has free: (id, app, deployment, message).
+    # Answer with confirm(id, go).
+    fit_problem = Signal(int, str, str, str)
+    # A line for the event log: (message, level)
+    notice = Signal(str, str)
 
     def __init__(self, runner: TaskRunner, client_fn: Callable[[], ClusterClient | None],
                  values_fn: Callable[[str, str], dict[str, Any]],
@@ -49,6 +64,11 @@ class TuningController(QObject):
         self._p99_fn = p99_fn
         self._pending: dict[DeploymentKey, dict[str, Any]] = {}
         self._in_flight: dict[DeploymentKey, dict[str, Any]] = {}
+        # Changes whose fit check said "no room", waiting for confirm(): id → (op, key,
+        # changes, message)
+        self._awaiting: dict[int, tuple[Operation, DeploymentKey, dict[str, Any], str]] = {}
+        # In-flight applies that wait for room (no deadline): key → their operation
+        self._waiting_for_room: dict[DeploymentKey, Operation] = {}
         self._timer = QTimer(self)
         self._timer.setSingleShot(True)
         self._timer.setInterval(DEBOUNCE_MS)
@@ -58,6 +78,11 @@ class TuningController(QObject):
         """A knob moved: remember the newest value and (re)start the debounce."""
         self._pending.setdefault((app, deployment), {})[path] = value
         self.knob_state.emit(app, deployment, path, "pending", "")
+        waiting = self._waiting_for_room.get((app, deployment))
+        if waiting is not None:
+            # Its wait has no deadline: without this, the newer value (e.g. the old one
+            # back, to undo a change that found no room) would wait forever behind it.
+            waiting.token.cancel(SUPERSEDED)
         self._timer.start()
 
     def busy(self) -> bool:
@@ -86,16 +111,103 @@ class TuningController(QObject):
             return
         self._in_flight[key] = changes
         op = self._operations.start("apply", f"{app}/{dep}", changes=changes)
+        if not any(p in RESOURCE_PATHS for p in changes):
+            self._apply(op, key, changes)
+            return
+        self._operations.progress(op, "checking that the cluster has room")
+        # The check asks the cluster: on a worker, never on the GUI thread.
+        self._runner.submit(check_change_fit, client, app, dep, changes,
+                            on_done=lambda report: self._on_fit_checked(op, key, changes,
+                                                                        report),
+                            on_error=lambda e: self._on_fit_check_error(op, key, changes, e))
+
+    def confirm(self, op_id: int, go: bool) -> None:
+        """The answer to `fit_problem`: change it anyway (its replicas wait for room) or
+        cancel (nothing is sent; the knob shows the cluster's value again)."""
+        entry = self._awaiting.pop(op_id, None)
+        if entry is None:
+            return
+        op, key, changes, message = entry
+        if go:
+            self.notice.emit(f"{key[0]}/{key[1]}: changing it anyway; its new replicas "
+                             "will wait until the cluster has room.", "warning")
+            self._apply(op, key, changes, wait_for_room=True)
+        else:
+            self._cancelled(op, key, changes)
+
+    def awaiting_answer(self) -> list[int]:
+        """The ids of fit problems not answered yet."""
+        return list(self._awaiting)
+
+    def _cancelled(self, op: Operation, key: DeploymentKey, changes: dict[str, Any]) -> None:
+        """Not sent after all: the knobs show the cluster's values again."""
+        self._operations.finish(op)
+        self._in_flight.pop(key, None)
+        newer = self._pending.get(key, {})
+        for path in changes:
+            if path not in newer:
+                self.knob_state.emit(key[0], key[1], path, "failed", CANCELLED)
+        self.notice.emit(f"{key[0]}/{key[1]}: {_text(changes)} cancelled; nothing was "
+                         "changed on the cluster.", "info")
+        if newer:
+            self._timer.start()
+
+    def _on_fit_checked(self, op: Operation, key: DeploymentKey, changes: dict[str, Any],
+                        report) -> None:
+        if op.token.cancelled:
+            self._cancelled(op, key, changes)
+            return
+        if report is None or report.fits:
+            self._apply(op, key, changes)
+            return
+        app, dep = key
+        self.notice.emit(report.message, "warning")
+        self._awaiting[op.id] = (op, key, changes, report.message)
+        self._operations.progress(op, "waiting for an answer: " + report.message)
+        if not self.isSignalConnected(QMetaMethod.fromSignal(self.fit_problem)):
+            self.confirm(op.id, True)  # nobody to ask: go ahead, as a scripted run does
+            return
+        self.fit_problem.emit(op.id, app, dep, report.message)
+
+    def _on_fit_check_error(self, op: Operation, key: DeploymentKey, changes: dict[str, Any],
+                            error: BaseException) -> None:
+        if isinstance(error, Cancelled) or op.token.cancelled:
+            self._on_fit_checked(op, key, changes, None)  # reports the cancel
+            return
+        self.notice.emit(f"{key[0]}/{key[1]}: could not check that the cluster has room "
+                         f"({user_message(error)}); changing it anyway.", "warning")
+        self._apply(op, key, changes)
+
+    def _apply(self, op: Operation, key: DeploymentKey, changes: dict[str, Any],
+               wait_for_room: bool = False) -> None:
+        client = self._client_fn()
+        if client is None:
+            self._operations.finish(op)
+            self._in_flight.pop(key, None)
+            self._fail(key, changes, "The cluster is not connected or not answering; "
+                                     "the change was not sent.")
+            return
+        app, dep = key
+        if wait_for_room:
+            if self._pending.get(key):
+                # A newer change came while the user decided: that one goes next.
+                self._cancelled(op, key, changes)
+                return
+            self._waiting_for_room[key] = op
 
         def done(t: float) -> None:
             self._operations.finish(op)
+            self._waiting_for_room.pop(key, None)
             self._on_apply_done(key, changes, t)
 
         def failed(e: BaseException) -> None:
             self._operations.finish(op)
+            self._waiting_for_room.pop(key, None)
             self._on_apply_error(key, changes, e)
 
         self._runner.submit(apply_changes, client, app, dep, changes, cancel=op.token,
+                            timeout_s=None if wait_for_room else 120.0,
+                            progress=lambda text: self._operations.progress(op, text),
                             on_done=done, on_error=failed)
 
     def _in_flight_values(self, key: DeploymentKey) -> dict[str, Any]:
@@ -115,7 +227,19 @@ class TuningController(QObject):
     def _on_apply_error(self, key: DeploymentKey, changes: dict[str, Any],
                         error: BaseException) -> None:
         self._in_flight.pop(key, None)
-        self._fail(key, changes, user_message(error))
+        if isinstance(error, Cancelled) and str(error) == SUPERSEDED:
+            # The cluster has this change, but its replicas were still waiting for room
+            # when a newer value came: that one is applied next. Not a failure.
+            self.notice.emit(f"{key[0]}/{key[1]}: stopped waiting for room for "
+                             f"{_text(changes)}: a newer change replaces it.", "warning")
+            newer = self._pending.get(key, {})
+            for path in changes:
+                if path not in newer:
+                    self.knob_state.emit(key[0], key[1], path, "failed",
+                                         "Replaced by a newer change while its replicas "
+                                         "waited for room.")
+        else:
+            self._fail(key, changes, user_message(error))
         if self._pending.get(key):
             self._timer.start()
 
@@ -126,3 +250,7 @@ class TuningController(QObject):
             if path not in newer:
                 self.knob_state.emit(app, dep, path, "failed", reason)
         self.failed.emit(app, dep, changes, reason)
+
+
+def _text(changes: dict[str, Any]) -> str:
+    return ", ".join(f"{p.split('.')[-1]}={v}" for p, v in changes.items())
