@@ -54,6 +54,13 @@ class Demo:
     # multiplexed demo's second replica, or two demos side by side.
     gpu_per_replica: float = 0.125
     load: LoadHint = LoadHint()
+    # The application answers GET on its route with its model's figures (device,
+    # parameters, ms per batch): the console shows them in the app tree.
+    model_info: bool = False
+
+    @property
+    def import_path(self) -> str:
+        return self.application.get("import_path", "")
 
     @property
     def app_name(self) -> str:
@@ -96,5 +103,6 @@ def load_catalog(text: str | None = None) -> dict[str, Demo]:
             gpu_deployments=tuple(d.get("gpu_deployments") or ()),
             gpu_per_replica=gpu_share,
             load=_load_hint(d.get("load") or {}),
+            model_info=bool(d.get("model_info", False)),
         )
     return demos

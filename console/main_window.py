@@ -224,6 +224,7 @@ class MainWindow(QMainWindow):
         s.deploys.finished.connect(self._on_session_deploy_finished)
         s.load.stats.connect(self._on_session_load_stats)
         s.held_models_changed.connect(self._on_session_held_models_changed)
+        s.model_info.changed.connect(self.tree.set_model_info)
         s.gpus.changed.connect(self._on_session_gpus_changed)
         self.gpu_plots.shown_changed.connect(self.gpu_plots.setVisible)
         self.plots.paused_changed.connect(self.gpu_plots.set_paused)

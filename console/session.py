@@ -29,6 +29,7 @@ from console.connection import ConnectionMonitor
 from console.deploys import DeployController
 from console.gpus import GpuWatch
 from console.load_control import LoadControl
+from console.model_info import ModelInfoWatch
 from console.operations import Operations
 from console.tasks import Poller, TaskRunner, user_message
 from console.tuning import TuningController
@@ -80,6 +81,7 @@ class Session(QObject):
     * `connection` — the connection's lifecycle (ConnectionMonitor state machine),
     * `deploys` — demos and config files onto the cluster (DeployController),
     * `load` — the load generator (LoadControl),
+    * `model_info` — what demo replicas say about their models (ModelInfoWatch),
     * `tuning` — knob changes (TuningController),
     * `operations` — what is in flight, each cancellable; quitting cancels them all.
     """
@@ -126,6 +128,8 @@ class Session(QObject):
         self.connection.resumed.connect(self._on_connection_resumed)
         self.deploys = DeployController(self)
         self.load = LoadControl(self)
+        # After `load`: it asks the demos through the Serve address `load` works out.
+        self.model_info = ModelInfoWatch(self)
         # Applies wait for the cluster to report the change; their own pool keeps them
         # from queueing behind a deploy.
         self._tuning_runner = TaskRunner("tuning", max_workers=2, parent=self)

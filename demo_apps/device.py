@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import ray
 import torch
 
@@ -13,6 +15,17 @@ def assigned_gpu_ids() -> list | None:
     return list(ray.get_gpu_ids())
 
 
+def cpu_threads() -> int:
+    """The intra-op threads a CPU replica computes with: the replica's OMP_NUM_THREADS
+    (the application's runtime_env.env_vars, or what Ray set from num_cpus) when it is a
+    positive integer, else 1."""
+    try:
+        n = int(os.environ.get("OMP_NUM_THREADS", "").strip())
+    except ValueError:
+        return 1
+    return n if n >= 1 else 1
+
+
 def replica_device() -> torch.device:
     # Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for a replica that asked for no GPU
     # (it no longer sets it to ""), so such a replica still sees every GPU: torch's
@@ -21,6 +34,7 @@ def replica_device() -> torch.device:
     ids = assigned_gpu_ids()
     if (ids is None or ids) and torch.cuda.is_available():
         return torch.device("cuda")
-    # Replicas share a few cores: one intra-op thread each avoids oversubscription.
-    torch.set_num_threads(1)
+    # Replicas share a few cores: as many intra-op threads as the replica was given
+    # (OMP_NUM_THREADS), one by default, so replicas do not oversubscribe them.
+    torch.set_num_threads(cpu_threads())
     return torch.device("cpu")

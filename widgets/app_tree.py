@@ -12,6 +12,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTree
 
 from backend.model import (FAILED, HEALTHY, PENDING, ApplicationInfo, DeploymentInfo,
                            ReplicaInfo, ServeStatus, unschedulable_reason)
+from backend.model_info import ModelInfo
 
 COL_NAME, COL_STATUS, COL_REPLICAS, COL_MESSAGE = range(4)
 HEADERS = ("Name", "Status", "Replicas", "Message")
@@ -69,6 +70,10 @@ class AppTree(QTreeWidget):
         # for room: …" from the deploy pre-flight; Ray says so only after 30 s).
         self._notes: dict[str, str] = {}
         self._deployments: dict[tuple[str, str], QTreeWidgetItem] = {}
+        # Each deployment row's newest DeploymentInfo, to redraw it when its model
+        # figures arrive between polls; and the figures themselves (set_model_info).
+        self._deployment_infos: dict[tuple[str, str], DeploymentInfo] = {}
+        self._model_info: dict[tuple[str, str], ModelInfo] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
@@ -104,6 +109,19 @@ class AppTree(QTreeWidget):
         """Per-application notes shown in the message column while the application
         itself reports no message. Takes effect with the next set_status."""
         self._notes = dict(notes)
+
+    def set_model_info(self, infos: dict[tuple[str, str], ModelInfo]) -> None:
+        """What demo replicas say about their models, by (app, deployment): shown in the
+        deployment's row (device, parameters, ms per batch) while Serve has no message
+        for it, and in its tooltip."""
+        old, self._model_info = self._model_info, dict(infos)
+        for key in set(old) | set(self._model_info):
+            item, dep = self._deployments.get(key), self._deployment_infos.get(key)
+            if item is not None and dep is not None:
+                self._describe_deployment(item, dep)
+
+    def model_info(self, app: str, deployment: str) -> ModelInfo | None:
+        return self._model_info.get((app, deployment))
 
     def selected_key(self) -> tuple[str, str] | None:
         """(app, deployment) of the selection: a deployment row, a replica under one, or
@@ -228,12 +246,8 @@ class AppTree(QTreeWidget):
         _set_text(item, COL_NAME, dep.name)
         self._set_status(item, dep.status)
         _set_text(item, COL_REPLICAS, _replica_text(dep.running_replicas, dep.target_num_replicas))
-        self._set_message(item, dep.message)
-        tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
-               f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running")
-        if dep.message:
-            tip += f"\n\n{dep.message}"
-        _set_tooltip(item, tip)
+        self._deployment_infos[dep.key] = dep
+        self._describe_deployment(item, dep)
 
         seen: set[str] = set()
         for rep in dep.replicas:
@@ -243,6 +257,19 @@ class AppTree(QTreeWidget):
                     if k[:2] == dep.key and k[2] not in seen]:
             r = self._replicas.pop(key)
             item.removeChild(r)
+
+    def _describe_deployment(self, item: QTreeWidgetItem, dep: DeploymentInfo) -> None:
+        """The message column and tooltip: Serve's message first; else the model's
+        figures where its replica gave them."""
+        info = self._model_info.get(dep.key)
+        self._set_message(item, dep.message, fallback=info.summary() if info else "")
+        tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
+               f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running")
+        if info is not None:
+            tip += f"\n\n{info.details()}"
+        if dep.message:
+            tip += f"\n\n{dep.message}"
+        _set_tooltip(item, tip)
 
     def _update_replica(self, parent: QTreeWidgetItem, dep: DeploymentInfo,
                         rep: ReplicaInfo) -> None:
@@ -275,6 +302,7 @@ class AppTree(QTreeWidget):
         for rkey in [k for k in self._replicas if k[:2] == key]:
             del self._replicas[rkey]
         item = self._deployments.pop(key)
+        self._deployment_infos.pop(key, None)
         parent = item.parent()
         if parent is not None:
             parent.removeChild(item)
@@ -292,13 +320,13 @@ class AppTree(QTreeWidget):
             font.setBold(bold)
             item.setFont(COL_STATUS, font)
 
-    def _set_message(self, item: QTreeWidgetItem, message: str) -> None:
+    def _set_message(self, item: QTreeWidgetItem, message: str, fallback: str = "") -> None:
         # One line in the column (the full text is in the tooltip); a traceback's last
-        # line is the informative one.
+        # line is the informative one. *fallback* shows while there is no message.
         lines = [ln for ln in (message or "").strip().splitlines() if ln.strip()]
         # Replicas that cannot be placed: Ray's sentence is long and its useful part
         # (resources required vs available) comes last; show that part.
-        short = unschedulable_reason(message) or (lines[-1].strip() if lines else "")
+        short = unschedulable_reason(message) or (lines[-1].strip() if lines else fallback)
         _set_text(item, COL_MESSAGE, short)
         brush = QBrush(QColor(STATUS_COLORS["failed"])) if message and status_class(
             item.text(COL_STATUS)) == "failed" else QBrush()

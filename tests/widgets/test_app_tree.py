@@ -6,6 +6,7 @@ import pytest
 from PySide6.QtGui import QColor
 
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
+from backend.model_info import ModelInfo
 from widgets.app_tree import (
     COL_MESSAGE,
     COL_NAME,
@@ -125,3 +126,44 @@ def test_selected_deployment_disappearing_clears_selection(qtbot, tree):
         tree.set_status(status())
     assert tree.selected_key() is None
     assert tree.app_item("scripted") is None
+
+
+def model_info(**changes) -> ModelInfo:
+    fields = dict(app="batched", deployment="Model", name="MLP 8×4096", kind="mlp",
+                  device="cpu", params=135_344_138, dtype="bfloat16", weights_mb=258,
+                  threads=1, ms_per_batch=((1, 23.17), (16, 25.04)), replica="abc123")
+    fields.update(changes)
+    return ModelInfo(**fields)
+
+
+def test_model_figures_show_in_the_deployment_row(tree):
+    tree.set_status(status())
+    model = tree.deployment_item("batched", "Model")
+    assert model.text(COL_MESSAGE) == ""
+    tree.set_model_info({("batched", "Model"): model_info()})
+    # Visible without hovering, the moment they arrive (no poll needed)…
+    assert model.text(COL_MESSAGE) == "cpu · 135M params · 1: 23 ms, 16: 25 ms"
+    # …and more in the tooltip: the model, its weights, threads, the batching gain.
+    tip = model.toolTip(COL_MESSAGE)
+    assert "MLP 8×4096" in tip and "135,344,138 parameters in bfloat16" in tip
+    assert "1 thread" in tip and "16 → 25.0 ms" in tip
+    assert "14.8× the throughput" in tip  # (16 / 25.04) / (1 / 23.17)
+    assert tree.deployment_item("batched", "Ingress").text(COL_MESSAGE) == ""
+    # They survive the next poll, and follow new figures (a new replica's).
+    tree.set_status(status())
+    assert model.text(COL_MESSAGE).startswith("cpu · 135M params")
+    tree.set_model_info({("batched", "Model"): model_info(
+        device="cuda", params=151_206_922, ms_per_batch=((1, 4.2), (16, 4.9)))})
+    assert model.text(COL_MESSAGE) == "cuda · 151M params · 1: 4.2 ms, 16: 4.9 ms"
+
+
+def test_serve_message_wins_over_model_figures(tree):
+    tree.set_model_info({("batched", "Model"): model_info()})  # before the row exists
+    tree.set_status(status(model_status="UNHEALTHY", model_message="replica crashed"))
+    model = tree.deployment_item("batched", "Model")
+    assert model.text(COL_MESSAGE) == "replica crashed"
+    assert "135,344,138 parameters" in model.toolTip(COL_NAME)  # still in the tooltip
+    tree.set_status(status())
+    assert model.text(COL_MESSAGE) == "cpu · 135M params · 1: 23 ms, 16: 25 ms"
+    tree.set_model_info({})
+    assert model.text(COL_MESSAGE) == "" and "parameters" not in model.toolTip(COL_NAME)
