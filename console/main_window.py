@@ -67,12 +67,10 @@ class MainWindow(QMainWindow):
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.tree)
-        plots_column = QSplitter(Qt.Orientation.Vertical)
-        plots_column.addWidget(self.plots)
-        plots_column.addWidget(self.gpu_plots)
-        plots_column.setStretchFactor(0, 3)
-        plots_column.setStretchFactor(1, 2)
-        splitter.addWidget(plots_column)
+        self._plots_column = QSplitter(Qt.Orientation.Vertical)
+        self._plots_column.addWidget(self.plots)
+        self._plots_column.addWidget(self.gpu_plots)
+        splitter.addWidget(self._plots_column)
         splitter.setStretchFactor(0, 0)
         splitter.setStretchFactor(1, 1)
         splitter.setSizes([340, 760])
@@ -226,7 +224,7 @@ class MainWindow(QMainWindow):
         s.held_models_changed.connect(self._on_session_held_models_changed)
         s.model_info.changed.connect(self.tree.set_model_info)
         s.gpus.changed.connect(self._on_session_gpus_changed)
-        self.gpu_plots.shown_changed.connect(self.gpu_plots.setVisible)
+        self.gpu_plots.shown_changed.connect(self._on_gpu_plots_shown_changed)
         self.plots.paused_changed.connect(self.gpu_plots.set_paused)
         self.plots.window_changed.connect(self.gpu_plots.set_window)
         s.metrics_state.connect(self._on_session_metrics_state)
@@ -528,6 +526,13 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_session_held_models_changed(self, _held) -> None:
         self._update_model_cache()
+
+    @Slot(bool)
+    def _on_gpu_plots_shown_changed(self, shown: bool) -> None:
+        self.gpu_plots.setVisible(shown)
+        if shown:  # appearing: two fifths of the plots' height, not its minimum
+            total = sum(self._plots_column.sizes())
+            self._plots_column.setSizes([total - total * 2 // 5, total * 2 // 5])
 
     @Slot()
     def _on_session_gpus_changed(self) -> None:

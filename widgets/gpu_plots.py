@@ -265,12 +265,18 @@ class GpuPlots(QWidget):
                        for ip in sorted(gpus.keys() | self._shares.keys(), key=_ip_order))
         for ip in self._groups:
             self._update_header(ip, ip in gpus)
+        # Plots keep a readable height and the view scrolls; header lines count too.
+        lines = sum(2 + len(self._shares.get(ip, ())) for ip, _ in wanted)
+        height = MIN_PLOT_HEIGHT * 2 * sum(1 for _, p in wanted if p) + 18 * lines
+        if self._graphics.minimumHeight() != height:
+            self._graphics.setMinimumHeight(height)
         if wanted == self._layout_key:
             return
         layout = self._graphics.ci
         layout.clear()
         row = 0
-        for ip, with_plots in wanted:
+        last = max((i for i, (_, p) in enumerate(wanted) if p), default=-1)
+        for i, (ip, with_plots) in enumerate(wanted):
             group = self._groups[ip]
             layout.addItem(group.header, row=row, col=0, colspan=2)
             row += 1
@@ -281,9 +287,11 @@ class GpuPlots(QWidget):
                     layout.addItem(group.plots[name], row=row, col=0)
                     layout.addItem(group.legends[name], row=row, col=1)
                     layout.layout.setAlignment(group.legends[name], Qt.AlignmentFlag.AlignTop)
+                    # Time labels once, under the view's bottom plot, as the
+                    # deployment plots do.
+                    group.plots[name].getAxis("bottom").setStyle(
+                        showValues=i == last and name == _PLOTS[-1][0])
                     row += 1
-        plots = sum(2 for _, p in wanted if p)
-        self._graphics.setMinimumHeight(MIN_PLOT_HEIGHT * plots + 40 * len(wanted))
         self._layout_key = wanted
         shown = bool(wanted)
         if shown != self._shown:
