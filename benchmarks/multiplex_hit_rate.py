@@ -2,16 +2,22 @@
 
 Starts a local Ray head (as the console does), deploys the multiplexed demo through the
 console's deploy path with one replica and a cache of K adapters (args.
-max_num_models_per_replica), and sends one seeded Zipf sequence of model ids (the
+max_num_models_per_replica), and sends a seeded Zipf sequence of model ids (the
 catalog's load hint: 100 tenants, s = 1.1) one request at a time, so the cache sees
 exactly that order. The hit rate is read from Ray's own counters (1 − increase of
 ray_serve_multiplexed_models_load_counter / increase of
 ray_serve_multiplexed_get_model_requests_counter, scraped from the node) and from the
 responses' `loaded` flags, and compared with backend.lru_sim replaying the same sequence
-with the same cache size. Repeated for several K; a 2-replica run shows the effect of
-Ray's model-aware routing (simulated with the same routing preference).
+with the same cache size.
 
-Usage: python benchmarks/multiplex_hit_rate.py [requests] [cache sizes, e.g. 2,4,8]
+The headline (cache 4, one replica) is repeated with three sequences (seeds 7, 8, 9),
+alternated with the other configurations (cache 2 and 8, and a 2-replica run that shows
+the effect of Ray's model-aware routing, simulated with the same routing preference). A
+change of cache size redeploys the code, so each headline run starts from fresh
+replicas with empty caches. Per run, observed / simulated; the headline is the median
+over the repeats with its min–max.
+
+Usage: python benchmarks/multiplex_hit_rate.py [requests] [repeats]
 """
 
 from __future__ import annotations
@@ -24,8 +30,10 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import requests  # noqa: E402
+from common import Spread, load_text, machine_load  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
@@ -53,7 +61,8 @@ def increase(before: dict, after: dict, name: str) -> float:
     return sum(v - before.get(k, 0.0) for k, v in after.items() if k[0] == name)
 
 
-def run_config(cluster, client, demo, seq: list[str], cache: int, replicas: int) -> dict:
+def run_config(cluster, client, demo, seq: list[str], cache: int, replicas: int,
+               seed: int) -> dict:
     app = copy.deepcopy(demo.application)
     app["args"] = {"max_num_models_per_replica": cache}
     app["deployments"][0]["num_replicas"] = replicas
@@ -100,7 +109,7 @@ def run_config(cluster, client, demo, seq: list[str], cache: int, replicas: int)
     sim_hits_after_warmup = sim.hits  # the warm-up is a miss in both
     load_ms.sort()
     return {
-        "cache_size": cache, "replicas": replicas, "requests": len(seq),
+        "cache_size": cache, "replicas": replicas, "requests": len(seq), "seed": seed,
         "ray_get_model_requests": gets, "ray_loads": loads,
         "hit_rate": 1 - loads / gets if gets else None,
         "hit_rate_responses": 1 - sum(loaded) / len(loaded),
@@ -110,38 +119,82 @@ def run_config(cluster, client, demo, seq: list[str], cache: int, replicas: int)
     }
 
 
+def plan(repeats: int) -> list[tuple[int, int, int]]:
+    """(cache, replicas, sequence seed) in run order: the headline (4, 1) alternated with
+    runs of another cache size, so that each headline run starts from fresh replicas
+    (a new cache size redeploys the code; the same one would keep the warm replica)."""
+    others = [(2, 1, 7), (8, 1, 7)]
+    out = [(4, 2, 7)]                      # first, on a fresh cluster: both replicas new
+    for r in range(repeats):
+        out.append(others[r % len(others)])
+        out.append((4, 1, 7 + r))
+    return out
+
+
 def main() -> None:
     n = int(sys.argv[1]) if len(sys.argv) > 1 else 600
-    caches = [int(x) for x in (sys.argv[2] if len(sys.argv) > 2 else "2,4,8").split(",")]
+    repeats = int(sys.argv[2]) if len(sys.argv) > 2 else 3
     demo = load_catalog()["multiplexed"]
     hint = demo.load.model_ids
-    seq = zipf_sequence(hint.ids(), hint.weights(), n, seed=7)
+    sequences = {}
+
+    def sequence(seed: int) -> list[str]:
+        if seed not in sequences:
+            sequences[seed] = zipf_sequence(hint.ids(), hint.weights(), n, seed=seed)
+        return sequences[seed]
+
+    seq = sequence(7)
     print(f"{n} requests over {len(set(seq))} distinct ids of {hint.count} "
           f"(Zipf s={hint.s}); the top id is {seq.count(hint.ids()[0]) / n:.0%} of them")
+    load_before = machine_load()
+    print(load_text(load_before))
     cluster = LocalCluster()
     rows = []
+    started = time.monotonic()
     try:
         print("starting a local Ray head …", flush=True)
         cluster.start()
         client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
-        configs = [(k, 1) for k in caches] + [(4, 2)]
-        for cache, replicas in configs:
-            row = run_config(cluster, client, demo, seq, cache, replicas)
+        for cache, replicas, seed in plan(repeats):
+            row = run_config(cluster, client, demo, sequence(seed), cache, replicas, seed)
             rows.append(row)
-            print(f"cache {cache} x {replicas} replica(s): Ray hit rate {row['hit_rate']:.3f} "
-                  f"(responses {row['hit_rate_responses']:.3f}), LRU simulation "
-                  f"{row['lru_hit_rate']:.3f}; {row['ray_loads']:.0f} loads, median load "
-                  f"{row['load_ms_median']:.1f} ms, {row['requests_per_s']:.0f} req/s",
+            print(f"cache {cache} x {replicas} replica(s), seed {seed}: Ray hit rate "
+                  f"{row['hit_rate']:.3f} (responses {row['hit_rate_responses']:.3f}), LRU "
+                  f"simulation {row['lru_hit_rate']:.3f}; {row['ray_loads']:.0f} loads, median "
+                  f"load {row['load_ms_median']:.1f} ms, {row['requests_per_s']:.0f} req/s",
                   flush=True)
+        load_after = machine_load()
     finally:
         cluster.stop()
-    main_row = next((r for r in rows if r["cache_size"] == 4 and r["replicas"] == 1), rows[0])
+    head = [r for r in rows if r["cache_size"] == 4 and r["replicas"] == 1]
+    ratios = [r["hit_rate"] / r["lru_hit_rate"] for r in head]
+    observed = Spread.of([r["hit_rate"] for r in head])
+    simulated = Spread.of([r["lru_hit_rate"] for r in head])
+    ratio = Spread.of(ratios)
+    print()
+    print(f"cache 4, one replica, {len(head)} sequences (seeds "
+          f"{', '.join(str(r['seed']) for r in head)}):")
+    print(f"  observed hit rate   {observed.text('{:.3f}')}")
+    print(f"  LRU simulation      {simulated.text('{:.3f}')}")
+    print(f"  observed/simulated  {ratio.text('{:.3f}')}")
+    for r in rows:
+        if r not in head:
+            print(f"  cache {r['cache_size']} x {r['replicas']}: observed {r['hit_rate']:.3f} vs "
+                  f"simulated {r['lru_hit_rate']:.3f}")
+    print(f"before: {load_text(load_before)}")
+    print(f"after:  {load_text(load_after)}  ({time.monotonic() - started:.0f} s in all)")
     print(json.dumps({
-        "hit_rate": round(main_row["hit_rate"], 4),
-        "lru_hit_rate": round(main_row["lru_hit_rate"], 4),
-        "cache_size": main_row["cache_size"], "requests": n, "zipf_s": hint.s,
+        "hit_rate": round(observed.median, 4),
+        "lru_hit_rate": round(simulated.median, 4),
+        "hit_rate_min": round(observed.minimum, 4), "hit_rate_max": round(observed.maximum, 4),
+        "lru_hit_rate_min": round(simulated.minimum, 4),
+        "lru_hit_rate_max": round(simulated.maximum, 4),
+        "ratio": round(ratio.median, 4), "ratio_min": round(ratio.minimum, 4),
+        "ratio_max": round(ratio.maximum, 4), "ratios": [round(x, 4) for x in ratios],
+        "repeats": len(head), "cache_size": 4, "requests": n, "zipf_s": hint.s,
         "runs": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
                  for r in rows],
+        "load_before": load_before, "load_after": load_after,
     }))
 
 
