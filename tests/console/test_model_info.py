@@ -5,15 +5,22 @@ from __future__ import annotations
 
 import re
 import threading
+from types import SimpleNamespace
 
 import pytest
 import requests
+from PySide6.QtCore import QObject, Signal
 
 import console.model_info
 from backend.catalog import load_catalog
+from backend.errors import ConsoleError
+from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
+from backend.model_info import ModelInfo
 from console.main_window import MainWindow
+from console.model_info import ModelInfoWatch
 from console.session import Session
 from console.settings import Settings
+from console.tasks import TaskRunner
 from widgets.app_tree import COL_MESSAGE, COL_NAME
 
 KEY = ("batched", "BatchedClassifier")
@@ -71,3 +78,92 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
     tip = tree.deployment_item(*KEY).toolTip(COL_NAME)
     assert model["name"] in tip and "measured by the replica at its start" in tip
     assert window.session.model_info.infos[KEY].device == device
+
+
+# -- when the console asks (a stand-in session; no cluster) -------------------------------
+
+class FakeSession(QObject):
+    status_changed = Signal(object)
+    disconnected = Signal()
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.client = SimpleNamespace(verify=True)
+        self.load = SimpleNamespace(serve_http_base=lambda: "http://proxy:8000")
+        self.action_runner = TaskRunner("test-action", parent=self)
+
+
+def serve_status(*apps) -> ServeStatus:
+    """apps: (name, status, import path, replica ids)."""
+    return ServeStatus(applications=tuple(
+        ApplicationInfo(name, st, route_prefix=f"/{name}",
+                        deployed_config={"name": name, "import_path": path},
+                        deployments=(DeploymentInfo(name, "D", "HEALTHY", replicas=tuple(
+                            ReplicaInfo(r, "RUNNING") for r in replicas)),))
+        for name, st, path, replicas in apps), serve_running=True)
+
+
+@pytest.fixture
+def watch(qtbot, monkeypatch):
+    asked: list[tuple[str, str]] = []
+    failing: set[str] = set()
+
+    def fake_fetch(url, app, **kwargs):
+        asked.append((url, app))
+        if app in failing:
+            raise ConsoleError("not yet")
+        return ModelInfo(app=app, deployment="D", name="m", kind="mlp", device="cpu",
+                         params=len(asked))
+
+    monkeypatch.setattr(console.model_info, "fetch_model_info", fake_fetch)
+    monkeypatch.setattr(console.model_info, "RETRY_S", 0.3)
+    session = FakeSession()
+    w = ModelInfoWatch(session, import_paths={"demo_apps.batched:app"})
+    yield session, w, asked, failing
+    session.action_runner.shutdown()
+
+
+BATCHED = "demo_apps.batched:app"
+
+
+def test_asked_once_per_set_of_replicas(qtbot, watch):
+    session, w, asked, _ = watch
+    one = serve_status(("a", "RUNNING", BATCHED, ["r1"]),
+                       ("other", "RUNNING", "user.app:x", ["q1"]),  # not a demo: never asked
+                       ("b", "DEPLOYING", BATCHED, []))  # not running yet
+    with qtbot.waitSignal(w.changed, timeout=5000) as sig:
+        session.status_changed.emit(one)
+    assert asked == [("http://proxy:8000/a", "a")]
+    assert list(sig.args[0]) == [("a", "D")]
+    session.status_changed.emit(one)  # the next poll, nothing changed: not asked again
+    qtbot.wait(200)
+    assert len(asked) == 1
+    # A new replica (it timed itself at its start): asked again, the figures follow.
+    with qtbot.waitSignal(w.changed, timeout=5000) as sig:
+        session.status_changed.emit(serve_status(("a", "RUNNING", BATCHED, ["r1", "r2"])))
+    assert len(asked) == 2 and sig.args[0][("a", "D")].params == 2
+    # The application removed: its figures go.
+    with qtbot.waitSignal(w.changed, timeout=5000) as sig:
+        session.status_changed.emit(serve_status())
+    assert sig.args[0] == {}
+
+
+def test_a_failed_ask_is_retried_a_few_times_then_left(qtbot, watch):
+    session, w, asked, failing = watch
+    failing.add("a")
+    status = serve_status(("a", "RUNNING", BATCHED, ["r1"]))
+    for _ in range(40):  # status polls, faster than the retry interval
+        session.status_changed.emit(status)
+        qtbot.wait(50)
+    assert 2 <= len(asked) <= console.model_info.MAX_TRIES  # retried, but not every poll
+    qtbot.wait(int(console.model_info.RETRY_S * 1000 * 2))
+    for _ in range(10):
+        session.status_changed.emit(status)
+        qtbot.wait(50)
+    assert len(asked) == console.model_info.MAX_TRIES and w.infos == {}
+    failing.clear()  # a new replica set starts over, and this time it answers
+    with qtbot.waitSignal(w.changed, timeout=5000):
+        session.status_changed.emit(serve_status(("a", "RUNNING", BATCHED, ["r2"])))
+    with qtbot.waitSignal(w.changed, timeout=5000) as sig:
+        session.disconnected.emit()
+    assert sig.args[0] == {} and w.infos == {}
