@@ -12,8 +12,7 @@ from typing import Any, Callable
 from backend.cancel import CancelToken
 from backend.cluster_client import ClusterClient
 from backend.errors import ApiError, ConnectError, ConsoleError
-from backend.knobs import (NUM_CPUS, NUM_GPUS, changes_reported, merged_actor_options,
-                           patch_app_config)
+from backend.knobs import NUM_CPUS, NUM_GPUS, changes_reported, patch_app_config
 from backend.model import unschedulable_reason
 from backend.preflight import FitReport, check_fit, deployment_needs
 from backend.serve_config import with_application
@@ -51,13 +50,14 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
     running = dep_details.get("deployment_config") or {}
     replicas = sum(1 for r in dep_details.get("replicas") or [] if r.get("state") == "RUNNING")
     new_app = patch_app_config(app_config, running, deployment, changes, replicas)
+    old_options = running.get("ray_actor_options") or {}
     old_replicas = frozenset()
-    if dep_details.get("status") == "HEALTHY" and _rolls(new_app, running, deployment):
+    if dep_details.get("status") == "HEALTHY":
         # Healthy: every replica runs the options the cluster reports (Ray 2.60 says
-        # HEALTHY only when all running replicas are at the target version), and the new
-        # options differ, so each of them must be replaced. (Mid-roll — e.g. undoing a
-        # change whose replicas wait for room — some replicas may already run what this
-        # change asks for: then Ray's HEALTHY alone decides.)
+        # HEALTHY only when all running replicas are at the target version). If the
+        # cluster then reports other options, Ray rolls them all: each must be replaced.
+        # (Mid-roll — e.g. undoing a change whose replicas wait for room — some replicas
+        # may already run what this change asks for: then Ray's HEALTHY alone decides.)
         old_replicas = frozenset(r.get("replica_id") for r in dep_details.get("replicas") or []
                                  if r.get("replica_id"))
     cancel = cancel or CancelToken()
@@ -76,15 +76,22 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
                 raise
             cancel.sleep(poll_s)
             continue
-        if changes_reported(status, app, deployment, changes, old_replicas):
-            return status.fetched_at
         dep = status.deployment(app, deployment)
-        if dep is not None and old_replicas:
+        # A roll is Ray's decision: the options it reports for the target differ from
+        # those the replicas ran (DeploymentVersion.requires_actor_restart).
+        rolled = dep is not None and bool(old_replicas) and \
+            (dep.config.get("ray_actor_options") or {}) != old_options
+        if changes_reported(status, app, deployment, changes,
+                            old_replicas if rolled else frozenset()):
+            return status.fetched_at
+        if rolled:
             new = sum(1 for r in dep.replicas
                       if r.state == "RUNNING" and r.replica_id not in old_replicas)
             why = unschedulable_reason(dep.message)
             progress(f"rolling replicas: {new} of {dep.target_num_replicas or 0} new running"
                      + (f"; {why}" if why else ""))
+        elif dep is not None and (why := unschedulable_reason(dep.message)):
+            progress(f"waiting for room: {why}")
         if dep is not None and dep.status in ("UNHEALTHY", "DEPLOY_FAILED"):
             raise ApplyFailed(f"{deployment} became {dep.status}: {dep.message}".strip())
         app_info = status.application(app)
@@ -93,17 +100,6 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
         if deadline is not None and time.monotonic() > deadline:
             raise ApplyFailed(f"The cluster did not report the change within {timeout_s:.0f} s.")
         cancel.sleep(poll_s)
-
-
-def _rolls(new_app: dict[str, Any], running: dict[str, Any], deployment: str) -> bool:
-    """Does the new config give the deployment other ray_actor_options than it runs?
-    (Ray restarts every replica then: DeploymentVersion.requires_actor_restart.)"""
-    entry = next((d for d in new_app.get("deployments") or []
-                  if d.get("name") == deployment), {})
-    if "ray_actor_options" not in entry:
-        return False  # the code's options, as before
-    new = merged_actor_options(new_app.get("runtime_env"), entry["ray_actor_options"] or {})
-    return new != (running.get("ray_actor_options") or {})
 
 
 # -- will the change fit ----------------------------------------------------------------------
@@ -140,17 +136,30 @@ def check_change_fit(client: ClusterClient, app: str, deployment: str,
     text = f"{app}/{deployment} ({what}): {report.message}"
     if not report.fits:
         if any(p in (NUM_CPUS, NUM_GPUS) for p in changes):
-            surge = running.get("max_surge_percent") or 0
-            text += (" Changing it anyway rolls the replicas: " + (
-                "Serve stops old replicas before it starts new ones, so until there is "
-                "room the deployment runs with fewer replicas than now, its new ones "
-                "waiting." if not surge else
-                f"with max_surge_percent {surge} Serve starts new replicas before it stops "
-                "old ones; the old keep serving while the new wait for room."))
+            text += " Changing it anyway rolls the replicas: " + _roll_text(running,
+                                                                          after.replicas)
         else:
             text += (" Changing it anyway: the replicas it has keep serving; the new ones "
                      "wait for room.")
     return dataclasses.replace(report, message=text)
+
+
+def _roll_text(running: dict[str, Any], target: int) -> str:
+    """What a roll does while its new replicas wait for room (Ray 2.60,
+    DeploymentState: without max_surge_percent it stops max(1, int(rolling_update_
+    percentage × target)) old replicas, then starts their replacements)."""
+    surge = running.get("max_surge_percent") or 0
+    if surge:
+        return (f"with max_surge_percent {surge} Serve starts new replicas before it stops "
+                "old ones, so the old keep serving while the new wait for room.")
+    size = max(int((running.get("rolling_update_percentage") or 0.2) * target), 1)
+    left = max(0, target - size)
+    if left == 0:
+        return ("Serve stops the old replica" + ("s" if target > 1 else "") + " before it "
+                "starts new ones, so the deployment serves nothing until there is room.")
+    return (f"Serve stops {size} old replica{'s' if size > 1 else ''} at a time before it "
+            f"starts new ones, so until there is room as few as {left} of its {target} "
+            "replicas serve.")
 
 
 def _sizing_entry(name: str, d: dict[str, Any]) -> dict[str, Any]:

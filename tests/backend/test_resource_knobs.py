@@ -13,7 +13,6 @@ import json
 import time
 
 import pytest
-import requests
 
 from backend.cluster_client import ClusterClient, parse_serve_status
 from backend.deployer import deploy_app
@@ -167,7 +166,17 @@ def test_knobs_for_shows_the_resource_knobs_with_what_is_true():
     assert grace.applies == LIVE and grace.group == "timeouts"
     timeout = ks.knob(REQUEST_TIMEOUT)
     assert timeout.applies == FIXED and not timeout.enabled and timeout.value is None
-    assert "http_options" in timeout.disabled_reason and timeout.unset_text == "no timeout"
+    assert "http_options" in timeout.disabled_reason and timeout.unset_text == "none"
+
+
+def test_what_going_ahead_means_for_the_replicas():
+    from backend.tuning import _roll_text
+
+    assert "serves nothing until there is room" in _roll_text({}, 1)
+    assert "as few as 1 of its 2" in _roll_text({"rolling_update_percentage": 0.2}, 2)
+    assert "Serve stops 2 old replicas at a time" in _roll_text({}, 10)
+    assert "as few as 5 of its 10" in _roll_text({"rolling_update_percentage": 0.5}, 10)
+    assert "the old keep serving" in _roll_text({"max_surge_percent": 25}, 4)
 
 
 def test_more_threads_than_reserved_cpus_warns():
@@ -190,7 +199,8 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def client(cluster) -> ClusterClient:
-    return ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
+    # A fresh head on a busy 2-core machine can take >10 s for its first Serve call.
+    return ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=30)
 
 
 @pytest.fixture(scope="module")
@@ -332,7 +342,10 @@ def test_the_precheck_says_plainly_that_more_cpus_will_not_fit(client, apps):
         "probe/Probe (num_cpus 0.5 → 2, 2 replicas): 'probe' needs 4 CPU; the cluster has "
         "0.5 of 2 CPUs free (replacing 'probe' frees 1 CPU) — used by: other (0.5 CPU). "
         "It does not fit"), report.message
-    assert "fewer replicas than now" in report.message
+    assert report.message.endswith("Changing it anyway rolls the replicas: Serve stops 1 "
+                                   "old replica at a time before it starts new ones, so "
+                                   "until there is room as few as 1 of its 2 replicas "
+                                   "serve."), report.message
     # What fits passes; less needs no check; other knobs need none.
     assert check_change_fit(client, "probe", "Probe", {NUM_CPUS: 0.75}).fits
     assert check_change_fit(client, "probe", "Probe", {NUM_CPUS: 0.25}) is None

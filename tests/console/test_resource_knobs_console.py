@@ -36,7 +36,8 @@ def cluster():
 
 @pytest.fixture(scope="module")
 def client(cluster) -> ClusterClient:
-    return ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
+    # A fresh head on a busy 2-core machine can take >10 s for its first Serve call.
+    return ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=30)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +51,7 @@ def probe_url(cluster, client):
                                      "env_vars": {"PROBE_KEEP": "yes"}}}),
                timeout_s=180)
     # The head's monitor reports usage every few seconds: wait until it shows 1 CPU free.
-    deadline = time.monotonic() + 30
+    deadline = time.monotonic() + 60
     while cluster_resources(client).free.get("CPU") != 1.0:
         assert time.monotonic() < deadline, cluster_resources(client)
         time.sleep(0.5)

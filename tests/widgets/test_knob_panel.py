@@ -510,7 +510,7 @@ def test_request_timeout_is_read_only_with_the_reason(qtbot, resources):
     w = resources
     assert not w.control(TIMEOUT).isEnabled() and not w.slider(TIMEOUT).isEnabled()
     assert w.row(TIMEOUT).badge.text() == "read-only"
-    assert w.control(TIMEOUT).text() == "no timeout"
+    assert w.control(TIMEOUT).text() == "none"
     tip = w.control(TIMEOUT).toolTip()
     assert "http_options" in tip and "only when Serve starts" in tip
     w.set_knobs(resource_knob_set(timeout=30.0))
