@@ -4,9 +4,13 @@ Starts a local Ray head (as the console does), deploys the batched demo, puts a 
 load on it, and drives the console's own TuningController (the debounce included) the
 way the knob panel does: one change, wait for "applied", next change. Live knobs
 (user_config batch settings, max_ongoing_requests) and replica-count changes are
-measured side by side in one run.
+measured side by side in one run: rounds of a few live changes and one replica change
+(1→2 and 2→1 in turn), live first or replica first alternating every other round. Per
+round the ratio replica change / median live change; the headline is the median over the
+rounds with its min–max, for all rounds and for each direction (adding a replica starts
+a process; removing one only drains it).
 
-Usage: python benchmarks/apply_latency.py [live_changes] [replica_changes]
+Usage: python benchmarks/apply_latency.py [live_changes] [replica_changes (= rounds)]
 """
 
 from __future__ import annotations
@@ -19,10 +23,13 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
+
+from common import Spread, load_text, machine_load  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
@@ -64,6 +71,8 @@ def main() -> None:
     live_n = int(sys.argv[1]) if len(sys.argv) > 1 else 20
     replica_n = int(sys.argv[2]) if len(sys.argv) > 2 else 6
     app_qt = QApplication([])
+    load_before = machine_load()
+    print(load_text(load_before))
     cluster = LocalCluster()
     gen = None
     session = Session()
@@ -79,39 +88,90 @@ def main() -> None:
         gen = LoadGenerator(LoadTarget(url=url, body='{"seed": {seq}}'))
         gen.start(30)
         session.connect_remote(cluster.dashboard_url, cluster.token)
-        wait_for(session.connected, 30)
-        wait_for(session.status_changed, 30)
+        wait_for(session.connected, 120)
+        wait_for(session.status_changed, 120)
         app, dep = demo.app_name, "BatchedClassifier"
         print(f"ready after {time.monotonic() - t_start:.0f} s; 30 req/s of load running")
 
         live_plan = [("user_config.max_batch_size", v) for v in (4, 8, 16, 32)] + \
                     [("user_config.batch_wait_timeout_s", v) for v in (0.005, 0.02, 0.01)] + \
                     [("max_ongoing_requests", v) for v in (48, 64, 80)]
-        live = []
-        for i in range(live_n):
-            path, value = live_plan[i % len(live_plan)]
-            live.append(measure(session, app, dep, path, value))
-        replica = []
-        for i in range(replica_n):
-            replica.append(measure(session, app, dep, "num_replicas", 2 if i % 2 == 0 else 1))
+        live, replica, up, down, ratios, up_ratios, down_ratios = [], [], [], [], [], [], []
+        rounds = max(1, replica_n)
+        for r in range(rounds):
+            # This round's share of the live changes, and one replica change (1->2 on even
+            # rounds, 2->1 on odd ones); live first in rounds 0, 1, 4, 5, …, replica first
+            # in rounds 2, 3, 6, 7, … (so the order does not go with the direction).
+            n_live = live_n * (r + 1) // rounds - live_n * r // rounds
+            round_live = []
+
+            def live_changes():
+                for _ in range(n_live):
+                    path, value = live_plan[len(live) % len(live_plan)]
+                    live.append(measure(session, app, dep, path, value))
+                    round_live.append(live[-1])
+
+            def replica_change():
+                t = measure(session, app, dep, "num_replicas", 2 if r % 2 == 0 else 1)
+                replica.append(t)
+                (up if r % 2 == 0 else down).append(t)
+
+            for step in ((live_changes, replica_change) if (r // 2) % 2 == 0
+                         else (replica_change, live_changes)):
+                step()
+            if round_live:
+                ratios.append(replica[-1] / statistics.median(round_live))
+                (up_ratios if r % 2 == 0 else down_ratios).append(ratios[-1])
+            print(f"  round {r + 1}: replicas {'1->2' if r % 2 == 0 else '2->1'} "
+                  f"{replica[-1]:.2f} s; live changes "
+                  f"{', '.join(f'{x:.2f}' for x in round_live)} s", flush=True)
         stats = gen.stats()
+        load_after = machine_load()
+        live_s, rep_s = Spread.of(live), Spread.of(replica)
+        ratio = Spread.of(ratios) if ratios else None
+        up_ratio = Spread.of(up_ratios) if up_ratios else None
+        down_ratio = Spread.of(down_ratios) if down_ratios else None
         result = {
-            "live_apply_median_s": round(statistics.median(live), 3),
-            "live_apply_max_s": round(max(live), 3),
+            "live_apply_median_s": round(live_s.median, 3),
+            "live_apply_min_s": round(live_s.minimum, 3),
+            "live_apply_max_s": round(live_s.maximum, 3),
             "live_changes": len(live),
-            "replica_change_median_s": round(statistics.median(replica), 3),
-            "replica_change_max_s": round(max(replica), 3),
+            "replica_change_median_s": round(rep_s.median, 3),
+            "replica_change_min_s": round(rep_s.minimum, 3),
+            "replica_change_max_s": round(rep_s.maximum, 3),
+            "replica_up_median_s": round(statistics.median(up), 3) if up else None,
+            "replica_down_median_s": round(statistics.median(down), 3) if down else None,
             "replica_changes": len(replica),
-            "replica_vs_live_ratio": round(statistics.median(replica) / statistics.median(live), 1),
+            "replica_vs_live_ratio": round(ratio.median, 2) if ratio else None,
+            "replica_vs_live_ratio_min": round(ratio.minimum, 2) if ratio else None,
+            "replica_vs_live_ratio_max": round(ratio.maximum, 2) if ratio else None,
+            "ratios": [round(x, 2) for x in ratios],
+            "replica_up_vs_live_ratio": round(up_ratio.median, 2) if up_ratio else None,
+            "replica_up_vs_live_ratio_min": round(up_ratio.minimum, 2) if up_ratio else None,
+            "replica_up_vs_live_ratio_max": round(up_ratio.maximum, 2) if up_ratio else None,
+            "replica_down_vs_live_ratio": round(down_ratio.median, 2) if down_ratio else None,
+            "replica_down_vs_live_ratio_min": (round(down_ratio.minimum, 2)
+                                               if down_ratio else None),
+            "replica_down_vs_live_ratio_max": (round(down_ratio.maximum, 2)
+                                               if down_ratio else None),
+            "rounds": rounds,
             "debounce_s": 0.25,
             "load_errors": stats.errors,
+            "load_before": load_before, "load_after": load_after,
         }
-        print(f"live knobs ({len(live)} changes): median {result['live_apply_median_s']:.2f} s, "
-              f"max {result['live_apply_max_s']:.2f} s (includes the 0.25 s debounce)")
-        print(f"replica count ({len(replica)} changes, 1↔2): median "
-              f"{result['replica_change_median_s']:.2f} s, max {result['replica_change_max_s']:.2f} s "
-              f"({result['replica_vs_live_ratio']}× a live change)")
+        print(f"live knobs ({len(live)} changes): {live_s.text('{:.2f}', ' s')} "
+              f"(includes the 0.25 s debounce)")
+        print(f"replica count ({len(replica)} changes, 1↔2): {rep_s.text('{:.2f}', ' s')}; "
+              f"up {result['replica_up_median_s']} s, down {result['replica_down_median_s']} s "
+              f"(medians)")
+        if ratio:
+            print(f"replica change / live change, per round: {ratio.text('{:.1f}', 'x')}")
+        if up_ratio and down_ratio:
+            print(f"  1->2: {up_ratio.text('{:.1f}', 'x')}")
+            print(f"  2->1: {down_ratio.text('{:.1f}', 'x')}")
         print(f"load errors during all changes: {stats.errors} of {stats.sent} requests")
+        print(f"before: {load_text(load_before)}")
+        print(f"after:  {load_text(load_after)}")
         print(json.dumps(result))
     finally:
         if gen:

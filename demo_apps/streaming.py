@@ -3,15 +3,24 @@
 The pipeline of the Ray Serve performance guide's "request pipelining with streaming":
 
 * `VideoDecoder` makes the frames of a procedural "video" (moving shapes on noise,
-  numpy); `decode_all` returns every frame at once, `decode_chunks` is a generator that
-  yields them `chunk_frames` at a time.
-* `DetectEncode` runs a small torch conv net over a chunk (a heat map; the hottest cell
-  of each frame gets a bounding box drawn in) and encodes the frames with zlib (deflate,
-  PNG's compressor).
+  numpy, decoded at twice the working size and scaled down to it, as a video pipeline
+  feeds its detector); `decode_all` returns every frame at once, `decode_chunks` is a
+  generator that yields them `chunk_frames` at a time.
+* `DetectEncode` runs a small torch conv net over a chunk in batches of DETECT_BATCH (a
+  heat map; the hottest cell of each frame gets a bounding box drawn in) and encodes the
+  frames with zlib (deflate, PNG's compressor). One input at a time, in arrival order.
 * `PipelineIngress` orchestrates: `mode=naive` decodes everything, then processes
   everything in one call; `mode=streaming` consumes the decoder with
   `handle.options(stream=True)` and sends each chunk to DetectEncode as it arrives, then
   concatenates the results in order.
+
+Sizing. Decoding a frame costs about what detecting and encoding it costs on the device
+(the detector is slimmer on a CPU than on CUDA, DETECTOR_WIDTHS), so that the two stages,
+on their own replicas, can overlap: that overlap is what streaming buys in total time; a
+stage that dominated would leave nothing to overlap. Every chunk costs Serve a few
+milliseconds of calls (a generator item, a request and its reply, a line to the proxy),
+so a chunk should carry tens of milliseconds of work, and a request many chunks for its
+first output to come early: the catalog's defaults (demos.yaml) are picked so.
 
 HTTP: GET {route}/?mode=streaming|naive|alternate&frames=N[&chunk=K] streams JSON lines
 (alternate: every other request naive, so one load shows both in the live view): one per
@@ -31,6 +40,7 @@ import asyncio
 import json
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import torch
@@ -41,43 +51,63 @@ from starlette.responses import JSONResponse, StreamingResponse
 
 from demo_apps.device import replica_device
 
-HEIGHT = WIDTH = 96
-DEFAULT_FRAMES = 96
-DEFAULT_CHUNK = 8
+HEIGHT = WIDTH = 96           # the pipeline's working size (what detect and encode see)
+SOURCE_SCALE = 2              # the source is decoded at 192x192, then scaled to 96x96
+DEFAULT_FRAMES = 960          # the catalog's user_config sets these; these are fallbacks
+DEFAULT_CHUNK = 48
 MAX_FRAMES = 2000
 IN_FLIGHT = 2   # streaming: chunks submitted to DetectEncode but not yet collected
+DETECT_BATCH = 16   # the detector's own batch: a long input runs in batches of this size
+# The detector's widths per device. The stages are sized so that decoding a frame costs
+# about what detecting and encoding it does on the device: a stage that dominates leaves
+# the others nothing to overlap with, and overlapping them is what streaming is for. On
+# CUDA the net costs little whatever its width; on a CPU the full net would be twice the
+# decoder, so a slimmer one runs there.
+DETECTOR_WIDTHS = {"cuda": (16, 32, 32), "cpu": (8, 16, 16)}
 
 
 def render_frames(start: int, count: int, seed: int = 0) -> np.ndarray:
-    """Frames start..start+count-1 of the procedural video: uint8 [count, H, W, 3]."""
-    yy, xx = np.mgrid[0:HEIGHT, 0:WIDTH]
+    """Frames start..start+count-1 of the procedural video: uint8 [count, H, W, 3].
+
+    Decoded at the source's resolution (SOURCE_SCALE times the working size) and scaled
+    down to it by averaging, as a video pipeline feeds a detector.
+    """
+    s = SOURCE_SCALE
+    h, w = HEIGHT * s, WIDTH * s
+    yy, xx = np.mgrid[0:h, 0:w]
     out = np.empty((count, HEIGHT, WIDTH, 3), dtype=np.uint8)
     for n in range(count):
         t = start + n
         # Seeded per frame: a frame is the same whichever chunk it is decoded in.
         rng = np.random.default_rng(seed * 100_003 + t)
-        frame = rng.integers(0, 40, size=(HEIGHT, WIDTH, 3), dtype=np.uint8)
+        frame = rng.integers(0, 40, size=(h, w, 3), dtype=np.uint8)
         # A disc moving on a Lissajous path and a square sliding right.
-        cx = WIDTH / 2 + WIDTH / 3 * np.sin(0.07 * t + seed)
-        cy = HEIGHT / 2 + HEIGHT / 3 * np.sin(0.05 * t)
-        frame[(xx - cx) ** 2 + (yy - cy) ** 2 < 81] = (230, 80, 60)
-        sx = int((3 * t) % WIDTH)
-        frame[20:34, sx:sx + 14] = (60, 200, 90)
-        out[n] = frame
+        cx = w / 2 + w / 3 * np.sin(0.07 * t + seed)
+        cy = h / 2 + h / 3 * np.sin(0.05 * t)
+        frame[(xx - cx) ** 2 + (yy - cy) ** 2 < 81 * s * s] = (230, 80, 60)
+        sx = int((3 * t) % WIDTH) * s
+        frame[20 * s:34 * s, sx:sx + 14 * s] = (60, 200, 90)
+        # Scale to the working size: the mean of each s x s block.
+        acc = np.zeros((HEIGHT, WIDTH, 3), dtype=np.uint16)
+        for dy in range(s):
+            for dx in range(s):
+                acc += frame[dy::s, dx::s]
+        out[n] = acc // (s * s)
     return out
 
 
 class Detector(torch.nn.Module):
     """A small fixed-weight conv net producing a coarse objectness heat map."""
 
-    def __init__(self) -> None:
+    def __init__(self, widths: tuple[int, int, int] = DETECTOR_WIDTHS["cuda"]) -> None:
         super().__init__()
         torch.manual_seed(0)
+        a, b, c = widths
         self.body = torch.nn.Sequential(
-            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(16, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, 32, 3, stride=2, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(32, 1, 1),
+            torch.nn.Conv2d(3, a, 3, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(a, b, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(b, c, 3, stride=2, padding=1), torch.nn.ReLU(),
+            torch.nn.Conv2d(c, 1, 1),
         )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -129,13 +159,26 @@ class VideoDecoder:
 class DetectEncode:
     def __init__(self) -> None:
         self.device = replica_device()
-        self.net = Detector().to(self.device).eval()
+        self.net = Detector(DETECTOR_WIDTHS[self.device.type]).to(self.device).eval()
         self.chunks = _chunk_metrics("detect_encode")
+        # One input at a time, in arrival order: chunks that shared the replica's cores
+        # would all finish late, the first output with them.
+        threads = torch.get_num_threads()
+        self._worker = ThreadPoolExecutor(1, thread_name_prefix="detect",
+                                          initializer=torch.set_num_threads,
+                                          initargs=(threads,))
 
-    def run(self, frames: np.ndarray) -> dict:
-        x = torch.from_numpy(frames).to(self.device).permute(0, 3, 1, 2).float() / 255.0
+    async def run(self, frames: np.ndarray) -> dict:
+        return await asyncio.get_running_loop().run_in_executor(
+            self._worker, self._detect_encode, frames)
+
+    def _detect_encode(self, frames: np.ndarray) -> dict:
+        heat = np.empty((len(frames), HEIGHT // 4, WIDTH // 4), dtype=np.float32)
         with torch.inference_mode():
-            heat = self.net(x)[:, 0].cpu().numpy()          # [n, H/4, W/4]
+            for i in range(0, len(frames), DETECT_BATCH):
+                batch = torch.from_numpy(frames[i:i + DETECT_BATCH]).to(self.device)
+                x = batch.permute(0, 3, 1, 2).float() / 255.0
+                heat[i:i + DETECT_BATCH] = self.net(x)[:, 0].cpu().numpy()  # [n, H/4, W/4]
         out = frames.copy()
         boxes = []
         for i in range(len(frames)):

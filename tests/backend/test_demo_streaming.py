@@ -68,11 +68,15 @@ def test_streaming_route_streams_progress_before_the_end(streaming_demo):
 def test_chunk_size_is_a_live_knob(streaming_demo, cluster_client):
     from backend.knobs import knobs_for
 
+    config = load_catalog()["streaming"].application["deployments"][0]["user_config"]
+    chunk, frames = config["chunk_frames"], config["frames"]
     ks = knobs_for(cluster_client.serve_status(), "streaming", "PipelineIngress")
-    assert ks.knob("user_config.chunk_frames").value == 8
-    # Without ?chunk the user_config's chunk_frames applies: 96 frames / 8 = 12 chunks.
+    assert ks.knob("user_config.chunk_frames").value == chunk
+    # Without ?chunk and ?frames the user_config's chunk_frames and frames apply.
     lines, _ = _run(streaming_demo + "/", mode="streaming")
-    assert lines[-1]["chunks"] == 12 and lines[-1]["frames"] == 96
+    assert lines[-1]["frames"] == frames and lines[-1]["chunk_frames"] == chunk
+    assert lines[-1]["chunks"] == -(-frames // chunk) == len(lines) - 1
+    assert [c["frames"] for c in lines[:-2]] == [chunk] * (len(lines) - 2)
 
 
 def test_pipeline_metrics_reach_the_live_view(streaming_demo, cluster_client):
@@ -97,9 +101,10 @@ def test_pipeline_metrics_reach_the_live_view(streaming_demo, cluster_client):
             rates = ("decode_chunks_per_s", "detect_encode_chunks_per_s", "concat_chunks_per_s")
             while time.monotonic() < deadline and not (
                     wanted <= seen.keys() and all(seen[k] > 0 for k in rates)):
-                # 96 frames: naive (all frames before any output) lands buckets above
-                # streaming's first 8-frame chunk even when a busy machine slows both.
-                futures = [pool.submit(_run, streaming_demo + hint.path, frames=96)
+                # 96 frames in chunks of 8: naive (all frames before any output) lands
+                # buckets above streaming's first chunk even when a busy machine slows
+                # both (and the requests stay short on the tests' shared cluster).
+                futures = [pool.submit(_run, streaming_demo + hint.path, frames=96, chunk=8)
                            for _ in range(2)]
                 modes = {f.result()[0][-1]["mode"] for f in futures}
                 assert modes == {"naive", "streaming"}, modes  # alternate: one of each

@@ -223,7 +223,7 @@ def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, clu
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline and not wanted <= seen.keys():
             for mode in ("naive", "streaming"):
-                with requests.get(url + "/", params={"mode": mode, "frames": 48},
+                with requests.get(url + "/", params={"mode": mode, "frames": 48, "chunk": 8},
                                   stream=True, timeout=120) as r:
                     r.raise_for_status()
                     for _ in r.iter_lines():
