@@ -15,12 +15,14 @@ The pipeline of the Ray Serve performance guide's "request pipelining with strea
   concatenates the results in order.
 
 Sizing. Decoding a frame costs about what detecting and encoding it costs on the device
-(the detector is slimmer on a CPU than on CUDA, DETECTOR_WIDTHS), so that the two stages,
-on their own replicas, can overlap: that overlap is what streaming buys in total time; a
-stage that dominated would leave nothing to overlap. Every chunk costs Serve a few
-milliseconds of calls (a generator item, a request and its reply, a line to the proxy),
-so a chunk should carry tens of milliseconds of work, and a request many chunks for its
-first output to come early: the catalog's defaults (demos.yaml) are picked so.
+(~0.8 ms each on one CPU core; the detector is slimmer on a CPU than on CUDA,
+DETECTOR_WIDTHS), so that the two stages, on their own replicas, can overlap: that
+overlap is what streaming buys in total time, and a stage that dominated would leave
+nothing to overlap. Every chunk costs Serve ~15-30 ms of CPU in calls (a generator item,
+a request and its reply, a line to the proxy) that naive does not pay; where cores are
+few that comes out of the overlap, so a chunk should carry a lot of work, and a request
+many chunks for its first output to come early: the catalog's defaults (demos.yaml) are
+picked so for 2 CPU cores.
 
 HTTP: GET {route}/?mode=streaming|naive|alternate&frames=N[&chunk=K] streams JSON lines
 (alternate: every other request naive, so one load shows both in the live view): one per
@@ -53,16 +55,17 @@ from demo_apps.device import replica_device
 
 HEIGHT = WIDTH = 96           # the pipeline's working size (what detect and encode see)
 SOURCE_SCALE = 2              # the source is decoded at 192x192, then scaled to 96x96
-DEFAULT_FRAMES = 960          # the catalog's user_config sets these; these are fallbacks
-DEFAULT_CHUNK = 48
+DEFAULT_FRAMES = 1920         # the catalog's user_config sets these; these are fallbacks
+DEFAULT_CHUNK = 128
 MAX_FRAMES = 2000
 IN_FLIGHT = 2   # streaming: chunks submitted to DetectEncode but not yet collected
 DETECT_BATCH = 16   # the detector's own batch: a long input runs in batches of this size
 # The detector's widths per device. The stages are sized so that decoding a frame costs
 # about what detecting and encoding it does on the device: a stage that dominates leaves
 # the others nothing to overlap with, and overlapping them is what streaming is for. On
-# CUDA the net costs little whatever its width; on a CPU the full net would be twice the
-# decoder, so a slimmer one runs there.
+# CUDA the net costs little whatever its width; on a CPU the full net makes detect +
+# encode ~1.6x the decoder (0.8 ms of the 1.3 ms a frame is the net), so a slimmer one
+# (0.3 ms) runs there.
 DETECTOR_WIDTHS = {"cuda": (16, 32, 32), "cpu": (8, 16, 16)}
 
 
