@@ -6,10 +6,12 @@ the case for real models, whose cost per request is reading their weights (an LL
 vision model's forward pass at batch 1 is memory-bound), and it is what this demo's model
 is chosen to be, by the replica's device at start (`model_spec_for`):
 
-* CPU: a wide MLP whose weights (~270 MB) are read once per forward pass — a batch of 1
-  costs tens of milliseconds, almost all of it reading weights, and a batch of 16 costs
-  little more (bf16 where the CPU multiplies it natively, AVX512-BF16/AMX; else float32
-  of the same weight bytes).
+* CPU: a wide MLP whose weights (~390 MB) are read once per forward pass — a batch of 1
+  costs tens of milliseconds (~35 on one core of the reference machine), almost all of
+  it reading weights, and a batch of 16 costs little more (bf16 where the CPU multiplies
+  it natively, AVX512-BF16/AMX; else float32 of the same weight bytes). Through Serve
+  every request also costs a few ms of Python (proxy, replica) whatever the batch: the
+  single-request cost has to dwarf that for batching to show its several-fold gain.
 * GPU: a transformer encoder at BERT-large width (12 × 1024, fp16) over the request's
   features as 32 tokens: a batch of 1 is bound by kernel launches and weight reads, a
   batch of 16 costs about the same — batching is worth an order of magnitude.
@@ -71,9 +73,9 @@ class ModelSpec:
         return getattr(torch, self.dtype)
 
 
-# ~270 MB of weights each: a batch of 1 reads them all (tens of ms on one core).
-CPU_BF16 = ModelSpec("mlp", "bfloat16", width=4096, depth=8)  # 135M parameters
-CPU_FP32 = ModelSpec("mlp", "float32", width=4096, depth=4)  # 68M parameters
+# ~390 MB of weights each: a batch of 1 reads them all (tens of ms on one core).
+CPU_BF16 = ModelSpec("mlp", "bfloat16", width=4096, depth=12)  # 202M parameters
+CPU_FP32 = ModelSpec("mlp", "float32", width=4096, depth=6)  # 102M parameters
 # BERT-large width and depth, 151M parameters (~300 MB in fp16).
 GPU = ModelSpec("transformer", "float16", width=1024, depth=12, tokens=32, heads=16, ff=4096)
 
