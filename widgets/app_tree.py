@@ -27,6 +27,8 @@ READ_ONLY_NOTE = "(deployed from code – read-only)"
 _KIND_ROLE = Qt.ItemDataRole.UserRole
 _KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 _APP, _DEPLOYMENT, _REPLICA, _PLACEHOLDER = "app", "deployment", "replica", "placeholder"
+_MODEL = "model"  # the row under a deployment that shows its model's figures
+MODEL_ROW_PREFIX = "↳ "
 
 
 def status_class(status: str) -> str | None:
@@ -74,6 +76,7 @@ class AppTree(QTreeWidget):
         # figures arrive between polls; and the figures themselves (set_model_info).
         self._deployment_infos: dict[tuple[str, str], DeploymentInfo] = {}
         self._model_info: dict[tuple[str, str], ModelInfo] = {}
+        self._model_rows: dict[tuple[str, str], QTreeWidgetItem] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
@@ -111,9 +114,10 @@ class AppTree(QTreeWidget):
         self._notes = dict(notes)
 
     def set_model_info(self, infos: dict[tuple[str, str], ModelInfo]) -> None:
-        """What demo replicas say about their models, by (app, deployment): shown in the
-        deployment's row (device, parameters, ms per batch) while Serve has no message
-        for it, and in its tooltip."""
+        """What demo replicas say about their models, by (app, deployment): a row right
+        under the deployment's, across all columns so that the narrow tree shows it
+        (device, parameters, ms per batch), with the details in its tooltip and the
+        deployment's."""
         old, self._model_info = self._model_info, dict(infos)
         for key in set(old) | set(self._model_info):
             item, dep = self._deployments.get(key), self._deployment_infos.get(key)
@@ -122,6 +126,9 @@ class AppTree(QTreeWidget):
 
     def model_info(self, app: str, deployment: str) -> ModelInfo | None:
         return self._model_info.get((app, deployment))
+
+    def model_row(self, app: str, deployment: str) -> QTreeWidgetItem | None:
+        return self._model_rows.get((app, deployment))
 
     def selected_key(self) -> tuple[str, str] | None:
         """(app, deployment) of the selection: a deployment row, a replica under one, or
@@ -259,10 +266,11 @@ class AppTree(QTreeWidget):
             item.removeChild(r)
 
     def _describe_deployment(self, item: QTreeWidgetItem, dep: DeploymentInfo) -> None:
-        """The message column and tooltip: Serve's message first; else the model's
-        figures where its replica gave them."""
+        """The message column and tooltip, and the model row where its replica gave
+        figures."""
         info = self._model_info.get(dep.key)
-        self._set_message(item, dep.message, fallback=info.summary() if info else "")
+        self._set_message(item, dep.message)
+        self._place_model_row(item, dep.key, info)
         tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
                f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running")
         if info is not None:
@@ -270,6 +278,33 @@ class AppTree(QTreeWidget):
         if dep.message:
             tip += f"\n\n{dep.message}"
         _set_tooltip(item, tip)
+
+    def _place_model_row(self, item: QTreeWidgetItem, key: tuple[str, str],
+                         info: ModelInfo | None) -> None:
+        row, parent = self._model_rows.get(key), item.parent()
+        if info is None or parent is None:
+            if row is not None:
+                self._remove_model_row(key)
+            return
+        if row is None:
+            row = QTreeWidgetItem()
+            row.setData(COL_NAME, _KIND_ROLE, _MODEL)
+            row.setData(COL_NAME, _KEY_ROLE, key)
+            # Shown, never selected: it is about the deployment above it.
+            row.setFlags(Qt.ItemFlag.ItemIsEnabled)
+            parent.insertChild(parent.indexOfChild(item) + 1, row)
+            row.setFirstColumnSpanned(True)
+            font = QFont(row.font(COL_NAME))
+            font.setItalic(True)
+            row.setFont(COL_NAME, font)
+            self._model_rows[key] = row
+        _set_text(row, COL_NAME, MODEL_ROW_PREFIX + info.summary())
+        _set_tooltip(row, info.details())
+
+    def _remove_model_row(self, key: tuple[str, str]) -> None:
+        row = self._model_rows.pop(key, None)
+        if row is not None and row.parent() is not None:
+            row.parent().removeChild(row)
 
     def _update_replica(self, parent: QTreeWidgetItem, dep: DeploymentInfo,
                         rep: ReplicaInfo) -> None:
@@ -303,6 +338,7 @@ class AppTree(QTreeWidget):
             del self._replicas[rkey]
         item = self._deployments.pop(key)
         self._deployment_infos.pop(key, None)
+        self._remove_model_row(key)
         parent = item.parent()
         if parent is not None:
             parent.removeChild(item)
@@ -320,13 +356,13 @@ class AppTree(QTreeWidget):
             font.setBold(bold)
             item.setFont(COL_STATUS, font)
 
-    def _set_message(self, item: QTreeWidgetItem, message: str, fallback: str = "") -> None:
+    def _set_message(self, item: QTreeWidgetItem, message: str) -> None:
         # One line in the column (the full text is in the tooltip); a traceback's last
-        # line is the informative one. *fallback* shows while there is no message.
+        # line is the informative one.
         lines = [ln for ln in (message or "").strip().splitlines() if ln.strip()]
         # Replicas that cannot be placed: Ray's sentence is long and its useful part
         # (resources required vs available) comes last; show that part.
-        short = unschedulable_reason(message) or (lines[-1].strip() if lines else fallback)
+        short = unschedulable_reason(message) or (lines[-1].strip() if lines else "")
         _set_text(item, COL_MESSAGE, short)
         brush = QBrush(QColor(STATUS_COLORS["failed"])) if message and status_class(
             item.text(COL_STATUS)) == "failed" else QBrush()

@@ -21,7 +21,7 @@ from console.model_info import ModelInfoWatch
 from console.session import Session
 from console.settings import Settings
 from console.tasks import TaskRunner
-from widgets.app_tree import COL_MESSAGE, COL_NAME
+from widgets.app_tree import COL_NAME
 
 KEY = ("batched", "BatchedClassifier")
 
@@ -60,8 +60,8 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
     tree = window.tree
 
     def shown() -> str:
-        item = tree.deployment_item(*KEY)
-        return item.text(COL_MESSAGE) if item is not None else ""
+        row = tree.model_row(*KEY)
+        return row.text(COL_NAME) if row is not None else ""
 
     qtbot.waitUntil(lambda: "params" in shown(), timeout=60_000)
     # Asked on worker threads only: the GUI thread never waits for the network.
@@ -70,7 +70,7 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
     device = "cuda" if cluster_client.cluster_gpus() else "cpu"
     model = requests.get(batched_demo, timeout=30).json()["model"]
     text = shown()
-    m = re.fullmatch(rf"{device} · (\d+)M params · 1: ([\d.]+) ms, 16: ([\d.]+) ms", text)
+    m = re.fullmatch(rf"↳ {device} · (\d+)M params · 1: ([\d.]+) ms, 16: ([\d.]+) ms", text)
     assert m, text
     assert int(m[1]) == round(model["params"] / 1e6)
     assert float(m[2]) == pytest.approx(model["ms_batch_1"], abs=0.51)

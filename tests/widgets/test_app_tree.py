@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
@@ -136,34 +137,47 @@ def model_info(**changes) -> ModelInfo:
     return ModelInfo(**fields)
 
 
-def test_model_figures_show_in_the_deployment_row(tree):
+def test_model_figures_show_in_a_row_under_the_deployment(tree):
     tree.set_status(status())
-    model = tree.deployment_item("batched", "Model")
-    assert model.text(COL_MESSAGE) == ""
+    app, model = tree.app_item("batched"), tree.deployment_item("batched", "Model")
+    assert tree.model_row("batched", "Model") is None
     tree.set_model_info({("batched", "Model"): model_info()})
-    # Visible without hovering, the moment they arrive (no poll needed)…
-    assert model.text(COL_MESSAGE) == "cpu · 135M params · 1: 23 ms, 16: 25 ms"
-    # …and more in the tooltip: the model, its weights, threads, the batching gain.
-    tip = model.toolTip(COL_MESSAGE)
-    assert "MLP 8×4096" in tip and "135,344,138 parameters in bfloat16" in tip
-    assert "1 thread" in tip and "16 → 25.0 ms" in tip
-    assert "14.8× the throughput" in tip  # (16 / 25.04) / (1 / 23.17)
+    # Visible without hovering, the moment they arrive (no poll needed): a row right
+    # under the deployment, across all columns (the tree's panel is narrow)…
+    row = tree.model_row("batched", "Model")
+    assert row is not None and row.isFirstColumnSpanned()
+    assert app.indexOfChild(row) == app.indexOfChild(model) + 1
+    assert row.text(COL_NAME) == "↳ cpu · 135M params · 1: 23 ms, 16: 25 ms"
+    assert not row.flags() & Qt.ItemFlag.ItemIsSelectable  # about the row above it
     assert tree.deployment_item("batched", "Ingress").text(COL_MESSAGE) == ""
-    # They survive the next poll, and follow new figures (a new replica's).
+    assert tree.model_row("batched", "Ingress") is None
+    # …and more in the tooltips: the model, its weights, threads, the batching gain.
+    for tip in (row.toolTip(COL_NAME), model.toolTip(COL_MESSAGE)):
+        assert "MLP 8×4096" in tip and "135,344,138 parameters in bfloat16" in tip
+        assert "1 thread" in tip and "16 → 25.0 ms" in tip
+        assert "14.8× the throughput" in tip  # (16 / 25.04) / (1 / 23.17)
+    # Selecting the application still selects its first deployment.
+    tree.setCurrentItem(app)
+    assert tree.selected_key() == ("batched", "Ingress")
+    # The row survives the next poll, and follows new figures (a new replica's).
     tree.set_status(status())
-    assert model.text(COL_MESSAGE).startswith("cpu · 135M params")
+    assert tree.model_row("batched", "Model") is row
     tree.set_model_info({("batched", "Model"): model_info(
         device="cuda", params=151_206_922, ms_per_batch=((1, 4.2), (16, 4.9)))})
-    assert model.text(COL_MESSAGE) == "cuda · 151M params · 1: 4.2 ms, 16: 4.9 ms"
+    assert row.text(COL_NAME) == "↳ cuda · 151M params · 1: 4.2 ms, 16: 4.9 ms"
 
 
-def test_serve_message_wins_over_model_figures(tree):
+def test_model_row_beside_serve_messages_and_gone_with_its_deployment(tree):
     tree.set_model_info({("batched", "Model"): model_info()})  # before the row exists
     tree.set_status(status(model_status="UNHEALTHY", model_message="replica crashed"))
     model = tree.deployment_item("batched", "Model")
-    assert model.text(COL_MESSAGE) == "replica crashed"
-    assert "135,344,138 parameters" in model.toolTip(COL_NAME)  # still in the tooltip
-    tree.set_status(status())
-    assert model.text(COL_MESSAGE) == "cpu · 135M params · 1: 23 ms, 16: 25 ms"
+    assert model.text(COL_MESSAGE) == "replica crashed"  # Serve's word in its column
+    assert tree.model_row("batched", "Model").text(COL_NAME).startswith("↳ cpu · 135M")
+    assert "135,344,138 parameters" in model.toolTip(COL_NAME)
     tree.set_model_info({})
-    assert model.text(COL_MESSAGE) == "" and "parameters" not in model.toolTip(COL_NAME)
+    assert tree.model_row("batched", "Model") is None
+    assert "parameters" not in model.toolTip(COL_NAME)
+    tree.set_model_info({("batched", "Model"): model_info()})
+    tree.set_status(ServeStatus())  # the application is gone: so is the row
+    assert tree.model_row("batched", "Model") is None
+    assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
