@@ -113,3 +113,41 @@ def probe_replies(url: str, replicas: int, tries: int = 200) -> dict[str, dict]:
         if len(seen) >= replicas:
             break
     return seen
+
+
+SCALING_DIR = os.path.join(os.path.dirname(__file__), "backend", "data", "scaling_probe")
+
+
+def scaling_app(client, name: str, *, min_replicas: int = 1, max_replicas: int = 3,
+                target_ongoing_requests: float = 1.0, upscale_delay_s: float = 1.0,
+                downscale_delay_s: float = 5.0, delay_ms: float = 200,
+                **deployment_options) -> dict:
+    """An application config running tests/backend/data/scaling_probe (each request
+    sleeps *delay_ms* and answers its replica's id; 0-CPU replicas) with autoscaling on,
+    its package uploaded. Deployment name "Scaler", route "/<name>"."""
+    from pathlib import Path
+
+    from backend.packaging import build_package
+
+    package = build_package(Path(SCALING_DIR))
+    if not client.package_exists(package.uri):
+        client.upload_package(package.uri, package.data)
+    deployment = {
+        "name": "Scaler",
+        "user_config": {"delay_ms": delay_ms},
+        "max_ongoing_requests": 16,
+        "autoscaling_config": {
+            "min_replicas": min_replicas, "max_replicas": max_replicas,
+            "target_ongoing_requests": target_ongoing_requests,
+            "upscale_delay_s": upscale_delay_s, "downscale_delay_s": downscale_delay_s,
+            "metrics_interval_s": 0.5, "look_back_period_s": 2.0,
+        },
+        **deployment_options,
+    }
+    return {
+        "name": name,
+        "route_prefix": f"/{name}",
+        "import_path": "scaling_probe.app:app",
+        "runtime_env": {"py_modules": [package.uri]},
+        "deployments": [deployment],
+    }

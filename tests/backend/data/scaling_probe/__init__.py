@@ -1,0 +1,1 @@
+"""A light Serve app for the autoscaling and per-replica tests (not part of the demos)."""
