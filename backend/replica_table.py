@@ -11,15 +11,11 @@ import math
 import time
 from dataclasses import dataclass
 
-from backend.metrics.series import SeriesStore
+from backend.metrics.series import REPLICA_SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import DeploymentInfo
 
-# The per-replica series and their key. The metrics layer (backend/metrics/series.py)
-# is gaining the same two names; they are defined here as well so that this module does
-# not depend on the order in which the two changes land.
-ReplicaKey = tuple[str, str, str]  # (application, deployment, replica id)
-REPLICA_SERIES = ("requests_per_s", "errors_per_s", "latency_p50_ms", "latency_p99_ms",
-                  "ongoing_requests")
+__all__ = ["REPLICA_SERIES", "ReplicaKey", "ReplicaRow", "build_rows", "imbalance",
+           "latest_from_store"]
 
 # A replica younger than this has just started: Serve's router has not sent it its share
 # yet (and its rate window is not full), so it must not count as "the least busy one".
@@ -40,12 +36,6 @@ class ReplicaRow:
     held_models: tuple[str, ...] = ()
 
 
-def short_replica_id(label: str) -> str:
-    """The replica id from Ray's full replica label "<app>#<deployment>#<id>" (an id
-    stays an id): metrics label replicas in full, Serve's status by id alone."""
-    return label.rsplit("#", 1)[-1] if label else label
-
-
 def _value(v: float | None) -> float | None:
     # A quantile over a window without requests is NaN: "no figure", not a number.
     if v is None:
@@ -64,8 +54,8 @@ def build_rows(dep: DeploymentInfo, latest: dict[str, dict[str, float]],
     only the metrics know (stopped ones, whose last samples linger) get no row: the
     table lists what runs now.
     """
-    values = {short_replica_id(k): v for k, v in latest.items()}
-    models = {short_replica_id(k): tuple(ids) for k, ids in (held or {}).items()}
+    values = {replica_id(k): v for k, v in latest.items()}
+    models = {replica_id(k): tuple(ids) for k, ids in (held or {}).items()}
     rows = []
     for r in dep.replicas:
         v = values.get(r.replica_id, {})
@@ -90,15 +80,12 @@ def latest_from_store(store: SeriesStore, key: tuple[str, str], now: float | Non
     now = time.time() if now is None else now
     out: dict[str, dict[str, float]] = {}
     for k in store.keys():
-        if len(k) != 3 or tuple(k[:2]) != tuple(key):
+        if len(k) != 3 or tuple(k[:2]) != tuple(key):  # ReplicaKeys of this deployment
             continue
         for name in REPLICA_SERIES:
-            t = store.last_time(k, name)
-            if t is None or now - t > max_age_s:
-                continue
-            _, y = store.snapshot(k, name, since=t)
-            if len(y):
-                out.setdefault(k[2], {})[name] = float(y[-1])
+            newest = store.latest(k, name)
+            if newest is not None and now - newest[0] <= max_age_s:
+                out.setdefault(k[2], {})[name] = float(newest[1])
     return out
 
 
@@ -126,7 +113,7 @@ def imbalance(rows: list[ReplicaRow], min_rps: float = 1.0, ratio: float = IMBAL
     assert hi is not None and lo is not None
     if hi < min_rps:
         return ""
-    b, q = short_replica_id(busiest.replica_id), short_replica_id(least.replica_id)
+    b, q = replica_id(busiest.replica_id), replica_id(least.replica_id)
     if lo <= 0:
         return (f"Imbalanced: replica {b} serves {hi:.1f} requests/s, "
                 f"replica {q} none")

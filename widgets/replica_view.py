@@ -1,0 +1,723 @@
+"""The per-replica breakdown of one deployment: each replica's requests/s, latency and
+ongoing requests over time, a table of its replicas now, and a warning when Serve's
+router leaves the load uneven.
+
+Drawn from a second `SeriesStore` whose keys are ReplicaKeys (application, deployment,
+replica id), the way LivePlots draws a deployment (pyqtgraph's scrollingPlots pattern):
+a replica's curves are created once, when it first shows up in the store, and get
+`setData` when its newest sample changes; clip-to-view and peak downsampling keep long
+histories cheap. Each replica keeps one colour, in every plot and in the table, for as
+long as the view lives; a replica with no sample inside the time window (stopped, or
+scaled away) loses its curves. The x axis is wall-clock time, as in LivePlots, so the
+console keeps the window (and pause) of both views in step.
+
+The table renders `ReplicaRow`s the console builds (backend.replica_table.build_rows);
+nothing here asks the cluster for anything.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import time
+
+import pyqtgraph as pg
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QBrush, QColor, QIcon, QPixmap
+from PySide6.QtWidgets import (
+    QAbstractItemView,
+    QGraphicsItem,
+    QHeaderView,
+    QLabel,
+    QSizePolicy,
+    QSplitter,
+    QStackedWidget,
+    QTableWidget,
+    QTableWidgetItem,
+    QVBoxLayout,
+    QWidget,
+)
+
+from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
+from backend.model import FAILED, HEALTHY, PENDING
+from backend.replica_table import ReplicaRow, imbalance
+from widgets.live_plots import (DEFAULT_WINDOW_S, MIN_PLOT_HEIGHT, STALE_AFTER_S,
+                                format_age, format_series_age)
+
+_BACKGROUND = "#161616"
+_TEXT = "#c8c8c8"
+_AGE_OK = "#9e9e9e"
+_AGE_STALE = "#ffb300"
+_MARKER = "#ffd54f"
+_GREEN, _AMBER, _RED, _GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
+
+# Ten colours that stay apart from each other on the plots' dark background, in the
+# order replicas get them (the first three differ most: most deployments have ≤ 3).
+PALETTE = ("#4fc3f7", "#ffa726", "#66bb6a", "#ef5350", "#ba68c8", "#fff176",
+           "#26a69a", "#f48fb1", "#a1887f", "#e0e0e0")
+
+# The plots, top to bottom: (title, unit, ((series, dashed), ...)).
+REQUESTS, LATENCY, ONGOING = "Requests/s per replica", "Latency per replica", \
+    "Ongoing per replica"
+PLOTS: tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...] = (
+    (REQUESTS, "1/s", (("requests_per_s", False),)),
+    # p99 solid, p50 dashed in the replica's colour: the gap between them is the tail.
+    (LATENCY, "ms", (("latency_p99_ms", False), ("latency_p50_ms", True))),
+    (ONGOING, "requests", (("ongoing_requests", False),)),
+)
+_PLOTTED = tuple(s for _, _, curves in PLOTS for s, _ in curves)
+_PLOT_OF = {s: title for title, _, curves in PLOTS for s, _ in curves}
+
+# Table columns: (header, tooltip).
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("Replica", "Serve's replica id; the square is the replica's colour in the plots."),
+    ("Node", "IP address of the node the replica runs on."),
+    ("State", "The replica's state as Serve reports it (RUNNING, STARTING, STOPPING …)."),
+    ("Started", "How long ago the replica started."),
+    ("Requests/s", "Requests the replica finished per second, newest figure "
+                   "(ray_serve_deployment_request_counter per replica)."),
+    ("Ongoing", "Requests executing or queued at the replica now "
+                "(ray_serve_replica_processing_queries)."),
+    ("p99 (ms)", "99th percentile processing latency at the replica over the last few "
+                 "seconds (ray_serve_deployment_processing_latency_ms)."),
+    ("Held models", "Model ids the replica holds in its multiplexing cache now "
+                    "(ray_serve_registered_multiplexed_model_id); shown for multiplexed "
+                    "deployments."),
+)
+(COL_REPLICA, COL_NODE, COL_STATE, COL_STARTED, COL_RPS, COL_ONGOING, COL_P99,
+ COL_HELD) = range(len(COLUMNS))
+
+# The table shows this many rows before it scrolls (more replicas: drag the splitter).
+TABLE_ROWS = 6
+
+NO_KEY_TEXT = "No deployment selected: select one in the application tree to see its replicas."
+IMBALANCE_TIP = (
+    "Flagged when the busiest RUNNING replica serves at least twice the requests/s of "
+    "the least busy one. Replicas younger than 10 s are left out: they have not been "
+    "given their share yet. Serve's router picks the less loaded of two random replicas, "
+    "so steady traffic should spread evenly; a lasting gap points at model-id routing "
+    "(multiplexing), a slower node, or a replica that is not taking requests.")
+
+
+def format_started(start_time_s: float | None, now: float) -> str:
+    """A replica's age for the table: '12 s ago', '3 min ago', '2 h ago', '—'."""
+    if start_time_s is None:
+        return "—"
+    age = max(0.0, now - start_time_s)
+    if age < 120:
+        return f"{int(age)} s ago"
+    if age < 7200:
+        return f"{int(age // 60)} min ago"
+    if age < 172800:
+        return f"{int(age // 3600)} h ago"
+    return f"{int(age // 86400)} d ago"
+
+
+def _fmt(v: float | None, digits: int) -> str:
+    if v is None:
+        return "—"
+    if digits == 0 or float(v).is_integer():
+        return f"{v:.0f}"
+    return f"{v:.{digits}f}"
+
+
+def _fmt_fixed(v: float | None, digits: int) -> str:
+    # Rates keep their decimals so a column of them lines up ('12.0' above '9.5').
+    return "—" if v is None else f"{v:.{digits}f}"
+
+
+def _sort_key(v: float | str | None) -> tuple:
+    # Blank figures sort before every number; strings and numbers never meet.
+    if v is None:
+        return (0,)
+    return (1, v)
+
+
+class _SortItem(QTableWidgetItem):
+    """A cell that sorts by the value it shows, not by its text ('10.0' after '9.5')."""
+
+    def __lt__(self, other: QTableWidgetItem) -> bool:  # type: ignore[override]
+        mine = self.data(Qt.ItemDataRole.UserRole)
+        theirs = other.data(Qt.ItemDataRole.UserRole)
+        if mine is None or theirs is None:
+            return super().__lt__(other)
+        return mine < theirs
+
+
+class ReplicaView(QWidget):
+    """Three linked time plots (one curve per replica), the replica table below."""
+
+    def __init__(self, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self._store: SeriesStore | None = None
+        self._key: tuple[str, str] | None = None
+        self._window: float | None = DEFAULT_WINDOW_S
+        self._paused = False
+        self._now: float | None = None
+        self._rows: list[ReplicaRow] = []
+        # Colour per replica id, per deployment: kept when a replica goes away, so a
+        # replica that comes back (or a switch back to the deployment) looks the same.
+        self._colours: dict[tuple[str, str], dict[str, str]] = {}
+        self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}  # (series, replica id)
+        self._samples: dict[str, pg.PlotDataItem] = {}  # legend sample per replica
+        self._drawn_t: dict[tuple[str, str], float | None] = {}  # newest sample drawn
+        self._replica_age: dict[str, tuple[str, bool]] = {}
+        self._plot_age: dict[str, tuple[str, bool]] = {}
+        self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
+        self._started_texts: list[str] = []
+        self._icons: dict[str, QIcon] = {}
+
+        self._key_label = QLabel()
+        self._key_label.setToolTip("The deployment whose replicas are shown. "
+                                   "Select one in the application tree.")
+        self._build_plots()
+        self._placeholder = QLabel()
+        self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
+        self._placeholder.setWordWrap(True)
+        self._placeholder.setStyleSheet(f"color: {_GREY}; font-style: italic;")
+        self._stack = QStackedWidget()
+        self._stack.addWidget(self._placeholder)
+        self._stack.addWidget(self._graphics)
+
+        self._imbalance = QLabel()
+        self._imbalance.setWordWrap(True)
+        self._imbalance.setTextFormat(Qt.TextFormat.PlainText)
+        self._imbalance.setStyleSheet("QLabel { background: rgba(208,138,0,40); "
+                                      f"border: 1px solid {_AMBER}; border-radius: 3px; "
+                                      "padding: 4px; }")
+        self._imbalance.setToolTip(IMBALANCE_TIP)
+        self._imbalance.setVisible(False)
+        self._build_table()
+
+        self._bottom = QWidget()
+        bottom = QVBoxLayout(self._bottom)
+        bottom.setContentsMargins(4, 2, 4, 2)
+        bottom.setSpacing(2)
+        bottom.addWidget(self._imbalance)
+        bottom.addWidget(self._table)
+
+        # The user decides how much room the table takes; the plots get the rest.
+        self._splitter = QSplitter(Qt.Orientation.Vertical)
+        self._splitter.setChildrenCollapsible(False)
+        self._splitter.addWidget(self._stack)
+        self._splitter.addWidget(self._bottom)
+        self._splitter.setStretchFactor(0, 3)
+        self._splitter.setStretchFactor(1, 1)
+
+        layout = QVBoxLayout(self)
+        layout.setContentsMargins(0, 0, 0, 0)
+        layout.setSpacing(2)
+        self._key_label.setContentsMargins(4, 2, 4, 0)
+        layout.addWidget(self._key_label)
+        layout.addWidget(self._splitter, 1)
+
+        for title, _, _ in PLOTS:
+            self._set_plot_age(title, None)
+        self._update_key_label()
+        self._update_visibility(has_curves=False)
+
+    # ----------------------------------------------------------------- construction
+
+    def _build_plots(self) -> None:
+        self._graphics = pg.GraphicsLayoutWidget()
+        self._graphics.setBackground(_BACKGROUND)
+        self._graphics.setMinimumHeight(MIN_PLOT_HEIGHT * len(PLOTS))
+        self._plots: dict[str, pg.PlotItem] = {}
+        master: pg.PlotItem | None = None
+        layout = self._graphics.ci
+        for row, (title, unit, curves) in enumerate(PLOTS):
+            plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+            plot.setClipToView(True)
+            plot.setDownsampling(auto=True, mode="peak")
+            plot.showGrid(x=True, y=True, alpha=0.15)
+            plot.hideButtons()  # follow mode and pause own the ranges
+            plot.setMenuEnabled(False)
+            plot.setMouseEnabled(x=False, y=False)
+            left = plot.getAxis("left")
+            left.setLabel(unit, color=_TEXT)
+            left.enableAutoSIPrefix(False)
+            left.setWidth(56)  # as LivePlots: equal widths keep the linked x axes aligned
+            for axis in ("left", "bottom"):
+                plot.getAxis(axis).setTextPen(_TEXT)
+                # An axis redrawn only when its range changes (see LivePlots).
+                plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+            # Time labels once, under the bottom plot.
+            plot.getAxis("bottom").setStyle(showValues=row == len(PLOTS) - 1)
+            plot.getViewBox().setAutoVisible(y=True)
+            plot.enableAutoRange(y=True)
+            if master is None:
+                master = plot
+            else:
+                plot.setXLink(master)
+            plot.setToolTip("\n".join(f"{SERIES[s].label}: {SERIES[s].help}"
+                                      + (" (dashed)" if dashed else "")
+                                      for s, dashed in curves) + "\nOne curve per replica.")
+            layout.addItem(plot, row=row, col=0)
+            self._plots[title] = plot
+        self._master = master
+        # One legend for the three plots (a replica has one colour everywhere), in its
+        # own column so it never covers data.
+        self._legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
+        self._legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        layout.addItem(self._legend, row=0, col=1, rowspan=len(PLOTS))
+        layout.layout.setAlignment(self._legend, Qt.AlignmentFlag.AlignTop)
+
+    def _build_table(self) -> None:
+        self._table = QTableWidget(0, len(COLUMNS))
+        for col, (text, tip) in enumerate(COLUMNS):
+            item = QTableWidgetItem(text)
+            item.setToolTip(tip)
+            self._table.setHorizontalHeaderItem(col, item)
+        self._table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
+        self._table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
+        self._table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
+        self._table.verticalHeader().setVisible(False)
+        self._table.setAlternatingRowColors(True)
+        header = self._table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
+        self._table.setSortingEnabled(True)
+        self._table.sortByColumn(COL_REPLICA, Qt.SortOrder.AscendingOrder)
+        self._table.setColumnHidden(COL_HELD, True)
+
+    # ----------------------------------------------------------------- public API
+
+    def set_store(self, store: SeriesStore | None) -> None:
+        """The per-replica store (keys: (application, deployment, replica id))."""
+        self._store = store
+        self._drop_all_curves()
+        self.refresh(self._now)
+
+    def set_key(self, key: tuple[str, str] | None) -> None:
+        """Show this deployment's replicas (None: nothing selected)."""
+        key = tuple(key) if key is not None else None  # type: ignore[assignment]
+        if key == self._key:
+            return
+        self._key = key
+        self._drop_all_curves()
+        self._rows = []
+        self._fill_table()
+        self._update_key_label()
+        self.refresh(self._now)
+
+    def key(self) -> tuple[str, str] | None:
+        return self._key
+
+    def set_rows(self, rows: list[ReplicaRow]) -> None:
+        """The selected deployment's replicas now (backend.replica_table.build_rows)."""
+        rows = list(rows)
+        if rows == self._rows:
+            return  # the console sends rows on every poll; most change nothing
+        self._rows = rows
+        self._fill_table()
+        self._update_imbalance(self._now if self._now is not None else time.time())
+        self._update_visibility(has_curves=bool(self._curves))
+
+    def set_window(self, seconds: float | None) -> None:
+        """How much recent history to show (None: all), as LivePlots' window."""
+        if seconds is not None and seconds <= 0:
+            raise ValueError(f"a time window must be positive, not {seconds!r}")
+        if seconds == self._window:
+            return
+        self._window = seconds
+        self._drawn_t.clear()  # a wider window needs the older points drawn
+        if not self._paused:
+            self.refresh(self._now)
+
+    def window_seconds(self) -> float | None:
+        return self._window
+
+    def set_paused(self, paused: bool) -> None:
+        """Paused: curves and time range stay put, the mouse zooms and pans (as LivePlots)."""
+        paused = bool(paused)
+        if paused == self._paused:
+            return
+        self._paused = paused
+        for plot in self._plots.values():
+            plot.setMouseEnabled(x=paused, y=paused)
+            if paused:
+                plot.disableAutoRange(axis=pg.ViewBox.XAxis)
+            else:
+                plot.enableAutoRange(y=True)  # undo a y zoom made while paused
+        self._drawn_t.clear()
+        if self._store is None or self._key is None:
+            return
+        if paused:
+            # The whole history once, so panning left while paused finds it.
+            self._draw(None, self._replicas_in_store())
+        else:
+            self.refresh()
+
+    def is_paused(self) -> bool:
+        return self._paused
+
+    def refresh(self, now: float | None = None) -> None:
+        """Redraw from the store; the console's redraw timer calls this ~10 times a
+        second. A curve gets setData only when its replica has a newer sample (pollers
+        add one about a second), and labels change only when their text does."""
+        now = time.time() if now is None else now
+        self._now = now
+        self._update_started(now)
+        self._update_imbalance(now)
+        if self._store is None or self._key is None:
+            self._update_visibility(has_curves=False)
+            return
+        replicas = self._replicas_in_store()  # one pass over the store's keys per tick
+        if not self._paused:
+            since = None if self._window is None else now - self._window
+            earliest = self._draw(since, replicas)
+            self._follow(now, earliest)
+        self._update_ages(now, replicas)
+        self._update_visibility(has_curves=bool(self._curves))
+
+    def add_marker(self, t: float, label: str) -> None:
+        """A vertical line at wall-clock time t on all three plots, labelled on the top
+        one (the others carry it as a tooltip), as LivePlots.add_marker."""
+        lines = []
+        for i, plot in enumerate(self._plots.values()):
+            line = pg.InfiniteLine(
+                pos=t, angle=90, movable=False,
+                pen=pg.mkPen(_MARKER, width=1, style=Qt.PenStyle.DashLine),
+                label=label if i == 0 else None,
+                labelOpts={"position": 0.92, "color": _MARKER, "anchors": [(0, 0), (0, 0)],
+                           "fill": pg.mkBrush(22, 22, 22, 200)},
+            )
+            line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}")
+            plot.addItem(line, ignoreBounds=True)  # a marker must not stretch the ranges
+            lines.append(line)
+        self._markers.append((t, label, lines))
+
+    def clear_markers(self) -> None:
+        for _, _, lines in self._markers:
+            for plot, line in zip(self._plots.values(), lines):
+                plot.removeItem(line)
+        self._markers.clear()
+
+    def markers(self) -> list[tuple[float, str]]:
+        return [(t, label) for t, label, _ in self._markers]
+
+    # ----------------------------------------------------------------- for tests
+
+    def curves(self) -> dict[tuple[str, str], pg.PlotDataItem]:
+        """The curves drawn now, keyed (series, replica id); tests read getData()."""
+        return dict(self._curves)
+
+    def plots(self) -> dict[str, pg.PlotItem]:
+        return dict(self._plots)
+
+    def colour(self, replica_id: str) -> str | None:
+        """The colour a replica is drawn in (None before it first appeared)."""
+        if self._key is None:
+            return None
+        return self._colours.get(self._key, {}).get(replica_id)
+
+    def legend_labels(self) -> list[str]:
+        """The legend's entries as plain text ('ab12cd 3 s'), top to bottom."""
+        return [_plain(label.text) for _, label in self._legend.items]
+
+    def age_text(self, title: str) -> str:
+        return self._plot_age.get(title, ("no data yet", False))[0]
+
+    def x_range(self) -> tuple[float, float]:
+        (x0, x1), _ = self._master.viewRange()
+        return x0, x1
+
+    def table_headers(self) -> list[str]:
+        """Headers of the columns shown, left to right."""
+        return [COLUMNS[c][0] for c in range(len(COLUMNS)) if not self._table.isColumnHidden(c)]
+
+    def table_rows(self) -> list[list[str]]:
+        """The table's text, row by row as sorted on screen, shown columns only."""
+        cols = [c for c in range(len(COLUMNS)) if not self._table.isColumnHidden(c)]
+        return [[self._table.item(r, c).text() for c in cols]
+                for r in range(self._table.rowCount())]
+
+    def table(self) -> QTableWidget:
+        return self._table
+
+    def table_shown(self) -> bool:
+        """Whether the table (and its warning line) is part of the view now."""
+        return not self._bottom.isHidden()
+
+    def imbalance_text(self) -> str:
+        """The imbalance warning shown above the table; '' when none is shown."""
+        return self._imbalance.text() if not self._imbalance.isHidden() else ""
+
+    def placeholder_text(self) -> str:
+        """The line shown instead of the plots; '' while the plots are shown."""
+        return _plain(self._placeholder.text()) if self._stack.currentIndex() == 0 else ""
+
+    # ----------------------------------------------------------------- drawing
+
+    def _replicas_in_store(self) -> dict[str, ReplicaKey]:
+        """{replica id: its store key} for the selected deployment."""
+        out = {}
+        if self._store is not None and self._key is not None:
+            app, dep = self._key
+            for k in self._store.keys():
+                if len(k) == 3 and k[0] == app and k[1] == dep:
+                    out[k[2]] = k  # type: ignore[assignment]
+        return out
+
+    def _draw(self, since: float | None, replicas: dict[str, ReplicaKey]) -> float | None:
+        """Bring the curves in step with the store; returns the earliest time drawn."""
+        store = self._store
+        assert store is not None
+        present: dict[str, tuple[ReplicaKey, dict[str, float | None]]] = {}
+        for rid, rkey in replicas.items():
+            newest = {s: store.last_time(rkey, s) for s in _PLOTTED}
+            times = [t for t in newest.values() if t is not None]
+            # A replica with nothing inside the window has gone (stopped, scaled away).
+            if times and (since is None or max(times) >= since):
+                present[rid] = (rkey, newest)
+        for rid in [r for r in self._samples if r not in present]:
+            self._drop_replica(rid)
+        for rid, (rkey, newest) in present.items():
+            if rid not in self._samples:
+                self._add_replica(rid)
+            for s in _PLOTTED:
+                drawn_key = (s, rid)
+                if drawn_key in self._drawn_t and self._drawn_t[drawn_key] == newest[s]:
+                    continue  # nothing new: points that left the window lie off-screen
+                x, y = store.snapshot(rkey, s, since=since)
+                self._curves[drawn_key].setData(x, y)
+                self._drawn_t[drawn_key] = newest[s]
+        firsts = [float(c.xData[0]) for c in self._curves.values()
+                  if c.xData is not None and len(c.xData)]
+        return min(firsts) if firsts else None
+
+    def _add_replica(self, rid: str) -> None:
+        colour = self._colour_for(rid)
+        for s in _PLOTTED:
+            dashed = next(d for _, _, curves in PLOTS for name, d in curves if name == s)
+            pen = pg.mkPen(colour, width=1 if dashed else 2,
+                           style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+            curve = pg.PlotDataItem(pen=pen, antialias=False)
+            self._plots[_PLOT_OF[s]].addItem(curve)
+            self._curves[(s, rid)] = curve
+        # The legend's sample stands for the replica in all three plots.
+        sample = pg.PlotDataItem(pen=pg.mkPen(colour, width=2))
+        self._samples[rid] = sample
+        self._legend.addItem(sample, html.escape(replica_id(rid)))
+
+    def _drop_replica(self, rid: str) -> None:
+        for s in _PLOTTED:
+            curve = self._curves.pop((s, rid), None)
+            if curve is not None:
+                self._plots[_PLOT_OF[s]].removeItem(curve)
+            self._drawn_t.pop((s, rid), None)
+        sample = self._samples.pop(rid, None)
+        if sample is not None:
+            self._legend.removeItem(sample)
+        self._replica_age.pop(rid, None)
+
+    def _drop_all_curves(self) -> None:
+        for rid in list(self._samples):
+            self._drop_replica(rid)
+        self._drawn_t.clear()
+
+    def _colour_for(self, rid: str) -> str:
+        """The replica's colour: the next of PALETTE in order of first appearance,
+        skipping colours that replicas shown now have, while there are free ones."""
+        assert self._key is not None
+        assigned = self._colours.setdefault(self._key, {})
+        if rid in assigned:
+            return assigned[rid]
+        in_use = {assigned[r] for r in self._samples if r in assigned}
+        in_use |= {assigned[r.replica_id] for r in self._rows if r.replica_id in assigned}
+        start = len(assigned)
+        for i in range(len(PALETTE)):
+            colour = PALETTE[(start + i) % len(PALETTE)]
+            if colour not in in_use:
+                break
+        else:
+            colour = PALETTE[start % len(PALETTE)]
+        assigned[rid] = colour
+        return colour
+
+    def _follow(self, now: float, earliest: float | None) -> None:
+        if self._window is not None:
+            x0 = now - self._window
+        else:
+            x0 = earliest if earliest is not None and earliest < now else now - 60.0
+        self._master.setXRange(x0, now, padding=0)
+
+    def _update_ages(self, now: float, replicas: dict[str, ReplicaKey]) -> None:
+        store = self._store
+        assert store is not None
+        newest_per_plot: dict[str, float] = {}
+        for rid, rkey in replicas.items():
+            if rid not in self._samples:
+                continue
+            newest_replica: float | None = None
+            for s in _PLOTTED:
+                t = store.last_time(rkey, s)
+                if t is None:
+                    continue
+                title = _PLOT_OF[s]
+                newest_per_plot[title] = max(newest_per_plot.get(title, t), t)
+                newest_replica = t if newest_replica is None else max(newest_replica, t)
+            if newest_replica is not None:
+                self._set_replica_age(rid, now - newest_replica)
+        for title, _, _ in PLOTS:
+            t = newest_per_plot.get(title)
+            self._set_plot_age(title, None if t is None else now - t)
+
+    def _set_replica_age(self, rid: str, age_s: float) -> None:
+        # The legend says how fresh each replica's figures are: a replica that stops
+        # reporting (stopping, stuck) goes amber before its curves leave the window.
+        text, stale = format_series_age(age_s), age_s > STALE_AFTER_S
+        if self._replica_age.get(rid) == (text, stale):
+            return
+        self._replica_age[rid] = (text, stale)
+        sample = self._samples[rid]
+        for item, label in self._legend.items:
+            if item.item is sample:
+                colour = _AGE_STALE if stale else _AGE_OK
+                label.setText(f"{html.escape(replica_id(rid))} "
+                              f"<span style='color:{colour}'>{text}</span>",
+                              color=_TEXT, size="8pt")
+                label.setToolTip(f"replica {rid}: newest sample {text} old")
+                break
+
+    def _set_plot_age(self, title: str, age_s: float | None) -> None:
+        text = format_age(age_s)
+        stale = age_s is not None and age_s > STALE_AFTER_S
+        if self._plot_age.get(title) == (text, stale):
+            return  # the title relayouts only when its text changes
+        self._plot_age[title] = (text, stale)
+        colour = _AGE_STALE if stale else _AGE_OK
+        unit = next(u for t, u, _ in PLOTS if t == title)
+        extra = (f"&nbsp;&nbsp;<span style='color:{_AGE_OK}'>p99 solid, p50 dashed</span>"
+                 if title == LATENCY else "")
+        self._plots[title].setTitle(
+            f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>{extra}"
+            f"&nbsp;&nbsp;&nbsp;<span style='color:{colour}'>{text}</span>",
+            color=_TEXT, size="9pt", justify="left")
+
+    # ----------------------------------------------------------------- table
+
+    def _fill_table(self) -> None:
+        table = self._table
+        selected = self._selected_replica()
+        # Filled unsorted (rows land where written), then sorted once by the user's column.
+        table.setSortingEnabled(False)
+        table.setRowCount(len(self._rows))
+        now = self._now if self._now is not None else time.time()
+        self._started_texts = []
+        for r, row in enumerate(self._rows):
+            state_colour = (_GREEN if row.state in HEALTHY else _AMBER if row.state in PENDING
+                            else _RED if row.state in FAILED else _GREY)
+            started = format_started(row.start_time_s, now)
+            self._started_texts.append(started)
+            cells = (
+                (row.replica_id, row.replica_id),
+                (row.node_ip or "—", row.node_ip or ""),
+                (row.state, row.state),
+                (started, _sort_key(-row.start_time_s if row.start_time_s is not None
+                                    else None)),
+                (_fmt_fixed(row.requests_per_s, 1), _sort_key(row.requests_per_s)),
+                (_fmt(row.ongoing, 1), _sort_key(row.ongoing)),
+                (_fmt(row.p99_ms, 0 if (row.p99_ms or 0) >= 10 else 1), _sort_key(row.p99_ms)),
+                (", ".join(row.held_models) or "—", len(row.held_models)),
+            )
+            for c, (text, key) in enumerate(cells):
+                item = _SortItem(text)
+                item.setData(Qt.ItemDataRole.UserRole, key)
+                if c in (COL_RPS, COL_ONGOING, COL_P99):
+                    item.setTextAlignment(Qt.AlignmentFlag.AlignRight
+                                          | Qt.AlignmentFlag.AlignVCenter)
+                table.setItem(r, c, item)
+            replica = table.item(r, COL_REPLICA)
+            replica.setIcon(self._icon(self._colour_for(row.replica_id))
+                            if self._key is not None else QIcon())
+            replica.setToolTip(f"replica {row.replica_id}")
+            table.item(r, COL_STATE).setForeground(QBrush(QColor(state_colour)))
+            if row.start_time_s is not None:
+                table.item(r, COL_STARTED).setToolTip(time.strftime(
+                    "started %Y-%m-%d %H:%M:%S", time.localtime(row.start_time_s)))
+            held = table.item(r, COL_HELD)
+            held.setToolTip("\n".join(row.held_models) or "holds no model now")
+        # Only multiplexed deployments' replicas hold models; the column is noise elsewhere.
+        multiplexed = any(row.held_models for row in self._rows)
+        table.setColumnHidden(COL_HELD, not multiplexed)
+        # Held model lists are long: they take the spare width; figures stay by their headers.
+        table.horizontalHeader().setStretchLastSection(multiplexed)
+        # Room for up to TABLE_ROWS rows without scrolling: the splitter keeps at least that.
+        shown = min(len(self._rows), TABLE_ROWS)
+        table.setMinimumHeight(table.horizontalHeader().sizeHint().height()
+                               + shown * table.verticalHeader().defaultSectionSize()
+                               + 2 * table.frameWidth() + 2)
+        table.setSortingEnabled(True)
+        if selected is not None:
+            for r in range(table.rowCount()):
+                if table.item(r, COL_REPLICA).text() == selected:
+                    table.selectRow(r)
+                    break
+
+    def _selected_replica(self) -> str | None:
+        items = self._table.selectedItems()
+        for item in items:
+            if item.column() == COL_REPLICA:
+                return item.text()
+        return None
+
+    def _update_started(self, now: float) -> None:
+        # Ages tick by themselves; only the cells whose text changes are touched. The
+        # sort key (start time) does not change, so the order stays.
+        if not self._rows:
+            return
+        by_id = {row.replica_id: row for row in self._rows}
+        for r in range(self._table.rowCount()):
+            rid = self._table.item(r, COL_REPLICA).text()
+            row = by_id.get(rid)
+            if row is None:
+                continue
+            text = format_started(row.start_time_s, now)
+            item = self._table.item(r, COL_STARTED)
+            if item.text() != text:
+                item.setText(text)
+
+    def _update_imbalance(self, now: float) -> None:
+        text = imbalance(self._rows, now=now) if self._key is not None else ""
+        if text != self._imbalance.text():
+            self._imbalance.setText(text)
+        self._imbalance.setVisible(bool(text))
+
+    def _icon(self, colour: str) -> QIcon:
+        # A coloured square ties a table row to its curves whatever the table's palette.
+        icon = self._icons.get(colour)
+        if icon is None:
+            pixmap = QPixmap(10, 10)
+            pixmap.fill(QColor(colour))
+            icon = self._icons[colour] = QIcon(pixmap)
+        return icon
+
+    # ----------------------------------------------------------------- empty states
+
+    def _update_key_label(self) -> None:
+        if self._key is None:
+            self._key_label.setText("<i>No deployment selected</i>")
+        else:
+            app, dep = self._key
+            self._key_label.setText(f"<b>{html.escape(app)}</b> / {html.escape(dep)}"
+                                    " — per replica")
+
+    def _update_visibility(self, has_curves: bool) -> None:
+        if self._key is None:
+            text = NO_KEY_TEXT
+        elif not has_curves:
+            app, dep = self._key
+            text = (f"No per-replica metrics for {app} / {dep} yet. They appear a few "
+                    "seconds after its replicas start reporting; requests/s and latency "
+                    "once they serve requests.")
+        else:
+            text = ""
+        if text and self._placeholder.text() != text:
+            self._placeholder.setText(text)
+        self._stack.setCurrentIndex(0 if text else 1)
+        # The table lists Serve's replicas even before their metrics arrive.
+        self._bottom.setVisible(self._key is not None and bool(self._rows))
+
+
+def _plain(text: str) -> str:
+    return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\xa0", " ")
