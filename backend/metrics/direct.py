@@ -13,6 +13,10 @@ histogram buckets into per-deployment values over a short window:
 | ongoing_requests (app, dep)          | sum by (application, deployment) (ray_serve_replica_processing_queries) |
 | replicas_running (app, dep)          | sum by (application, deployment) (ray_serve_deployment_replica_healthy) |
 | replicas_target (app, dep)           | sum by (application, deployment) (ray_serve_autoscaling_target_replicas) |
+| replicas_desired (app, dep)          | max by (application, deployment) (ray_serve_autoscaling_desired_replicas) (autoscaling deployments only, as the three below) |
+| autoscaler_total_requests (app, dep) | max by (application, deployment) (ray_serve_autoscaling_total_requests) |
+| target_ongoing_requests (app, dep)   | max by (application, deployment) (ray_serve_autoscaling_target_ongoing_requests) |
+| autoscaler_ongoing_per_replica (app, dep) | max by (application, deployment) (ray_serve_autoscaling_total_requests) / sum by (application, deployment) (ray_serve_deployment_replica_healthy) (absent at 0 healthy replicas) |
 | batch_wait_ms / batch_utilization_pct (app, dep) | mean over the window = increase(_sum)/increase(_count) of ray_serve_batch_wait_time_ms / ray_serve_batch_utilization_percent, computed from bucket deltas with Ray's bucket midpoints (Ray itself builds `_sum` from those midpoints, so both give the same number) |
 | batch_size (app, dep)                | mean of ray_serve_actual_batch_size from bucket deltas, each bucket (lo, hi] of whole numbers at (lo+1+hi)/2 (see histogram_mean: Ray's `_sum` would call batches of 1 size 0.5) |
 | multiplex_hit_rate (app, dep)        | 1 - increase(ray_serve_multiplexed_models_load_counter_total) / increase(ray_serve_multiplexed_get_model_requests_counter_total) |
@@ -25,6 +29,7 @@ histogram buckets into per-deployment values over a short window:
 | held_models(app, dep) (not a series) | {replica: model ids} where ray_serve_registered_multiplexed_model_id == 1, from the newest poll |
 | requests_per_s, errors_per_s (app, "") | rate of the proxy's ray_serve_num_http_requests_total / ray_serve_num_http_error_requests_total by application |
 | http_latency_p50/p90/p99_ms (app, "")  | histogram_quantile over ray_serve_http_request_latency_ms_bucket by (application, le) |
+| replica_values() (not in poll()'s result) | per (app, dep, replica id): requests_per_s, errors_per_s, latency_p50/p99_ms, ongoing_requests as in the rows above with `replica` added to every `by` (the replica id is the `replica` label after its last '#') |
 | gpus (not a series)                  | per (node ip, GPU index): utilization and memory from the ray_node_gpus_* / ray_node_gram_* gauges of the newest poll (backend/metrics/gpu.py) |
 
 Window semantics: the window runs from the newest earlier poll at least `window_s` old
@@ -34,6 +39,14 @@ series first seen inside the window counts from its first sample, not from zero 
 Prometheus' `rate` does); a counter that goes down was reset and its new value is the
 increase (also as Prometheus). A series that vanishes still contributes what it gained
 while it was visible. No traffic in the window: rates are 0, latencies/means absent.
+Per replica the same, except for when a replica counts as there: Ray 2.60's node agent
+keeps a dead worker's counters and histograms on the page for as long as it runs (its
+recorder never forgets a counter's label set; gauges expire ~2 report intervals after
+their last report), so "no samples in the window" never comes for a stopped replica. A
+replica is in replica_values() while its own gauge ray_serve_replica_processing_queries
+is on the page, or while its counters grew in the window (one that just stopped keeps
+what it served until the window has passed it, so the replicas still sum to the
+deployment's rate); after that it drops out (see alive_replica()).
 """
 
 from __future__ import annotations
@@ -53,11 +66,20 @@ from backend.metrics import exposition as ex
 from backend.metrics import gpu
 from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
                                     node_where)
-from backend.metrics.series import DeploymentKey
+from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
 
 log = logging.getLogger(__name__)
 
 QUANTILES = {"50": 0.5, "90": 0.9, "99": 0.99}
+#: The quantiles of REPLICA_SERIES (p90 per replica would add little to p50 and p99).
+REPLICA_QUANTILES = {"50": 0.5, "99": 0.99}
+#: Counter/histogram families also computed per replica (REPLICA_SERIES).
+REPLICA_FAMILIES = frozenset({ex.REQUESTS, ex.ERRORS, ex.PROCESSING_LATENCY})
+#: Controller gauges with one series per deployment: max, not sum, because they are a
+#: setting or a single reading, which a second copy of the series must not double.
+_AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
+                      (ex.AUTOSCALING_TOTAL_REQUESTS, "autoscaler_total_requests"),
+                      (ex.AUTOSCALING_TARGET_ONGOING, "target_ongoing_requests"))
 
 
 @dataclass
@@ -153,6 +175,16 @@ def histogram_mean(buckets: list[tuple[float, float]], integer: bool = False) ->
     return weighted / total if total > 0 else None
 
 
+def alive_replica(values: dict[str, float]) -> bool:
+    """Whether a replica's REPLICA_SERIES values are those of a replica still there (or
+    just gone): its own ongoing-requests gauge is reported, or it served or failed
+    requests in the window. A stopped replica's counters stay on Ray's pages, flat, for
+    as long as the node agent runs: without this it would stay listed at 0 req/s.
+    Both sources apply it to the same series, so they list the same replicas."""
+    return ("ongoing_requests" in values or values.get("requests_per_s", 0.0) > 0
+            or values.get("errors_per_s", 0.0) > 0)
+
+
 class _Cumulative:
     """One counter (or one histogram bucket) series: reset-adjusted history in the window."""
 
@@ -193,9 +225,15 @@ class WindowedSeries:
     def __init__(self, window_s: float = 5.0) -> None:
         self.window_s = window_s
         self._polls: deque[float] = deque()
-        # (family, deployment key, series labels without le) -> le -> _Cumulative;
-        # counters use le = None.
-        self._cum: dict[tuple[str, DeploymentKey, tuple], dict[float | None, _Cumulative]] = {}
+        # (family, deployment key, replica id, series labels without le) -> le ->
+        # _Cumulative; counters use le = None. The replica id ("" without a replica
+        # label) is in the key so the per-replica sums need no label lookups.
+        self._cum: dict[tuple[str, DeploymentKey, str, tuple],
+                        dict[float | None, _Cumulative]] = {}
+        #: {(app, dep, replica id): {series: value}} (REPLICA_SERIES) as of the newest
+        #: ingest: a new dict each time, never changed afterwards, so other threads may
+        #: read it without a lock.
+        self.replica_values: dict[ReplicaKey, dict[str, float]] = {}
         #: {deployment: {replica: sorted model ids}} as of the newest ingest.
         self.held_models: dict[DeploymentKey, dict[str, list[str]]] = {}
         #: The nodes' GPUs as of the newest ingest (empty on a CPU cluster).
@@ -212,6 +250,7 @@ class WindowedSeries:
         t_base = self._polls[0]
 
         gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
+        replica_ongoing: dict[ReplicaKey, float] = defaultdict(float)
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         gpu_samples: list[ex.Sample] = []
         for samples in pages:
@@ -224,7 +263,7 @@ class WindowedSeries:
                         dkey = (s.labels.get("application", ""), s.labels.get("deployment", ""))
                         held[dkey][s.labels.get("replica", "")].add(s.labels["model_id"])
                     continue
-                self._ingest_sample(t, s, gauges)
+                self._ingest_sample(t, s, gauges, replica_ongoing)
         self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
         self.gpus = gpu.from_samples(gpu_samples)
 
@@ -233,9 +272,14 @@ class WindowedSeries:
         increases: dict[str, dict[DeploymentKey, float]] = defaultdict(lambda: defaultdict(float))
         buckets: dict[str, dict[DeploymentKey, dict[float, float]]] = defaultdict(
             lambda: defaultdict(lambda: defaultdict(float)))
+        r_increases: dict[str, dict[ReplicaKey, float]] = defaultdict(lambda: defaultdict(float))
+        r_buckets: dict[ReplicaKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         dead = []
-        for (family, dkey, skey), per_le in self._cum.items():
+        for ckey, per_le in self._cum.items():
+            family, dkey, rid, _ = ckey
             alive = False
+            per_replica = bool(rid)  # set only for REPLICA_FAMILIES
+            rkey = (dkey[0], dkey[1], rid)
             for le, c in per_le.items():
                 c.prune(t_base)
                 if c.hist:
@@ -243,10 +287,14 @@ class WindowedSeries:
                 inc = c.increase()
                 if le is None:
                     increases[family][dkey] += inc
+                    if per_replica:
+                        r_increases[family][rkey] += inc
                 else:
                     buckets[family][dkey][le] += inc
+                    if per_replica:  # the only histogram in REPLICA_FAMILIES: latency
+                        r_buckets[rkey][le] += inc
             if not alive:
-                dead.append((family, dkey, skey))
+                dead.append(ckey)
         for k in dead:
             del self._cum[k]
 
@@ -312,9 +360,42 @@ class WindowedSeries:
                 values[dkey][name] = float(sum(vs))
         for dkey, vs in gauges.get(ex.MUX_MODELS, {}).items():
             values[dkey]["models_loaded_per_replica"] = float(sum(vs)) / len(vs)
+        for family, name in _AUTOSCALER_GAUGES:
+            for dkey, vs in gauges.get(family, {}).items():
+                values[dkey][name] = max(vs)
+        for dkey, v in values.items():
+            total, running = v.get("autoscaler_total_requests"), v.get("replicas_running")
+            if total is not None and running:
+                v["autoscaler_ongoing_per_replica"] = total / running
+
+        self.replica_values = self._replica_values(span, r_increases, r_buckets,
+                                                   replica_ongoing)
         return {k: v for k, v in values.items() if v}
 
-    def _ingest_sample(self, t: float, s: ex.Sample, gauges) -> None:
+    @staticmethod
+    def _replica_values(span: float, increases: dict[str, dict[ReplicaKey, float]],
+                        buckets: dict[ReplicaKey, dict[float, float]],
+                        ongoing: dict[ReplicaKey, float]) -> dict[ReplicaKey, dict[str, float]]:
+        """REPLICA_SERIES per replica, with the per-deployment rules (errors 0 where
+        requests were counted; no latency without requests in the window)."""
+        out: dict[ReplicaKey, dict[str, float]] = defaultdict(dict)
+        if span > 0:
+            for family, name in ((ex.REQUESTS, "requests_per_s"), (ex.ERRORS, "errors_per_s")):
+                for rkey, inc in increases.get(family, {}).items():
+                    out[rkey][name] = inc / span
+            for rkey in increases.get(ex.REQUESTS, {}):
+                out[rkey].setdefault("errors_per_s", 0.0)
+        for rkey, per_le in buckets.items():
+            pairs = list(per_le.items())
+            for label, q in REPLICA_QUANTILES.items():
+                v = histogram_quantile(q, pairs)
+                if v is not None:
+                    out[rkey][f"latency_p{label}_ms"] = v
+        for rkey, v in ongoing.items():
+            out[rkey]["ongoing_requests"] = v
+        return {k: v for k, v in out.items() if v and alive_replica(v)}
+
+    def _ingest_sample(self, t: float, s: ex.Sample, gauges, replica_ongoing) -> None:
         name, labels = s.name, s.labels
         app = labels.get("application", "")
         if not app:
@@ -338,6 +419,8 @@ class WindowedSeries:
             if name in ex.GAUGES and not math.isnan(s.value):
                 dep = labels.get("deployment", "")
                 gauges[name][(app, dep)].append(s.value)
+                if name == ex.REPLICA_ONGOING and labels.get("replica"):
+                    replica_ongoing[(app, dep, replica_id(labels["replica"]))] += s.value
             return  # _sum/_count: buckets are used instead
         dep = "" if family in (ex.HTTP_LATENCY, ex.HTTP_REQUESTS, ex.HTTP_ERRORS) \
             else labels.get("deployment", "")
@@ -345,7 +428,9 @@ class WindowedSeries:
             family = f"{family}|{labels.get('stage', '')}"
         elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
             family = f"{family}|{labels.get('mode', '')}"
-        per_le = self._cum.setdefault((family, (app, dep), skey), {})
+        # Only the per-replica families need the id (the label is in skey anyway).
+        rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
+        per_le = self._cum.setdefault((family, (app, dep), rid, skey), {})
         c = per_le.get(le_f)
         if c is None:
             per_le[le_f] = _Cumulative(t, s.value)
@@ -436,6 +521,13 @@ class DirectScrapeSource:
         """The nodes' GPUs as of the last poll (empty without GPU metrics)."""
         with self._lock:
             return self._window.gpus
+
+    def replica_values(self) -> dict[ReplicaKey, dict[str, float]]:
+        """REPLICA_SERIES per (app, deployment, replica id) as of the last poll (computed
+        in that poll, no fetch of its own). Any thread; never waits for a poll: the poll
+        swaps in a new dict when done, and this copies the one it finds."""
+        snapshot = self._window.replica_values
+        return {k: dict(v) for k, v in snapshot.items()}
 
     def _poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         t0 = time.perf_counter()

@@ -58,6 +58,11 @@ QUEUED = "ray_serve_deployment_queued_queries"               # gauge
 # high-cardinality controller tags are on, which is the 2.60 default).
 REPLICA_HEALTHY = "ray_serve_deployment_replica_healthy"     # gauge, 1 per healthy replica
 TARGET_REPLICAS = "ray_serve_autoscaling_target_replicas"    # gauge
+# The autoscaler's own gauges (ray/serve/_private/autoscaling_state.py, labels application
+# and deployment only): set once per decision, so only for deployments with autoscaling.
+AUTOSCALING_DESIRED = "ray_serve_autoscaling_desired_replicas"      # gauge
+AUTOSCALING_TOTAL_REQUESTS = "ray_serve_autoscaling_total_requests"  # gauge
+AUTOSCALING_TARGET_ONGOING = "ray_serve_autoscaling_target_ongoing_requests"  # gauge
 # Proxy side (labels: application, route, method, status_code / error_code; no deployment).
 HTTP_REQUESTS = "ray_serve_num_http_requests"                # counter, + status_code
 HTTP_ERRORS = "ray_serve_num_http_error_requests"            # counter, + error_code
@@ -68,7 +73,14 @@ COUNTERS = frozenset({REQUESTS, ERRORS, MUX_GET_MODEL, MUX_LOADS, MUX_UNLOADS,
 HISTOGRAMS = frozenset({PROCESSING_LATENCY, BATCH_SIZE, BATCH_WAIT, BATCH_UTILIZATION,
                         HTTP_LATENCY, MUX_LOAD_LATENCY, PIPELINE_TTFO, PIPELINE_TOTAL})
 GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QUEUED,
-                    REPLICA_HEALTHY, TARGET_REPLICAS})
+                    REPLICA_HEALTHY, TARGET_REPLICAS, AUTOSCALING_DESIRED,
+                    AUTOSCALING_TOTAL_REQUESTS, AUTOSCALING_TARGET_ONGOING})
+
+#: Families present only while some deployment autoscales (the recorded test pages
+#: predate them; tests/backend/test_metrics_replicas.py checks them on a live page).
+AUTOSCALING_FAMILIES: frozenset[str] = frozenset({AUTOSCALING_DESIRED,
+                                                  AUTOSCALING_TOTAL_REQUESTS,
+                                                  AUTOSCALING_TARGET_ONGOING})
 
 #: The streaming demo's families (absent from pages of clusters that do not run it).
 PIPELINE_FAMILIES: frozenset[str] = frozenset({PIPELINE_CHUNKS + "_total", PIPELINE_TTFO,

@@ -3,8 +3,10 @@
 For clusters that already have a Prometheus scraping them. Every series is one PromQL
 query (`queries()` hands them out, so a user can paste them into Grafana); `poll()` runs
 them all, concurrently, and returns {(app, deployment): {series: value}} like
-DirectScrapeSource.poll(). Queries use a window of `window_s` seconds; pick it ≥ 4×
-Prometheus' scrape interval (rate() needs at least two samples in its window).
+DirectScrapeSource.poll(). The same poll runs the per-replica queries (`replica_queries()`:
+the same PromQL with `replica` added to the `by` clause) for `replica_values()`. Queries
+use a window of `window_s` seconds; pick it ≥ 4× Prometheus' scrape interval (rate()
+needs at least two samples in its window).
 The nodes' GPUs come from gpu.PROMQL in the same poll (`gpus()`).
 """
 
@@ -18,12 +20,13 @@ from dataclasses import dataclass
 
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
-from backend.metrics.direct import histogram_mean
+from backend.metrics.direct import alive_replica, histogram_mean
 from backend.metrics.health import ProblemTracker, SourceProblem, explain_request_error
-from backend.metrics.series import DeploymentKey
+from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
 
 DEP = "application, deployment"
 APP = "application"
+REPLICA = "application, deployment, replica"
 
 
 @dataclass(frozen=True)
@@ -77,6 +80,17 @@ def build_queries(window_s: float) -> list[SeriesQuery]:
         SeriesQuery("ongoing_requests", f"sum by ({DEP}) ({ex.REPLICA_ONGOING})", DEP),
         SeriesQuery("replicas_running", f"sum by ({DEP}) ({ex.REPLICA_HEALTHY})", DEP),
         SeriesQuery("replicas_target", f"sum by ({DEP}) ({ex.TARGET_REPLICAS})", DEP),
+        # The controller's autoscaling gauges, one series per autoscaling deployment:
+        # max, not sum, so a second copy of a series could not double a setting.
+        SeriesQuery("replicas_desired", f"max by ({DEP}) ({ex.AUTOSCALING_DESIRED})", DEP),
+        SeriesQuery("autoscaler_total_requests",
+                    f"max by ({DEP}) ({ex.AUTOSCALING_TOTAL_REQUESTS})", DEP),
+        SeriesQuery("target_ongoing_requests",
+                    f"max by ({DEP}) ({ex.AUTOSCALING_TARGET_ONGOING})", DEP),
+        # 0 healthy replicas divides to +Inf, which _reduce drops (absent, as direct).
+        SeriesQuery("autoscaler_ongoing_per_replica",
+                    f"max by ({DEP}) ({ex.AUTOSCALING_TOTAL_REQUESTS}) / "
+                    f"sum by ({DEP}) ({ex.REPLICA_HEALTHY})", DEP),
         # Batch sizes are whole numbers: the mean is taken from the buckets with the same
         # whole-number rule as the direct source (Ray's midpoint _sum would say 0.5 for 1).
         SeriesQuery("batch_size",
@@ -110,6 +124,20 @@ def build_queries(window_s: float) -> list[SeriesQuery]:
     ]
 
 
+def build_replica_queries(window_s: float) -> list[SeriesQuery]:
+    """series.REPLICA_SERIES, in that order: the per-deployment PromQL with `replica` in
+    every `by` clause."""
+    w = f"{max(1, int(round(window_s)))}s"
+    return [
+        SeriesQuery("requests_per_s", _rate(ex.REQUESTS, w, REPLICA), REPLICA),
+        SeriesQuery("errors_per_s", _rate(ex.ERRORS, w, REPLICA), REPLICA),
+        SeriesQuery("latency_p50_ms", _quantile(0.5, ex.PROCESSING_LATENCY, w, REPLICA), REPLICA),
+        SeriesQuery("latency_p99_ms", _quantile(0.99, ex.PROCESSING_LATENCY, w, REPLICA),
+                    REPLICA),
+        SeriesQuery("ongoing_requests", f"sum by ({REPLICA}) ({ex.REPLICA_ONGOING})", REPLICA),
+    ]
+
+
 class PrometheusSource:
     """Poll a Prometheus server for the console's named series."""
 
@@ -132,6 +160,9 @@ class PrometheusSource:
                                        disable_ssl=verify is False, session=self._session,
                                        timeout=max(1, int(timeout_s)), retry=Retry(total=0))
         self._queries = build_queries(window_s)
+        self._replica_queries = build_replica_queries(window_s)
+        # Swapped in whole by poll() (never changed afterwards): read without the lock.
+        self._replica_values: dict[ReplicaKey, dict[str, float]] = {}
         self._held_query = SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)
         self._held: dict[DeploymentKey, dict[str, list[str]]] = {}
         # The nodes' GPUs (backend/metrics/gpu.py): per node and GPU index, not per
@@ -158,6 +189,18 @@ class PrometheusSource:
         """series → PromQL (for one deployment when *key* is given), to copy into Grafana."""
         return queries_for(self._queries, key)
 
+    def replica_queries(self, key: DeploymentKey | None = None) -> dict[str, str]:
+        """series → PromQL per replica (`replica` in the `by` clause), for one deployment
+        when *key* is given, to copy into Grafana."""
+        return queries_for(self._replica_queries, key, held=False)
+
+    def replica_values(self) -> dict[ReplicaKey, dict[str, float]]:
+        """REPLICA_SERIES per (app, deployment, replica id) as of the last poll (its own
+        queries ran in that poll), like DirectScrapeSource.replica_values. Any thread;
+        never waits for a poll."""
+        snapshot = self._replica_values
+        return {k: dict(v) for k, v in snapshot.items()}
+
     def problems(self) -> list[SourceProblem]:
         """The Prometheus server when it is down, slow or refusing queries (since when,
         why). Any thread; never waits for a poll."""
@@ -169,7 +212,9 @@ class PrometheusSource:
             # Set by the first query that cannot reach the server: the poll's other
             # queries then give up at once instead of each waiting out its timeout.
             unreachable = _Unreachable()
-            queries = self._queries + [self._held_query] + self._gpu_queries
+            n, n_r = len(self._queries), len(self._replica_queries)
+            queries = (self._queries + self._replica_queries + [self._held_query]
+                       + self._gpu_queries)
             results = list(self._pool.map(lambda q: self._run(q, unreachable), queries))
             values: dict[DeploymentKey, dict[str, float]] = {}
             errors = [err for _, err in results if err and err is not _SKIPPED]
@@ -177,13 +222,21 @@ class PrometheusSource:
             for q, (rows, _) in zip(self._queries, results):
                 for key, series, value in _reduce(q, rows or []):
                     values.setdefault(key, {})[series] = value
-            n = len(self._queries)
-            held_rows, held_error = results[n]
+            _errors_zero_with_traffic(values)
+            replicas: dict[ReplicaKey, dict[str, float]] = {}
+            for q, (rows, _) in zip(self._replica_queries, results[n:n + n_r]):
+                for key, series, value in _reduce(q, rows or []):
+                    replicas.setdefault(key, {})[series] = value
+            _errors_zero_with_traffic(replicas)
+            # Ray keeps a stopped replica's counters on the page (flat): the same rule
+            # as the direct source decides which replicas are still there.
+            self._replica_values = {k: v for k, v in replicas.items() if alive_replica(v)}
+            held_rows, held_error = results[n + n_r]
             if held_error is None:
                 self._held = _held_models(held_rows or [])
             # A failed GPU query leaves its series without a sample this poll.
             self._gpus = gpu.from_prometheus({q.series: rows or [] for q, (rows, err)
-                                              in zip(self._gpu_queries, results[n + 1:])
+                                              in zip(self._gpu_queries, results[n + n_r + 1:])
                                               if err is None})
             self.last_error = errors[0] if errors else None
             return t, values
@@ -248,14 +301,24 @@ def _short_error(e: Exception, timeout_s: float) -> str:
                                  down="the server is down: nothing listens on its port")
 
 
-def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None) -> dict[str, str]:
+def _errors_zero_with_traffic(values: dict) -> None:
+    """A key that served requests but never failed has no error series: its error rate
+    is 0, not unknown (as the direct source says)."""
+    for v in values.values():
+        if "requests_per_s" in v:
+            v.setdefault("errors_per_s", 0.0)
+
+
+def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None,
+                held: bool = True) -> dict[str, str]:
     """series → PromQL, restricted to one deployment (and its app's proxy) when given.
 
     Keys are series names; the proxy's (per application) carry " (HTTP)", and a query
     that yields one series per label value is named with the label, e.g.
     "<stage>_chunks_per_s"."""
     out = {}
-    for q in list(queries) + [SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)]:
+    extra = [SeriesQuery("held_model_ids", HELD_MODELS_PROMQL, DEP)] if held else []
+    for q in list(queries) + extra:
         promql = q.promql
         if key is not None:
             app, dep = key
@@ -265,7 +328,7 @@ def queries_for(queries: list[SeriesQuery], key: DeploymentKey | None = None) ->
         if q.split:
             name = q.series.format(f"<{q.split}>")
         else:
-            name = q.series if q.by == DEP else f"{q.series} (HTTP)"
+            name = q.series if q.by != APP else f"{q.series} (HTTP)"
         out.setdefault(name, promql)
     return out
 
@@ -278,14 +341,19 @@ def _with_selector(promql: str, selector: str) -> str:
                   promql)
 
 
-def _key(metric: dict[str, str], by: str) -> DeploymentKey | None:
+def _key(metric: dict[str, str], by: str) -> DeploymentKey | ReplicaKey | None:
     app = metric.get("application")
     if app is None:
         return None
     if by == APP:
         return (app, "")
     dep = metric.get("deployment")
-    return (app, dep) if dep is not None else None
+    if dep is None:
+        return None
+    if by == REPLICA:
+        replica = metric.get("replica")
+        return (app, dep, replica_id(replica)) if replica else None
+    return (app, dep)
 
 
 def _reduce(q: SeriesQuery, rows: list[dict]) -> list[tuple[DeploymentKey, str, float]]:

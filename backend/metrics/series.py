@@ -3,6 +3,11 @@
 A source's poll returns {DeploymentKey: {series_name: value}} for one timestamp; the
 store keeps a time-indexed ring buffer per (deployment, series) under a lock, so poller
 threads write while the GUI's redraw timer reads snapshots.
+
+Per replica, the same poll also computes REPLICA_SERIES (same names and meaning as the
+per-deployment series, grouped by replica as well); a source's `replica_values()` gives
+them as {ReplicaKey: {series_name: value}}, and a SeriesStore holds them just as well
+(its keys are any tuples).
 """
 
 from __future__ import annotations
@@ -14,6 +19,19 @@ from dataclasses import dataclass
 import numpy as np
 
 DeploymentKey = tuple[str, str]  # (application, deployment)
+#: (application, deployment, replica id). The replica id is Ray's short unique id, as the
+#: REST API's `replica_id` and the `replica` label of Ray 2.60's metrics (e.g. "td8rq1cp");
+#: `replica_id()` also accepts the full "app#deployment#id" form of other Ray versions.
+ReplicaKey = tuple[str, str, str]
+
+#: The series every source also computes per replica (replica_values()).
+REPLICA_SERIES: tuple[str, ...] = ("requests_per_s", "errors_per_s", "latency_p50_ms",
+                                   "latency_p99_ms", "ongoing_requests")
+
+
+def replica_id(label: str) -> str:
+    """The replica id in a metric's `replica` label: the part after the last '#'."""
+    return label.rpartition("#")[2]
 
 
 @dataclass(frozen=True)
@@ -43,6 +61,31 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
                "Replicas reporting healthy (ray_serve_deployment_replica_healthy)."),
     SeriesSpec("replicas_target", "target replicas", "replicas",
                "Replicas the autoscaler aims for (ray_serve_autoscaling_target_replicas)."),
+    # The autoscaler's own view (the controller reports these only for deployments
+    # with autoscaling_config, once per decision; see ray/serve/_private/autoscaling_state.py).
+    SeriesSpec("replicas_desired", "autoscaler's decision", "replicas",
+               "The replicas Serve's autoscaling policy asks for before the min/max_replicas "
+               "bounds (ray_serve_autoscaling_desired_replicas): above max_replicas means "
+               "capped by max. It already includes upscaling/downscaling_factor and the "
+               "upscale/downscale delay: while a delay runs it shows the current target, "
+               "so a deployment held at max_replicas shows its wish only for one control-"
+               "loop tick per upscale_delay_s, which a 1 s sample mostly misses; "
+               "'autoscaler's ongoing per replica' against 'target per replica' says "
+               "steadily what the policy wants."),
+    SeriesSpec("autoscaler_total_requests", "autoscaler's ongoing requests", "requests",
+               "The ongoing requests the autoscaler sees, its input "
+               "(ray_serve_autoscaling_total_requests): requests running at the replicas "
+               "plus those queued at callers, over look_back_period_s reduced by "
+               "aggregation_function (the mean by default)."),
+    SeriesSpec("target_ongoing_requests", "target per replica", "requests",
+               "The deployment's target_ongoing_requests per replica "
+               "(ray_serve_autoscaling_target_ongoing_requests)."),
+    SeriesSpec("autoscaler_ongoing_per_replica", "autoscaler's ongoing per replica", "requests",
+               "The autoscaler's input per healthy replica: "
+               "ray_serve_autoscaling_total_requests / ray_serve_deployment_replica_healthy. "
+               "Serve's default policy wants running replicas × this / "
+               "target_ongoing_requests replicas (its error ratio is this / target), so "
+               "above the target line means it wants more replicas."),
     SeriesSpec("batch_size", "actual batch size", "requests",
                "Mean size of the batches @serve.batch formed (ray_serve_actual_batch_size; "
                "whole-number mean from histogram buckets)."),

@@ -43,10 +43,12 @@ def test_prefilter_keeps_exactly_the_needed_families(real_page):
     full = {f.name: f for f in text_string_to_metric_families(real_page)}
     filtered_families = list(text_string_to_metric_families(ex.prefilter(real_page)))
     # prometheus_client strips `_total` from counter family names.
-    # The recorded pages predate the streaming demo's own families, and come from a CPU
-    # node (GPU pages: test_metrics_gpu.py).
+    # The recorded pages predate the streaming demo's own families and the autoscaler's
+    # (live page: test_metrics_replicas.py), and come from a CPU node (GPU pages:
+    # test_metrics_gpu.py).
     wanted = {n[:-6] if n.endswith("_total") else n
-              for n in ex.NEEDED_FAMILIES - ex.PIPELINE_FAMILIES - gpu.FAMILIES}
+              for n in ex.NEEDED_FAMILIES - ex.PIPELINE_FAMILIES - gpu.FAMILIES
+              - ex.AUTOSCALING_FAMILIES}
     present_in_page = wanted & set(full)
     # Every family the console needs is on a page from a loaded batched+multiplexed app.
     assert present_in_page == wanted
@@ -70,7 +72,7 @@ def test_real_families_have_the_expected_types_and_labels(real_page):
         assert fams[name][0] == "counter", name
     for name in ex.HISTOGRAMS - demo_only:
         assert fams[name][0] == "histogram", name
-    for name in ex.GAUGES:
+    for name in ex.GAUGES - ex.AUTOSCALING_FAMILIES:  # not recorded
         assert fams[name][0] == "gauge", name
     req = fams[ex.REQUESTS][1][0].labels
     assert {"application", "deployment", "replica", "route"} <= set(req)
