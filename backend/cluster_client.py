@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import time
 from typing import Any, Iterable
 from urllib.parse import urlsplit
@@ -22,6 +23,13 @@ from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeSta
 from backend.replica_watch import ActorDeath, intended_stop
 
 SERVE_PATH = "/api/serve/applications/"
+# The dashboard's log API (ray/dashboard/modules/state/state_head.py: list_logs, get_logs).
+LOGS_PATH = "/api/v0/logs"
+LOG_FILE_PATH = "/api/v0/logs/file"
+# The Serve controller writes logs/serve/controller_<pid>.log on its node; the same folder
+# holds controller_build_<app>_<pid>.log (an app's import), which is not its log.
+CONTROLLER_LOG_GLOB = "serve/controller_*.log"
+_CONTROLLER_LOG_RE = re.compile(r"(?:^|/)serve/controller_(\d+)\.log$")
 # The dashboard redacts runtime_env secrets for requests that look like a browser's; a
 # read-modify-write must see the real values or it would write the masks back.
 USER_AGENT = "serve-console/0.1 (python-requests)"
@@ -81,6 +89,11 @@ class ClusterClient:
         self._session.headers["User-Agent"] = USER_AGENT
         # Set once a dashboard answers 404 to /logical/actors (dead_replica_actors).
         self._no_logical_actors = False
+        # (node id, log file) of the Serve controller as the newest Serve details named
+        # it (controller_info); a restarted controller writes a new file, and the status
+        # poll sees that first. And the file controller_log last read.
+        self._controller_noted: tuple[str, str] | None = None
+        self._controller_log_file: tuple[str, str] | None = None
         if self.token:
             self._session.headers["Authorization"] = f"Bearer {self.token}"
 
@@ -177,8 +190,9 @@ class ClusterClient:
         self.serve_details(timeout_s)
         return info
 
-    def node_summary(self) -> list[dict[str, Any]]:
-        return _checked_summary(self._json("GET", "/nodes?view=summary"), self.url)
+    def node_summary(self, timeout_s: float | None = None) -> list[dict[str, Any]]:
+        return _checked_summary(self._json("GET", "/nodes?view=summary", timeout_s=timeout_s),
+                                self.url)
 
     def metrics_targets(self) -> list[str]:
         """`http://ip:port/metrics` of every alive node."""
@@ -202,8 +216,10 @@ class ClusterClient:
 
     # -- serve -----------------------------------------------------------------------
     def serve_details(self, timeout_s: float | None = None) -> dict[str, Any]:
-        return check_serve_details(self._json("GET", SERVE_PATH, timeout_s=timeout_s),
-                                   self.url)
+        details = check_serve_details(self._json("GET", SERVE_PATH, timeout_s=timeout_s),
+                                      self.url)
+        self._note_controller(details)
+        return details
 
     def serve_status(self, timeout_s: float | None = None) -> ServeStatus:
         return parse_serve_status(self.serve_details(timeout_s), time.time())
@@ -292,13 +308,132 @@ class ClusterClient:
                            f"{_first_line(r.text)}", r.status_code, r.text)
 
     # -- resources and jobs (deploy pre-flight) ---------------------------------------
-    def cluster_status(self) -> dict[str, Any]:
+    def cluster_status(self, timeout_s: float | None = None) -> dict[str, Any]:
         """`/api/cluster_status`'s `clusterStatus` (the head's monitor writes it every
         ~5 s; `loadMetricsReport.usage` = {resource: [used, total]}); {} when absent.
         The dashboard camel-cases the keys (`object_store_memory` → `objectStoreMemory`,
         `my_res` → `myRes`)."""
-        status = _dig(self._json("GET", "/api/cluster_status"), "data", "clusterStatus")
+        status = _dig(self._json("GET", "/api/cluster_status", timeout_s=timeout_s),
+                      "data", "clusterStatus")
         return status if isinstance(status, dict) else {}
+
+    def free_resources(self, timeout_s: float | None = None) -> dict[str, float]:
+        """What the cluster has free now, in Ray's names ({"CPU": 0.5, "GPU": 0, …}):
+        `backend.preflight.cluster_resources(...).free` (the monitor's usage from
+        /api/cluster_status topped up with what Serve's placed replicas hold). Each of
+        its requests waits at most *timeout_s*."""
+        # preflight imports this module: imported here, when first needed.
+        from backend.preflight import cluster_resources
+
+        return cluster_resources(self, self.serve_details(timeout_s),
+                                 timeout_s=timeout_s).free
+
+    # -- the Serve controller's log ----------------------------------------------------
+    def controller_log(self, lines: int = 200, timeout_s: float | None = None) -> str:
+        """The last *lines* lines of the Serve controller's log, through the dashboard's
+        log API (the console reads no file itself, so this works for a remote cluster).
+
+        Where the log is: Serve's details name it (`controller_info.node_id` and
+        `.log_file_path`, e.g. "/serve/controller_8817.log"); a Ray that leaves the path
+        out gets the newest `serve/controller_<pid>.log` that `GET /api/v0/logs?node_id=…
+        &glob=serve/controller_*.log` lists (answer: {"data": {"result": {category:
+        [file, …]}}}). The tail is `GET /api/v0/logs/file?node_id=…&filename=…&lines=N`,
+        plain text streamed as it is in the file (ray/dashboard/modules/state/
+        state_head.py: get_logs; a missing file is HTTP 500 "A file is not found at: …").
+        The place is kept; a restarted controller (new file, which the next Serve status
+        names) or a file that is gone makes it look again.
+
+        Raises ApiError where the dashboard has no log API or refuses it (a cluster may
+        not allow it: the caller then does without), ConnectError as every call does."""
+        n = max(1, int(lines))
+        where = self._controller_log_where(timeout_s, fresh=False)
+        try:
+            return self._read_log_file(where, n, timeout_s)
+        except _LogFileGone:
+            where = self._controller_log_where(timeout_s, fresh=True)
+            try:
+                return self._read_log_file(where, n, timeout_s)
+            except _LogFileGone as e:
+                raise ApiError(f"The Serve controller's log {where[1]} is not on its node "
+                               f"({_clip(str(e), 200)}).", 500, str(e)) from None
+
+    def _note_controller(self, details: dict[str, Any]) -> None:
+        info = details.get("controller_info")
+        node = _dig(details, "controller_info", "node_id")
+        path = _dig(details, "controller_info", "log_file_path")
+        if isinstance(info, dict) and isinstance(node, str) and node:
+            self._controller_noted = (node, path.lstrip("/")
+                                      if isinstance(path, str) and path else "")
+
+    def _controller_log_where(self, timeout_s: float | None, fresh: bool) -> tuple[str, str]:
+        """(node id, file name) of the controller's log."""
+        noted = self._controller_noted
+        cached = self._controller_log_file
+        if not fresh and cached is not None and (noted is None or noted[0] == cached[0]
+                                                 and noted[1] in ("", cached[1])):
+            return cached
+        if fresh or noted is None:
+            self.serve_details(timeout_s)
+            noted = self._controller_noted
+        if noted is None:
+            raise ApiError("Serve is not running on this cluster (no controller), so there "
+                           "is no controller log to read.")
+        node, name = noted
+        if not name:
+            name = self._newest_controller_log(node, timeout_s)
+        self._controller_log_file = (node, name)
+        return node, name
+
+    def _newest_controller_log(self, node: str, timeout_s: float | None) -> str:
+        data = self._logs_json(LOGS_PATH, timeout_s,
+                               params={"node_id": node, "glob": CONTROLLER_LOG_GLOB})
+        found = _dig(data, "data", "result")
+        names = [f for files in (found.values() if isinstance(found, dict) else ())
+                 if isinstance(files, list) for f in files
+                 if isinstance(f, str) and _CONTROLLER_LOG_RE.search(f)]
+        if not names:
+            raise ApiError("The dashboard lists no Serve controller log "
+                           f"({CONTROLLER_LOG_GLOB}) on the controller's node.")
+        # Without Serve's word for it: the highest pid, the newest unless pids wrapped.
+        return max(names, key=lambda f: int(_CONTROLLER_LOG_RE.search(f).group(1)))
+
+    def _read_log_file(self, where: tuple[str, str], lines: int,
+                       timeout_s: float | None) -> str:
+        node, name = where
+        params = {"node_id": node, "filename": name, "lines": str(lines),
+                  "filter_ansi_code": "true"}
+        r = self._log_request(LOG_FILE_PATH, timeout_s, params)
+        if r.status_code == 500 and "not found" in r.text.lower():
+            raise _LogFileGone(_first_line(r.text))
+        if not r.ok:
+            raise _log_api_error(r)
+        # text/plain without a charset: requests would guess Latin-1; Ray writes UTF-8.
+        return r.content.decode("utf-8", errors="replace")
+
+    def _logs_json(self, path: str, timeout_s: float | None, params: dict) -> Any:
+        r = self._log_request(path, timeout_s, params)
+        if not r.ok:
+            raise _log_api_error(r)
+        try:
+            data = r.json()
+        except ValueError:
+            raise ApiError(f"{path} did not answer with JSON: is this a Ray 2.x "
+                           "dashboard?", r.status_code, r.text) from None
+        if isinstance(data, dict) and data.get("result") is False:
+            raise ApiError(f"The dashboard's log API failed: {_clip(str(data.get('msg')), 300)}",
+                           r.status_code, r.text)
+        return data
+
+    def _log_request(self, path: str, timeout_s: float | None,
+                     params: dict) -> requests.Response:
+        try:
+            return self._request("GET", path, timeout_s=timeout_s, params=params)
+        except AuthError:
+            # The status answered with this token a moment ago: what refuses is the log
+            # API (a proxy in front of the dashboard may block it), not the token.
+            raise ApiError("The dashboard refused to show the Serve controller's log (HTTP "
+                           "401/403): the log API is not allowed for this connection.",
+                           403) from None
 
     def submit_job(self, entrypoint: str, *, runtime_env: dict[str, Any] | None = None,
                    submission_id: str | None = None,
@@ -342,6 +477,22 @@ class ClusterClient:
     def delete_job(self, submission_id: str) -> bool:
         """Forget a finished job (Ray refuses to delete one that has not ended)."""
         return bool(_dig(self._json("DELETE", f"/api/jobs/{submission_id}"), "deleted"))
+
+
+class _LogFileGone(Exception):
+    """The log API says the file is not there (HTTP 500 "A file is not found at: …")."""
+
+
+def _log_api_error(r: requests.Response) -> ApiError:
+    if r.status_code in (404, 405):
+        return ApiError(f"This dashboard has no log API (GET {urlsplit(r.url).path} answered "
+                        f"HTTP {r.status_code}), so the Serve controller's log cannot be "
+                        "read.", r.status_code, r.text)
+    if r.status_code == 429:
+        return ApiError("The dashboard's log API is busy (HTTP 429: too many calls at "
+                        "once); try again.", r.status_code, r.text)
+    return ApiError(f"Reading the Serve controller's log failed with HTTP {r.status_code}: "
+                    f"{_first_line(r.text)}", r.status_code, r.text)
 
 
 def _dig(data: Any, *keys: str) -> Any:
@@ -489,6 +640,11 @@ def parse_serve_status(details: dict[str, Any], fetched_at: float) -> ServeStatu
                 config=copy.deepcopy(d.get("deployment_config") or {}),
                 dead_replicas=tuple(_replica_info(r)
                                     for r in d.get("recent_dead_replicas") or []),
+                required_resources=_resources(d.get("required_resources")),
+                autoscaling_detail=(copy.deepcopy(d["autoscaling_detail"])
+                                    if isinstance(d.get("autoscaling_detail"), dict)
+                                    else None),
+                status_trigger=str(d.get("status_trigger") or ""),
             ))
         apps.append(ApplicationInfo(
             name=name, status=a.get("status", ""), message=a.get("message", "") or "",
@@ -504,6 +660,16 @@ def parse_serve_status(details: dict[str, Any], fetched_at: float) -> ServeStatu
         fetched_at=fetched_at,
         raw=details,
     )
+
+
+def _resources(value: Any) -> dict[str, float]:
+    """Ray's `required_resources` ({"CPU": 1, "GPU": 0.5, …}) as floats; a value that is
+    not a number is left out, a field that is not a mapping gives {} (these figures only
+    explain, so a dashboard sending odd ones must not break the status)."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): float(v) for k, v in value.items()
+            if isinstance(v, (int, float)) and not isinstance(v, bool)}
 
 
 def _replica_info(r: dict[str, Any]) -> ReplicaInfo:

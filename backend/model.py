@@ -37,6 +37,17 @@ class DeploymentInfo:
     # Ray's `recent_dead_replicas` (state STOPPED): the last replicas that stopped, for
     # any reason — a scale-down as much as a crash (ReplicaWatcher tells them apart).
     dead_replicas: tuple[ReplicaInfo, ...] = field(default=(), compare=False)
+    # What each replica asks Ray for (Ray's `required_resources`, e.g. {"CPU": 1.0}):
+    # what a replica that cannot be placed is waiting for (backend/scaling.py).
+    required_resources: dict[str, float] = field(default_factory=dict, compare=False,
+                                                  hash=False)
+    # Ray's experimental `autoscaling_detail` as sent (scaling_status, decisions, …);
+    # Ray 2.60 defines it in ray/serve/schema.py but never fills it, so mostly None.
+    autoscaling_detail: dict[str, Any] | None = field(default=None, compare=False,
+                                                      hash=False)
+    # Ray's `status_trigger` (AUTOSCALING, CONFIG_UPDATE_STARTED, UPSCALE_COMPLETED, …):
+    # tells an autoscaler's UPSCALING from a num_replicas change's (backend/scaling.py).
+    status_trigger: str = field(default="", compare=False)
 
     @property
     def key(self) -> tuple[str, str]:

@@ -199,18 +199,22 @@ def cluster_free(client: ClusterClient, details: dict[str, Any] | None = None
 
 
 def cluster_resources(client: ClusterClient, details: dict[str, Any] | None = None,
-                      resource_names: Iterable[str] = ()) -> ClusterResources:
+                      resource_names: Iterable[str] = (),
+                      timeout_s: float | None = None) -> ClusterResources:
     """Total and free resources, and which Serve application holds what.
 
     Usage comes from `/api/cluster_status` (the head's monitor, every ~5 s; per node when
     reported). Where the cluster reports none (the first seconds after a head starts;
     clusters whose autoscaler does not write it) totals come from the node summaries and
-    "free" is the total minus what Serve's replicas hold (source "nodes")."""
+    "free" is the total minus what Serve's replicas hold (source "nodes"). *timeout_s*
+    bounds each request (the client's own timeout when None)."""
+    # Passed only when given: callers' stand-in clients may not take it.
+    timeout = {"timeout_s": timeout_s} if timeout_s is not None else {}
     if details is None:
-        details = client.serve_details()
+        details = client.serve_details(**timeout)
     known: set[str] = set(resource_names)
     serve_used, app_by_node = _serve_usage(details, known)
-    status = client.cluster_status()
+    status = client.cluster_status(**timeout)
     report = status.get("loadMetricsReport") or {}
     usage = report.get("usage") or {}
     serve_total = _sum(serve_used.values())
@@ -233,7 +237,7 @@ def cluster_resources(client: ClusterClient, details: dict[str, Any] | None = No
         source = "cluster_status"
     else:
         total = {}
-        for n in client.node_summary():
+        for n in client.node_summary(**timeout):
             raylet = n.get("raylet") or {}
             if raylet.get("state", "ALIVE") != "ALIVE":
                 continue
