@@ -7,13 +7,15 @@ import time
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
-                               QSplitter, QVBoxLayout, QWidget)
+                               QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from backend.catalog import Demo
 from backend.diagnose import ConnectionSpec
 from backend.load_model import LoadTarget
 from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
+from backend.replica_table import build_rows, latest_from_store
+from backend.scaling import ScalingDecision
 from console.connection import ConnectionState
 from console.session import ConnectionInfo, Session
 from console.settings import Settings
@@ -25,6 +27,7 @@ from widgets.gpu_plots import GpuPlots
 from widgets.knob_panel import KnobPanel
 from widgets.live_plots import LivePlots
 from widgets.load_panel import LoadPanel
+from widgets.replica_view import ReplicaView
 
 REDRAW_HZ = 10
 
@@ -61,6 +64,14 @@ class MainWindow(QMainWindow):
         self.gpu_plots.setVisible(False)
         self.gpu_plots.set_store(session.gpus.store)
         self.gpu_plots.link_x(next(iter(self.plots.plots().values())))
+        # View → Per replica: one curve per replica and the replica table, in place of
+        # the deployment's plots (same window, same markers).
+        self.replica_view = ReplicaView()
+        self.replica_view.set_store(session.replica_store)
+        self.replica_view.set_window(self.plots.window_seconds())
+        self._views = QStackedWidget()
+        self._views.addWidget(self.plots)
+        self._views.addWidget(self.replica_view)
         self.load_panel = LoadPanel()
         self.event_log = EventLog()
         self.knob_panel = KnobPanel()
@@ -68,7 +79,7 @@ class MainWindow(QMainWindow):
         splitter = QSplitter(Qt.Orientation.Horizontal)
         splitter.addWidget(self.tree)
         self._plots_column = QSplitter(Qt.Orientation.Vertical)
-        self._plots_column.addWidget(self.plots)
+        self._plots_column.addWidget(self._views)
         self._plots_column.addWidget(self.gpu_plots)
         splitter.addWidget(self._plots_column)
         splitter.setStretchFactor(0, 0)
@@ -120,6 +131,9 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         if state is not None:
             self.restoreState(state)
+        if settings.per_replica_view():
+            self.per_replica_action.setChecked(True)
+            self._on_per_replica_toggled(True)
         self._update_actions()
 
     def _dock(self, title: str, widget: QWidget, area) -> QDockWidget:
@@ -186,6 +200,12 @@ class MainWindow(QMainWindow):
             a.setCheckable(True)
             group.addAction(a)
         self.direct_source_action.setChecked(True)
+        self.per_replica_action = self._action(
+            view, "Per &replica", "Ctrl+R",
+            "Show the selected deployment per replica: requests/s, latency and ongoing "
+            "requests as one curve per replica, and a table of its replicas (node, state, "
+            "load, held models); an uneven load is flagged", self._on_per_replica_toggled)
+        self.per_replica_action.setCheckable(True)
         self.copy_promql_action = self._action(
             view, "Copy &PromQL of this deployment", "Ctrl+Shift+C",
             "Copy the PromQL behind every plotted series (for Grafana)",
@@ -224,6 +244,10 @@ class MainWindow(QMainWindow):
         s.held_models_changed.connect(self._on_session_held_models_changed)
         s.model_info.changed.connect(self.tree.set_model_info)
         s.gpus.changed.connect(self._on_session_gpus_changed)
+        s.scaling.decided.connect(self._on_scaling_decided)
+        s.scaling.notes_changed.connect(self.tree.set_scaling_notes)
+        self.plots.window_changed.connect(self.replica_view.set_window)
+        self.plots.paused_changed.connect(self.replica_view.set_paused)
         self.gpu_plots.shown_changed.connect(self._on_gpu_plots_shown_changed)
         self.plots.paused_changed.connect(self.gpu_plots.set_paused)
         self.plots.window_changed.connect(self.gpu_plots.set_window)
@@ -410,7 +434,35 @@ class MainWindow(QMainWindow):
                 if event.after_s is not None else f"replacement {short} running")
         where = "" if self._is_shown(event.app, event.deployment) else \
             f"{event.app}/{event.deployment}: "
-        self.plots.add_marker(event.t, where + text)
+        self._add_marker(event.t, where + text)
+
+    @Slot(object)
+    def _on_scaling_decided(self, d: ScalingDecision) -> None:
+        """An autoscaling (or num_replicas) decision: a marker at the moment Ray took it,
+        short on the plot, with Ray's reason in its tooltip (the event log has the line)."""
+        where = "" if self._is_shown(d.app, d.deployment) else f"{d.app}/{d.deployment}: "
+        self._add_marker(d.t, f"{where}{d.direction} {d.old} → {d.new}", d.reason)
+
+    def _add_marker(self, t: float, label: str, detail: str = "") -> None:
+        self.plots.add_marker(t, label, detail)
+        self.replica_view.add_marker(t, label)
+
+    @Slot(bool)
+    def _on_per_replica_toggled(self, on: bool) -> None:
+        self._views.setCurrentWidget(self.replica_view if on else self.plots)
+        self.settings.set_per_replica_view(on)
+        self._update_replica_rows()
+        self.replica_view.refresh()
+
+    def _update_replica_rows(self) -> None:
+        key, status = self.plots.key(), self.session.status
+        dep = status.deployment(*key) if key is not None and status is not None else None
+        self.replica_view.set_key(key)
+        if dep is None:
+            self.replica_view.set_rows([])
+            return
+        latest = latest_from_store(self.session.replica_store, key)
+        self.replica_view.set_rows(build_rows(dep, latest, self.session.held_models.get(key)))
 
     @Slot(object)
     def _on_session_metrics_problems(self, problems: list) -> None:
@@ -491,6 +543,7 @@ class MainWindow(QMainWindow):
                 self._select(app.name, app.deployments[0].name)
         self._update_load_target()
         self._update_knobs()
+        self._update_replica_rows()
 
     @Slot(str)
     def _on_session_status_failed(self, message: str) -> None:
@@ -592,6 +645,7 @@ class MainWindow(QMainWindow):
     @Slot(str, str)
     def _on_tree_deployment_selected(self, app: str, deployment: str) -> None:
         self.plots.set_key((app, deployment))
+        self._update_replica_rows()
         self._update_model_cache()
         self._update_load_target()
         self._update_knobs()
@@ -600,6 +654,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_tree_selection_cleared(self) -> None:
         self.plots.set_key(None)
+        self._update_replica_rows()
         self._update_model_cache()
         self._update_load_target()
         self._update_knobs()
@@ -631,7 +686,7 @@ class MainWindow(QMainWindow):
     def _on_tuning_applied(self, app, deployment, changes, t) -> None:
         text = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in changes.items())
         where = "" if self._is_shown(app, deployment) else f"{app}/{deployment}: "
-        self.plots.add_marker(t, where + text)
+        self._add_marker(t, where + text)
         self.event_log.add(f"Applied to {app}/{deployment}: {text}", "info", t)
         self._update_knobs()
 
@@ -795,7 +850,10 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_redraw_timer_timeout(self) -> None:
         now = time.time()
-        self.plots.refresh(now)
+        if self.per_replica_action.isChecked():
+            self.replica_view.refresh(now)
+        else:
+            self.plots.refresh(now)
         self.gpu_plots.refresh(now)
 
     @Slot()

@@ -25,12 +25,14 @@ from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
 from backend.preflight import ray_version_warning
 from backend.replica_watch import ReplicaWatcher, poll_replica_events
+from backend.scaling import replica_counts
 from console.connection import ConnectionMonitor
 from console.deploys import DeployController
 from console.gpus import GpuWatch
 from console.load_control import LoadControl
 from console.model_info import ModelInfoWatch
 from console.operations import Operations
+from console.scaling import ScalingWatch
 from console.tasks import Poller, TaskRunner, user_message
 from console.tuning import TuningController
 
@@ -82,6 +84,8 @@ class Session(QObject):
     * `deploys` — demos and config files onto the cluster (DeployController),
     * `load` — the load generator (LoadControl),
     * `model_info` — what demo replicas say about their models (ModelInfoWatch),
+    * `scaling` — the autoscaler's decisions and why a deployment is short of its
+      target (ScalingWatch),
     * `tuning` — knob changes (TuningController),
     * `operations` — what is in flight, each cancellable; quitting cancels them all.
     """
@@ -113,6 +117,9 @@ class Session(QObject):
         self._poll_runner = TaskRunner("poll", max_workers=2, parent=self)
         self.action_runner = TaskRunner("action", max_workers=3, parent=self)
         self.store = SeriesStore()
+        #: Per-replica series (backend.metrics.series.REPLICA_SERIES), keyed by
+        #: (app, deployment, replica id): the per-replica view reads them.
+        self.replica_store = SeriesStore()
         self.client: ClusterClient | None = None
         self.info: ConnectionInfo | None = None
         self.status: ServeStatus | None = None
@@ -146,6 +153,7 @@ class Session(QObject):
         self.held_models: dict = {}
         #: The nodes' GPUs (series, device names) and the replicas' GPU shares.
         self.gpus = GpuWatch(self)
+        self.scaling = ScalingWatch(self)
         #: Applications to offer for redeploy once a restarted local cluster is up.
         self._redeploy_after_connect: list[str] | None = None
 
@@ -258,6 +266,7 @@ class Session(QObject):
         self.client = client
         self.info = info
         self.store.clear()
+        self.replica_store.clear()
         self.gpus.clear()
         self._watcher = ReplicaWatcher()
         self._source = self._make_source("prometheus" if info.prometheus_url else "direct")
@@ -270,6 +279,7 @@ class Session(QObject):
                                       self._on_metrics_error, parent=self)
         self._status_poller.start()
         self._metrics_poller.start()
+        self.scaling.start()
         self.connection.connected(session_name, f"Connected: {info.describe()}")
         self.event.emit(f"Connected to {info.describe()}.", "info")
         warning = ray_version_warning(info.ray_version)
@@ -354,6 +364,7 @@ class Session(QObject):
                 poller.stop()
                 poller.deleteLater()
         self._status_poller = self._metrics_poller = None
+        self.scaling.stop()
         self.load.stop()
         if self._source is not None:
             source, self._source = self._source, None
@@ -386,6 +397,7 @@ class Session(QObject):
         self.disconnect()
         self._poll_runner.shutdown(wait=False)
         self._tuning_runner.shutdown(wait=False)
+        self.scaling.shutdown()
         self.action_runner.shutdown(wait=False)
         if local is not None:
             local.stop(timeout_s=LOCAL_STOP_S)
@@ -403,6 +415,11 @@ class Session(QObject):
             if session_name != self.connection.session_name:
                 self._watcher = ReplicaWatcher()  # a restarted head: nothing "died"
         status, events = poll_replica_events(client, self._watcher, STATUS_TIMEOUT_S)
+        # Target / running / starting replicas (and min/max with autoscaling) from the
+        # status, at the status's own time: the Replicas plot, with or without metrics.
+        self.store.add(status.fetched_at, {
+            d.key: replica_counts(d).series()
+            for a in status.applications for d in a.deployments})
         return status, session_name, events
 
     def _poll_metrics(self):
@@ -412,6 +429,7 @@ class Session(QObject):
             return None, None, None, None
         t, values = source.poll()
         self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
+        self.replica_store.add(t, source.replica_values())
         # Read here, on the poll thread: the source's lock is held during a poll, and the
         # GUI thread must never wait on it.
         gpus = self.gpus.collect(source, t, self.client, self.status)

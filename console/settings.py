@@ -130,5 +130,15 @@ class Settings:
     def set_load_rps(self, rps: float) -> None:
         self._q.setValue("load_rps", float(rps))
 
+    def per_replica_view(self) -> bool:
+        """Whether the plots showed one curve per replica when the console last quit."""
+        value = self._q.value("per_replica_view", False)
+        if isinstance(value, str):  # INI files give the text back
+            return value.strip().lower() in ("true", "1", "yes")
+        return bool(value) if isinstance(value, (bool, int)) else False
+
+    def set_per_replica_view(self, on: bool) -> None:
+        self._q.setValue("per_replica_view", bool(on))
+
     def sync(self) -> None:
         self._q.sync()

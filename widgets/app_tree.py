@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTree
 from backend.model import (FAILED, HEALTHY, PENDING, ApplicationInfo, DeploymentInfo,
                            ReplicaInfo, ServeStatus, unschedulable_reason)
 from backend.model_info import ModelInfo
+from backend.scaling import ReplicaCounts, replica_counts
 
 COL_NAME, COL_STATUS, COL_REPLICAS, COL_MESSAGE = range(4)
 HEADERS = ("Name", "Status", "Replicas", "Message")
@@ -62,7 +63,9 @@ class AppTree(QTreeWidget):
         self.setColumnWidth(COL_NAME, 190)
         self.setColumnWidth(COL_STATUS, 100)
         self.setColumnWidth(COL_REPLICAS, 70)
-        self.headerItem().setToolTip(COL_REPLICAS, "Running replicas / target replicas")
+        self.headerItem().setToolTip(
+            COL_REPLICAS, "Running replicas / target replicas; '+N' replicas starting "
+            "(being placed or constructed)")
         self.headerItem().setToolTip(COL_MESSAGE, "Serve's message, e.g. why a deployment failed")
         self.setToolTip("Serve applications on the cluster. Select a deployment to plot "
                         "its metrics and send load to it.")
@@ -77,6 +80,9 @@ class AppTree(QTreeWidget):
         self._deployment_infos: dict[tuple[str, str], DeploymentInfo] = {}
         self._model_info: dict[tuple[str, str], ModelInfo] = {}
         self._model_rows: dict[tuple[str, str], QTreeWidgetItem] = {}
+        # Why a deployment is short of its target, in words (console.scaling): shown in
+        # the message column in place of Ray's message, which says it late or not at all.
+        self._scaling_notes: dict[tuple[str, str], str] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
@@ -123,6 +129,18 @@ class AppTree(QTreeWidget):
             item, dep = self._deployments.get(key), self._deployment_infos.get(key)
             if item is not None and dep is not None:
                 self._describe_deployment(item, dep)
+
+    def set_scaling_notes(self, notes: dict[tuple[str, str], str]) -> None:
+        """Why deployments are not at their target replica count, by (app, deployment)
+        ({} when all are): shown in their rows at once."""
+        old, self._scaling_notes = self._scaling_notes, dict(notes)
+        for key in set(old) | set(self._scaling_notes):
+            item, dep = self._deployments.get(key), self._deployment_infos.get(key)
+            if item is not None and dep is not None:
+                self._describe_deployment(item, dep)
+
+    def scaling_note(self, app: str, deployment: str) -> str:
+        return self._scaling_notes.get((app, deployment), "")
 
     def model_info(self, app: str, deployment: str) -> ModelInfo | None:
         return self._model_info.get((app, deployment))
@@ -252,7 +270,8 @@ class AppTree(QTreeWidget):
             self._deployments[dep.key] = item
         _set_text(item, COL_NAME, dep.name)
         self._set_status(item, dep.status)
-        _set_text(item, COL_REPLICAS, _replica_text(dep.running_replicas, dep.target_num_replicas))
+        counts = replica_counts(dep)
+        _set_text(item, COL_REPLICAS, _counts_text(counts))
         self._deployment_infos[dep.key] = dep
         self._describe_deployment(item, dep)
 
@@ -269,10 +288,19 @@ class AppTree(QTreeWidget):
         """The message column and tooltip, and the model row where its replica gave
         figures."""
         info = self._model_info.get(dep.key)
-        self._set_message(item, dep.message)
+        note = self._scaling_notes.get(dep.key, "")
+        self._set_message(item, note or dep.message, warn=bool(note))
         self._place_model_row(item, dep.key, info)
+        counts = replica_counts(dep)
         tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
-               f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running")
+               f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running"
+               + (f", {counts.starting} starting" if counts.starting else "")
+               + (f", {counts.stopping} stopping" if counts.stopping else "")
+               + f"\nScaling: {counts.scaling_status}"
+               + (f" · autoscaling between {counts.min_replicas} and {counts.max_replicas} "
+                  "replicas" if counts.autoscaling else " · fixed num_replicas"))
+        if note:
+            tip += f"\n\nNot at target: {note}"
         if info is not None:
             tip += f"\n\n{info.details()}"
         if dep.message:
@@ -356,7 +384,7 @@ class AppTree(QTreeWidget):
             font.setBold(bold)
             item.setFont(COL_STATUS, font)
 
-    def _set_message(self, item: QTreeWidgetItem, message: str) -> None:
+    def _set_message(self, item: QTreeWidgetItem, message: str, warn: bool = False) -> None:
         # One line in the column (the full text is in the tooltip); a traceback's last
         # line is the informative one.
         lines = [ln for ln in (message or "").strip().splitlines() if ln.strip()]
@@ -364,14 +392,20 @@ class AppTree(QTreeWidget):
         # (resources required vs available) comes last; show that part.
         short = unschedulable_reason(message) or (lines[-1].strip() if lines else "")
         _set_text(item, COL_MESSAGE, short)
-        brush = QBrush(QColor(STATUS_COLORS["failed"])) if message and status_class(
-            item.text(COL_STATUS)) == "failed" else QBrush()
+        failed = message and status_class(item.text(COL_STATUS)) == "failed"
+        brush = (QBrush(QColor(STATUS_COLORS["failed"])) if failed
+                 else QBrush(QColor(STATUS_COLORS["pending"])) if warn else QBrush())
         if item.foreground(COL_MESSAGE) != brush:
             item.setForeground(COL_MESSAGE, brush)
 
 
 def _replica_text(running: int, target: int | None) -> str:
     return f"{running}/{target if target is not None else '?'}"
+
+
+def _counts_text(counts: ReplicaCounts) -> str:
+    text = _replica_text(counts.running, counts.target)
+    return f"{text} +{counts.starting}" if counts.starting else text
 
 
 def _set_text(item: QTreeWidgetItem, col: int, text: str) -> None:

@@ -42,6 +42,7 @@ class CurveSpec:
     series: str  # a name from backend.metrics.series.SERIES
     color: str
     dashed: bool = False
+    dotted: bool = False
 
 
 @dataclass(frozen=True)
@@ -70,10 +71,27 @@ PLOTS: tuple[PlotSpec, ...] = (
         CurveSpec("http_latency_p50_ms", "#81c784", dashed=True),
         CurveSpec("http_latency_p99_ms", "#ff8a65", dashed=True),
     )),
-    PlotSpec("Queue depth", "requests", (
+    # Where requests wait (ray-project/ray #36285): caller-side in the router (proxy or
+    # calling handle) vs at the replicas (executing or queued in the replica).
+    PlotSpec("Queue: router vs replicas", "requests", (
         CurveSpec("queued_requests", "#ba68c8"),
         CurveSpec("ongoing_requests", "#4dd0e1"),
     )),
+    # Target vs running vs starting, from the Serve status (every deployment); the
+    # bounds and the policy's raw decision for autoscaling deployments.
+    PlotSpec("Replicas", "replicas", (
+        CurveSpec("target_replicas", "#ffca28"),
+        CurveSpec("running_replicas", "#66bb6a"),
+        CurveSpec("starting_replicas", "#4fc3f7"),
+        CurveSpec("replicas_desired", "#ff8a65", dotted=True),
+        CurveSpec("min_replicas", "#9e9e9e", dashed=True),
+        CurveSpec("max_replicas", "#bdbdbd", dashed=True),
+    )),
+    # What the autoscaler scales on against what it aims for (autoscaling only).
+    PlotSpec("Autoscaler input", "requests", (
+        CurveSpec("autoscaler_ongoing_per_replica", "#4dd0e1"),
+        CurveSpec("target_ongoing_requests", "#ffca28", dashed=True),
+    ), optional=True),
     # Only deployments that batch (@serve.batch) report batch sizes.
     PlotSpec("Batch size", "requests", (
         CurveSpec("batch_size", "#f06292"),
@@ -292,8 +310,9 @@ class LivePlots(QWidget):
             legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
 
             for c in spec.curves:
-                pen = pg.mkPen(c.color, width=2,
-                               style=Qt.PenStyle.DashLine if c.dashed else Qt.PenStyle.SolidLine)
+                style = (Qt.PenStyle.DashLine if c.dashed else Qt.PenStyle.DotLine
+                         if c.dotted else Qt.PenStyle.SolidLine)
+                pen = pg.mkPen(c.color, width=2, style=style)
                 curve = pg.PlotDataItem(pen=pen, antialias=False)
                 plot.addItem(curve)
                 self._curves[c.series] = curve
@@ -401,9 +420,10 @@ class LivePlots(QWidget):
         raise ValueError(f"no time window of {seconds!r} s; choose one of "
                          f"{[s for _, s in WINDOWS]}")
 
-    def add_marker(self, t: float, label: str) -> None:
+    def add_marker(self, t: float, label: str, detail: str = "") -> None:
         """A vertical line at wall-clock time t on every plot, labelled on the top one
-        (and in every line's tooltip): for config changes taking effect."""
+        (and in every line's tooltip, with *detail* there too): for config changes
+        taking effect, replica deaths, scaling decisions."""
         lines = []
         for i, plot in enumerate(self._plots.values()):
             # The text goes on the top plot only: repeated on every plot it hides data;
@@ -415,7 +435,8 @@ class LivePlots(QWidget):
                 labelOpts={"position": 0.92, "color": _MARKER, "anchors": [(0, 0), (0, 0)],
                            "fill": pg.mkBrush(22, 22, 22, 200)},
             )
-            line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}")
+            line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}"
+                            + (f"\n{detail}" if detail else ""))
             # A marker must not stretch the autoscaled y range (or the "All" x range).
             plot.addItem(line, ignoreBounds=True)
             lines.append(line)

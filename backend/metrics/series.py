@@ -120,6 +120,21 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
                "Median time from request to the whole video processed, naive."),
     SeriesSpec("pipeline_total_streaming_ms", "total, streaming", "ms",
                "Median time from request to the whole video processed, streaming."),
+    # From the Serve status (GET /api/serve/applications/, each status poll), not from
+    # metrics: exact, once a second, and there even when no metrics source answers
+    # (backend/scaling.py ReplicaCounts.series()).
+    SeriesSpec("target_replicas", "target", "replicas",
+               "Replicas Serve is aiming for now (target_num_replicas in the status): "
+               "the autoscaler's decision within min/max, or num_replicas."),
+    SeriesSpec("running_replicas", "running", "replicas",
+               "Replicas in state RUNNING (serving requests)."),
+    SeriesSpec("starting_replicas", "starting", "replicas",
+               "Replicas being placed or constructed (STARTING, UPDATING, RECOVERING, "
+               "PENDING_MIGRATION): waiting for resources or running __init__."),
+    SeriesSpec("min_replicas", "min_replicas", "replicas",
+               "autoscaling_config.min_replicas: the autoscaler never goes below."),
+    SeriesSpec("max_replicas", "max_replicas", "replicas",
+               "autoscaling_config.max_replicas: the autoscaler never goes above."),
 ]}
 
 
@@ -156,6 +171,12 @@ class SeriesStore:
         with self._lock:
             buf = self._data.get((key, name))
             return buf[-1][0] if buf else None
+
+    def latest(self, key: tuple, name: str) -> tuple[float, float] | None:
+        """The newest (t, value) of a series, None without one (no copy of the buffer)."""
+        with self._lock:
+            buf = self._data.get((key, name))
+            return buf[-1] if buf else None
 
     def keys(self) -> list[DeploymentKey]:
         with self._lock:

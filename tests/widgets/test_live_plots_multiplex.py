@@ -38,7 +38,8 @@ def plots(qtbot, store) -> LivePlots:
 
 def test_multiplex_group_is_optional_and_after_the_base_plots():
     titles = [p.title for p in PLOTS]
-    assert titles[:4] == ["Throughput", "Latency", "Queue depth", "Batch size"]
+    assert titles[:6] == ["Throughput", "Latency", "Queue: router vs replicas", "Replicas",
+                          "Autoscaler input", "Batch size"]
     assert all(p.optional for p in PLOTS if p.title in MUX_PLOTS + ["Batch size"])
     assert set(MUX_PLOTS) <= set(titles)
 
@@ -46,7 +47,8 @@ def test_multiplex_group_is_optional_and_after_the_base_plots():
 def test_batched_deployment_gets_no_multiplex_plots(plots):
     plots.set_key(BATCHED)
     plots.refresh(T0 + 29)
-    assert plots.visible_plots() == ["Throughput", "Latency", "Queue depth", "Batch size"]
+    assert plots.visible_plots() == ["Throughput", "Latency", "Queue: router vs replicas",
+                                     "Replicas", "Batch size"]
     for title in MUX_PLOTS:
         assert not plots.plots()[title].isVisible()
 
