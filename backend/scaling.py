@@ -40,6 +40,11 @@ What Ray 2.60 says, and where (read in the installed source):
   (UPSCALING / DOWNSCALING / STABLE) and `decisions`, each {timestamp_s, reason,
   prev_num_replicas, curr_num_replicas, policy}. Marked experimental; 2.60 defines it but
   nothing fills it. Used when present, never needed.
+
+Measured on the 2-core test machine (tests/backend/test_scaling.py prints its figures): a
+step to 20 req/s of 200 ms requests (target_ongoing_requests 1, upscale_delay_s 1) is
+decided 1.7–1.8 s later (the log line's time), the status shows the new target 0.6–1.5 s
+after that (polled each second), and the new 0-CPU replicas run 4.7–6.9 s after the step.
 """
 
 from __future__ import annotations
@@ -716,3 +721,15 @@ __all__ = [
     "LoggedScaling", "parse_scaling_log", "DecisionTracker",
 ]
 
+
+
+def log_records(text: str) -> list[tuple[float, bool, str]]:
+    """Every record of a controller-log tail as (time, exact, message), oldest first
+    (see LoggedScaling.exact for what the time means); for readers of other lines than
+    the decisions, e.g. benchmarks/scale_reaction.py's 'started successfully'."""
+    out = []
+    for raw in (text or "").splitlines():
+        parsed = _parse_record(raw.rstrip("\r\n"))
+        if parsed is not None:
+            out.append(parsed)
+    return out
