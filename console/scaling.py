@@ -36,9 +36,13 @@ log = logging.getLogger(__name__)
 POLL_MS = 1000
 LOG_LINES = 150
 LOG_TIMEOUT_S = 2.0
-# After the log API fails (not allowed, an old dashboard), ask again this much later;
-# decisions still come from the status meanwhile.
-LOG_RETRY_S = 30.0
+# After the log API fails (not allowed, an old dashboard, a controller that has only just
+# started), ask again after 2 s, doubling up to 30 s; decisions still come from the status
+# meanwhile. Said in the event log only once it failed this many times in a row: a new
+# controller's log is often not readable for its first second.
+LOG_RETRY_MIN_S = 2.0
+LOG_RETRY_MAX_S = 30.0
+LOG_FAILURES_TO_REPORT = 3
 FREE_EVERY_S = 5.0
 # A decision time from the head's log that is this far from our clock (another time
 # zone, a skewed clock) is replaced by the time the console saw it.
@@ -74,6 +78,7 @@ class ScalingWatch(QObject):
         # Used only on the worker thread while a poller runs.
         self._tracker = DecisionTracker()
         self._log_failed_at: float | None = None
+        self._log_failures = 0
         self._log_reported = False
         self._free: dict[str, float] | None = None
         self._free_at = -float("inf")
@@ -128,7 +133,7 @@ class ScalingWatch(QObject):
         if client is None or status is None or not self._s.connection.usable:
             return out
         now = time.time()
-        log_text = self._read_log(client, now, out)
+        log_text = self._read_log(client, status, now, out)
         for d in self._tracker.update(status, log_text, now):
             if abs(d.t - now) > MAX_SKEW_S:
                 d = _at(d, now)
@@ -136,22 +141,28 @@ class ScalingWatch(QObject):
         out.notes = self._notes(client, status, now)
         return out
 
-    def _read_log(self, client, now: float, out: ScalingPoll) -> str | None:
-        if self._log_failed_at is not None and now - self._log_failed_at < LOG_RETRY_S:
-            return None
+    def _read_log(self, client, status: ServeStatus, now: float,
+                  out: ScalingPoll) -> str | None:
+        if not status.serve_running:
+            return None  # no controller, no log (yet)
+        if self._log_failed_at is not None:
+            wait = min(LOG_RETRY_MAX_S, LOG_RETRY_MIN_S * 2 ** (self._log_failures - 1))
+            if now - self._log_failed_at < wait:
+                return None
         try:
             text = client.controller_log(lines=LOG_LINES, timeout_s=LOG_TIMEOUT_S)
         except Exception as e:  # noqa: BLE001 — any failure: fall back to the status
             self._log_failed_at = now
-            if not self._log_reported:
+            self._log_failures += 1
+            if self._log_failures >= LOG_FAILURES_TO_REPORT and not self._log_reported:
                 self._log_reported = True
                 out.log_problem = user_message(e)
             return None
-        if self._log_failed_at is not None:
-            self._log_failed_at = None
-            if self._log_reported:
-                self._log_reported = False
-                out.log_back = True
+        self._log_failed_at = None
+        self._log_failures = 0
+        if self._log_reported:
+            self._log_reported = False
+            out.log_back = True
         return text
 
     def _notes(self, client, status: ServeStatus, now: float) -> dict[tuple[str, str], str]:

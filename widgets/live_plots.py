@@ -43,6 +43,10 @@ class CurveSpec:
     color: str
     dashed: bool = False
     dotted: bool = False
+    # False: drawn, but left out of the y axis' autorange (a series that can dwarf the
+    # others, e.g. the autoscaler's raw decision of 60 replicas beside a max of 4 — it
+    # then runs off the top of the plot, which says "far above" well enough).
+    autorange: bool = True
 
 
 @dataclass(frozen=True)
@@ -83,7 +87,7 @@ PLOTS: tuple[PlotSpec, ...] = (
         CurveSpec("target_replicas", "#ffca28"),
         CurveSpec("running_replicas", "#66bb6a"),
         CurveSpec("starting_replicas", "#4fc3f7"),
-        CurveSpec("replicas_desired", "#ff8a65", dotted=True),
+        CurveSpec("replicas_desired", "#ff8a65", dotted=True, autorange=False),
         CurveSpec("min_replicas", "#9e9e9e", dashed=True),
         CurveSpec("max_replicas", "#bdbdbd", dashed=True),
     )),
@@ -299,6 +303,9 @@ class LivePlots(QWidget):
             plot.enableAutoRange(y=True)
             if master is None:
                 master = plot
+                # Marker labels sit along the top plot's upper edge (add_marker); headroom
+                # keeps its data — often a flat maximum such as a steady rate — below them.
+                plot.getViewBox().setDefaultPadding(0.3)
             else:
                 plot.setXLink(master)
             plot.setToolTip("\n".join(
@@ -314,7 +321,7 @@ class LivePlots(QWidget):
                          if c.dotted else Qt.PenStyle.SolidLine)
                 pen = pg.mkPen(c.color, width=2, style=style)
                 curve = pg.PlotDataItem(pen=pen, antialias=False)
-                plot.addItem(curve)
+                plot.addItem(curve, ignoreBounds=not c.autorange)
                 self._curves[c.series] = curve
                 self._curve_plot[c.series] = spec.title
             self._plots[spec.title] = plot
