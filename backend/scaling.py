@@ -149,14 +149,16 @@ _EPS = 1e-9
 
 
 def why_not_at_target(dep: DeploymentInfo, free: dict[str, float] | None,
-                      now: float | None = None) -> str:
+                      now: float | None = None, total: dict[str, float] | None = None) -> str:
     """Why *dep* does not run its target number of replicas, in words a user can act on;
     "" when it does (running == target).
 
     *free*: what the cluster has free now in Ray's resource names
     (`ClusterClient.free_resources()`), None when unknown (then Ray's own "total resources
-    available" from its 30 s warning is quoted, if it gave one). *now*: time.time() by
-    default (replica start times are the controller's clock). Examples:
+    available" from its 30 s warning is quoted, if it gave one). *total*: the whole
+    cluster's resources, when known: a replica that needs more than that is said never to
+    fit (waiting would be in vain unless nodes join). *now*: time.time() by default
+    (replica start times are the controller's clock). Examples:
 
         2 of 3 replicas waiting for resources (41 s): each needs {CPU: 1}; free now: {CPU: 0.5}
         replicas fail to start (Ray gave up after 3 tries): ValueError: could not convert …
@@ -191,7 +193,7 @@ def why_not_at_target(dep: DeploymentInfo, free: dict[str, float] | None,
     placed = [r for r in starting if r.node_ip]
     if unplaced:
         parts.append(_unplaced_text(dep, len(unplaced), target, free, message,
-                                    _age(unplaced, now)))
+                                    _age(unplaced, now), total))
     if placed:
         age = _age(placed, now)
         text = f"{_n(len(placed), 'replica')} starting" + (f" ({age})" if age else "")
@@ -206,7 +208,7 @@ def why_not_at_target(dep: DeploymentInfo, free: dict[str, float] | None,
 
 
 def _unplaced_text(dep: DeploymentInfo, n: int, target: int, free: dict[str, float] | None,
-                   message: str, age: str) -> str:
+                   message: str, age: str, total: dict[str, float] | None = None) -> str:
     need = {k: v for k, v in dep.required_resources.items() if v > _EPS}
     lead = f"{n} of {target} replicas"
     when = f" ({age})" if age else ""
@@ -219,10 +221,17 @@ def _unplaced_text(dep: DeploymentInfo, n: int, target: int, free: dict[str, flo
     shown = {k: max(0.0, float(free.get(k, 0.0))) for k in need}
     short = [k for k, v in need.items() if v > free.get(k, 0.0) + _EPS]
     if short or not need:
-        return f"{lead} waiting for resources{when}: {needs}; free now: {format_resources(shown)}"
-    return (f"{lead} not placed yet{when}: {needs}; free now: {format_resources(shown)} — "
-            "enough in total, so a runtime environment may still be installing, or no "
-            "single node has all of it")
+        text = f"{lead} waiting for resources{when}: {needs}; free now: {format_resources(shown)}"
+        never = [k for k in short if total is not None and need[k] > total.get(k, 0.0) + _EPS]
+        if never:
+            whole = {k: max(0.0, float(total.get(k, 0.0))) for k in need}
+            text += (f" — more than the whole cluster has ({format_resources(whole)}): it "
+                     "never fits unless nodes join; lower the replica's resources")
+        return text
+    # Enough is free: the REST API names a replica's node only once its actor runs, so a
+    # replica without one is almost always placed and starting (the free figures, up to
+    # 5 s old, may not show it yet).
+    return f"{_n(n, 'replica')} starting{when}"
 
 
 def format_resources(res: dict[str, float]) -> str:

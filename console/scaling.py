@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING
 from PySide6.QtCore import QObject, Signal
 
 from backend.model import ServeStatus
+from backend.preflight import cluster_resources
 from backend.scaling import DecisionTracker, ScalingDecision, replica_counts, why_not_at_target
 from console.tasks import Poller, TaskRunner, user_message
 
@@ -81,6 +82,7 @@ class ScalingWatch(QObject):
         self._log_failures = 0
         self._log_reported = False
         self._free: dict[str, float] | None = None
+        self._total: dict[str, float] | None = None
         self._free_at = -float("inf")
 
     # -- GUI thread ------------------------------------------------------------------
@@ -173,13 +175,15 @@ class ScalingWatch(QObject):
         if now - self._free_at >= FREE_EVERY_S:
             self._free_at = now
             try:
-                self._free = client.free_resources(timeout_s=LOG_TIMEOUT_S)
+                res = cluster_resources(client, client.serve_details(LOG_TIMEOUT_S),
+                                        timeout_s=LOG_TIMEOUT_S)
+                self._free, self._total = res.free, res.total
             except Exception:  # noqa: BLE001 — the words then leave out what is free
                 log.debug("reading free resources failed", exc_info=True)
-                self._free = None
+                self._free = self._total = None
         notes = {}
         for d in short:
-            text = why_not_at_target(d, self._free)
+            text = why_not_at_target(d, self._free, total=self._total)
             if text:
                 notes[d.key] = text
         return notes

@@ -17,7 +17,8 @@ log = logging.getLogger(__name__)
 VERSION = 1
 MAX_RECENT = 10
 _KNOWN = {"version", "recent_addresses", "recent_connections", "last_mode",
-          "window_geometry", "window_state", "plot_window_s", "load_rps"}
+          "window_geometry", "window_state", "plot_window_s", "load_rps",
+          "per_replica_view"}
 # What a recent connection remembers, with its type: everything the connect dialog asks
 # for except the token itself (a token *file* path is kept; the token never is).
 _CONNECTION_FIELDS = {"url": str, "prometheus_url": str, "serve_http_url": str,

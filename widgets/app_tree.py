@@ -30,6 +30,8 @@ _KEY_ROLE = Qt.ItemDataRole.UserRole + 1
 _APP, _DEPLOYMENT, _REPLICA, _PLACEHOLDER = "app", "deployment", "replica", "placeholder"
 _MODEL = "model"  # the row under a deployment that shows its model's figures
 MODEL_ROW_PREFIX = "↳ "
+_NOTE = "note"  # the row under a deployment that says why it is short of its target
+NOTE_ROW_PREFIX = "⚠ "
 
 
 def status_class(status: str) -> str | None:
@@ -83,6 +85,9 @@ class AppTree(QTreeWidget):
         # Why a deployment is short of its target, in words (console.scaling): shown in
         # the message column in place of Ray's message, which says it late or not at all.
         self._scaling_notes: dict[tuple[str, str], str] = {}
+        # …and in a row of its own under the deployment, across all columns: the message
+        # column is off-screen in the tree's default width (the foreign-cluster check).
+        self._note_rows: dict[tuple[str, str], QTreeWidgetItem] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
@@ -141,6 +146,9 @@ class AppTree(QTreeWidget):
 
     def scaling_note(self, app: str, deployment: str) -> str:
         return self._scaling_notes.get((app, deployment), "")
+
+    def note_row(self, app: str, deployment: str) -> QTreeWidgetItem | None:
+        return self._note_rows.get((app, deployment))
 
     def model_info(self, app: str, deployment: str) -> ModelInfo | None:
         return self._model_info.get((app, deployment))
@@ -291,6 +299,7 @@ class AppTree(QTreeWidget):
         note = self._scaling_notes.get(dep.key, "")
         self._set_message(item, note or dep.message, warn=bool(note))
         self._place_model_row(item, dep.key, info)
+        self._place_note_row(item, dep.key, note)
         counts = replica_counts(dep)
         tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
                f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running"
@@ -328,6 +337,31 @@ class AppTree(QTreeWidget):
             self._model_rows[key] = row
         _set_text(row, COL_NAME, MODEL_ROW_PREFIX + info.summary())
         _set_tooltip(row, info.details())
+
+    def _place_note_row(self, item: QTreeWidgetItem, key: tuple[str, str], note: str) -> None:
+        row, parent = self._note_rows.get(key), item.parent()
+        if not note or parent is None:
+            if row is not None:
+                self._remove_note_row(key)
+            return
+        if row is None:
+            row = QTreeWidgetItem()
+            row.setData(COL_NAME, _KIND_ROLE, _NOTE)
+            row.setData(COL_NAME, _KEY_ROLE, key)
+            row.setFlags(Qt.ItemFlag.ItemIsEnabled)  # shown, never selected
+            model = self._model_rows.get(key)
+            after = model if model is not None and model.parent() is parent else item
+            parent.insertChild(parent.indexOfChild(after) + 1, row)
+            row.setFirstColumnSpanned(True)
+            row.setForeground(COL_NAME, QBrush(QColor(STATUS_COLORS["pending"])))
+            self._note_rows[key] = row
+        _set_text(row, COL_NAME, NOTE_ROW_PREFIX + note)
+        _set_tooltip(row, f"Why {key[0]}/{key[1]} is not at its target replica count:\n{note}")
+
+    def _remove_note_row(self, key: tuple[str, str]) -> None:
+        row = self._note_rows.pop(key, None)
+        if row is not None and row.parent() is not None:
+            row.parent().removeChild(row)
 
     def _remove_model_row(self, key: tuple[str, str]) -> None:
         row = self._model_rows.pop(key, None)
@@ -367,6 +401,7 @@ class AppTree(QTreeWidget):
         item = self._deployments.pop(key)
         self._deployment_infos.pop(key, None)
         self._remove_model_row(key)
+        self._remove_note_row(key)
         parent = item.parent()
         if parent is not None:
             parent.removeChild(item)

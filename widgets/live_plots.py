@@ -322,6 +322,10 @@ class LivePlots(QWidget):
                 pen = pg.mkPen(c.color, width=2, style=style)
                 curve = pg.PlotDataItem(pen=pen, antialias=False)
                 plot.addItem(curve, ignoreBounds=not c.autorange)
+                # The first curve of a plot is its headline (e.g. target replicas): drawn
+                # over the others, so an equal value (running = target) does not hide it.
+                if c is spec.curves[0]:
+                    curve.setZValue(10)
                 self._curves[c.series] = curve
                 self._curve_plot[c.series] = spec.title
             self._plots[spec.title] = plot

@@ -392,9 +392,22 @@ def test_why_replicas_that_fit_are_not_placed():
     assert why_not_at_target(dep, {"CPU": 0.5, "memory": 8 * 2**30}, NOW) == (
         "2 of 3 replicas waiting for resources (12 s): each needs {CPU: 1, memory: 2.0 GiB}; "
         "free now: {CPU: 0.5, memory: 8.0 GiB}")
-    assert why_not_at_target(dep, {"CPU": 4.0, "memory": 8 * 2**30}, NOW).startswith(
-        "2 of 3 replicas not placed yet (12 s): each needs {CPU: 1, memory: 2.0 GiB}; "
-        "free now: {CPU: 4, memory: 8.0 GiB} — enough in total")
+    # Enough free: the REST API names a replica's node only once its actor runs, so
+    # these are starting (the foreign-cluster check saw "not placed" for placed ones).
+    assert why_not_at_target(dep, {"CPU": 4.0, "memory": 8 * 2**30}, NOW) == \
+        "2 replicas starting (12 s)"
+
+
+def test_a_replica_larger_than_the_whole_cluster_never_fits():
+    big = DeploymentInfo("a", "D", "UPDATING", target_num_replicas=1,
+                         required_resources={"CPU": 8.0},
+                         replicas=(ReplicaInfo("y", "STARTING", start_time_s=NOW - 5),))
+    text = why_not_at_target(big, {"CPU": 2.5}, NOW, total={"CPU": 3.0})
+    assert text == ("1 of 1 replicas waiting for resources (5 s): each needs {CPU: 8}; "
+                    "free now: {CPU: 2.5} — more than the whole cluster has ({CPU: 3}): it "
+                    "never fits unless nodes join; lower the replica's resources")
+    # Fits the cluster, just not now: no such claim.
+    assert "never fits" not in why_not_at_target(big, {"CPU": 2.5}, NOW, total={"CPU": 16.0})
 
 
 def test_why_a_constructor_fails():

@@ -43,3 +43,14 @@ def test_bad_entries_are_dropped_not_fatal(tmp_path):
     assert s.recent_connections() == [{"url": "http://ok:8265"}]
     s._q.setValue("recent_connections", "{not json")
     assert s.recent_connections() == []
+
+
+def test_per_replica_view_is_remembered(tmp_path):
+    """The foreign-cluster check found the key dropped as unknown at the next start."""
+    path = str(tmp_path / "settings.ini")
+    s = Settings(path)
+    assert s.per_replica_view() is False
+    s.set_per_replica_view(True)
+    s.sync()
+    again = Settings(path)
+    assert again.per_replica_view() is True

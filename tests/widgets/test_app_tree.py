@@ -181,3 +181,53 @@ def test_model_row_beside_serve_messages_and_gone_with_its_deployment(tree):
     tree.set_status(ServeStatus())  # the application is gone: so is the row
     assert tree.model_row("batched", "Model") is None
     assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
+
+
+def scaling_status(note_replicas: tuple[ReplicaInfo, ...], target: int = 3,
+                   status_word: str = "UPSCALING") -> ServeStatus:
+    dep = DeploymentInfo("scaled", "S", status_word, replicas=note_replicas,
+                         target_num_replicas=target,
+                         config={"autoscaling_config": {"min_replicas": 1, "max_replicas": 4}})
+    return ServeStatus(applications=(ApplicationInfo(
+        "scaled", "RUNNING", route_prefix="/scaled", deployed_config={"name": "scaled"},
+        deployments=(dep,)),), serve_running=True)
+
+
+def test_starting_replicas_and_scaling_state_in_the_row(qtbot):
+    tree = AppTree()
+    qtbot.addWidget(tree)
+    reps = (ReplicaInfo("a", "RUNNING", "10.0.0.1", 1), ReplicaInfo("b", "STARTING"),
+            ReplicaInfo("c", "STARTING"))
+    tree.set_status(scaling_status(reps))
+    item = tree.deployment_item("scaled", "S")
+    assert item.text(COL_REPLICAS) == "1/3 +2"
+    tip = item.toolTip(COL_NAME)
+    assert "1/3 replicas running, 2 starting" in tip
+    assert "Scaling: UPSCALING · autoscaling between 1 and 4 replicas" in tip
+    tree.set_status(scaling_status(reps[:1], target=1, status_word="HEALTHY"))
+    assert item.text(COL_REPLICAS) == "1/1"
+    assert "Scaling: STABLE" in item.toolTip(COL_NAME)
+
+
+def test_why_not_at_target_shows_in_a_row_of_its_own(qtbot):
+    tree = AppTree()
+    qtbot.addWidget(tree)
+    reps = (ReplicaInfo("a", "RUNNING", "10.0.0.1", 1), ReplicaInfo("b", "STARTING"))
+    tree.set_status(scaling_status(reps, target=2))
+    assert tree.note_row("scaled", "S") is None
+    why = "1 of 2 replicas waiting for resources (3 s): each needs {CPU: 8}; free now: {CPU: 2}"
+    tree.set_scaling_notes({("scaled", "S"): why})
+    row = tree.note_row("scaled", "S")
+    assert row is not None and row.text(COL_NAME) == "⚠ " + why
+    # Right under its deployment, spanning the columns, never selectable.
+    item = tree.deployment_item("scaled", "S")
+    parent = item.parent()
+    assert parent.indexOfChild(row) == parent.indexOfChild(item) + 1
+    assert row.isFirstColumnSpanned()
+    assert not (row.flags() & Qt.ItemFlag.ItemIsSelectable)
+    assert item.text(COL_MESSAGE) == why and "Not at target: " + why in item.toolTip(COL_NAME)
+    # Survives polls; goes when the deployment reaches its target.
+    tree.set_status(scaling_status(reps, target=2))
+    assert tree.note_row("scaled", "S") is row
+    tree.set_scaling_notes({})
+    assert tree.note_row("scaled", "S") is None and parent.indexOfChild(row) == -1
