@@ -15,7 +15,7 @@ from backend.catalog import load_catalog
 from backend.metrics import gpu
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.health import ProblemTracker, SourceProblem, node_where
-from backend.metrics.prometheus import PrometheusSource, build_queries
+from backend.metrics.prometheus import PrometheusSource, build_queries, build_replica_queries
 
 
 class SilentPort:
@@ -225,8 +225,9 @@ def test_prometheus_refusing_queries_is_a_problem_too():
     try:
         src.poll()
         [p] = src.problems()
-        # + the held-model-ids query and the node GPU queries
-        n = len(build_queries(src.window_s)) + 1 + len(gpu.PROMQL)
+        # + the per-replica queries, the held-model-ids query and the node GPU queries
+        n = (len(build_queries(src.window_s)) + len(build_replica_queries(src.window_s))
+             + 1 + len(gpu.PROMQL))
         assert p.message.startswith(f"{n} of {n} queries failed") and "503" in p.message
     finally:
         src.close()

@@ -23,7 +23,12 @@ def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, loa
     key = ("batched", "BatchedClassifier")
     samples = {"prom": [], "direct": []}
     try:
-        time.sleep(12)  # both windows fill with loaded data
+        # Both windows fill with loaded data. The direct source's window is made of its
+        # own polls: poll it once a second, as the console does (after a plain sleep its
+        # first rates were over 1-2 s, where one of Ray's 1 s report steps is 50 %).
+        for _ in range(12):
+            direct.poll()
+            time.sleep(1)
         for _ in range(8):
             _, dv = direct.poll()
             _, pv = prom.poll()

