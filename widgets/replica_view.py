@@ -378,8 +378,9 @@ class ReplicaView(QWidget):
                 pos=t, angle=90, movable=False,
                 pen=pg.mkPen(_MARKER, width=1, style=Qt.PenStyle.DashLine),
                 label=label if i == 0 else None,
-                labelOpts={"position": 0.92, "color": _MARKER, "anchors": [(0, 0), (0, 0)],
-                           "fill": pg.mkBrush(22, 22, 22, 200)},
+                # At the very top, without a box: an opaque label hid the data under
+                # it (a steady 40 req/s vanished behind a row of scaling markers).
+                labelOpts={"position": 1.0, "color": _MARKER, "anchors": [(0, 0), (0, 0)]},
             )
             line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}")
             plot.addItem(line, ignoreBounds=True)  # a marker must not stretch the ranges
