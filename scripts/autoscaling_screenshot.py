@@ -7,9 +7,10 @@ console alone, on a Ray head of its own (2 CPUs).
 2. Start the load panel's step profile: 4 steps of 20 s up to 40 requests/s.
 3. Watch replicas follow, each decision marked; after 100 s move
    target_ongoing_requests to 8: the autoscaler now wants fewer replicas and scales down.
-4. Screenshot at 170 s; the event log's scaling lines are printed.
+4. Screenshot at 170 s (PATH), then the same moment in View → Per replica (PATH2);
+   the decisions and the event log are printed.
 
-    QT_QPA_PLATFORM=offscreen .venv/bin/python scripts/autoscaling_screenshot.py [PATH]
+    QT_QPA_PLATFORM=offscreen .venv/bin/python scripts/autoscaling_screenshot.py [PATH [PATH2]]
 """
 
 from __future__ import annotations
@@ -42,6 +43,8 @@ SHOOT_AT_S = 170
 
 def main() -> int:
     out = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "docs" / "autoscaling.png")
+    # The same moment in View → Per replica (Ctrl+R): one curve per replica, the table.
+    out_replicas = Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "docs" / "per_replica.png")
     cluster = LocalCluster(num_cpus=2)
     cluster.start(timeout_s=120)
     try:
@@ -96,6 +99,19 @@ def main() -> int:
                       f"+{d.t - t0[0]:.1f}s  {d.app}/{d.deployment}: {d.text()}", flush=True)
             for e in win.event_log.entries():
                 print("  event:", e.plain(), flush=True)
+            if not ok:
+                app.exit(1)
+                return
+            win.per_replica_action.trigger()
+            QTimer.singleShot(1500, shoot_replicas)
+
+        def shoot_replicas():
+            win.replica_view.refresh(time.time())
+            ok = win.grab().save(str(out_replicas))
+            print(f"per-replica screenshot {'saved to' if ok else 'NOT saved to'} "
+                  f"{out_replicas}; table: {win.replica_view.table_rows()}; "
+                  f"imbalance: {win.replica_view.imbalance_text()!r}", flush=True)
+            win.per_replica_action.trigger()
             app.exit(0 if ok else 1)
 
         session.connected.connect(on_connected)
