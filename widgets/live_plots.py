@@ -138,6 +138,8 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (
     ("All", None),
 )
 DEFAULT_WINDOW_S = 60.0
+# Markers nearer than this to the one before get their label a line lower (add_marker).
+MARKER_NEAR_S = 60.0
 
 # Below this height a plot's axis labels collide; the stack scrolls instead.
 MIN_PLOT_HEIGHT = 110
@@ -436,6 +438,15 @@ class LivePlots(QWidget):
         (and in every line's tooltip, with *detail* there too): for config changes
         taking effect, replica deaths, scaling decisions."""
         lines = []
+        # Markers close together (a tuning change and the scaling it causes) would write
+        # their labels over each other: each one within MARKER_NEAR_S of the one before
+        # goes a line lower, up to three lines, then back to the top.
+        near = 0
+        for prev_t, _label, _lines in reversed(self._markers):
+            if abs(t - prev_t) > MARKER_NEAR_S:
+                break
+            near += 1
+        position = 1.0 - 0.22 * (near % 3)
         for i, plot in enumerate(self._plots.values()):
             # The text goes on the top plot only: repeated on every plot it hides data;
             # the lines below carry it as a tooltip.
@@ -445,7 +456,8 @@ class LivePlots(QWidget):
                 label=label if i == 0 else None,
                 # At the very top, without a box: an opaque label hid the data under
                 # it (a steady 40 req/s vanished behind a row of scaling markers).
-                labelOpts={"position": 1.0, "color": _MARKER, "anchors": [(0, 0), (0, 0)]},
+                labelOpts={"position": position, "color": _MARKER,
+                           "anchors": [(0, 0), (0, 0)]},
             )
             line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}"
                             + (f"\n{detail}" if detail else ""))
