@@ -225,11 +225,12 @@ class WindowedSeries:
     def __init__(self, window_s: float = 5.0) -> None:
         self.window_s = window_s
         self._polls: deque[float] = deque()
-        # (family, deployment key, replica id, series labels without le) -> le ->
-        # _Cumulative; counters use le = None. The replica id ("" without a replica
-        # label) is in the key so the per-replica sums need no label lookups.
-        self._cum: dict[tuple[str, DeploymentKey, str, tuple],
-                        dict[float | None, _Cumulative]] = {}
+        # (family, deployment key, series labels without le) -> le -> _Cumulative;
+        # counters use le = None.
+        self._cum: dict[tuple[str, DeploymentKey, tuple], dict[float | None, _Cumulative]] = {}
+        # The same keys -> replica id, for the REPLICA_FAMILIES series with a replica
+        # label: worked out once per series, not per sample and poll.
+        self._replica_of: dict[tuple[str, DeploymentKey, tuple], str] = {}
         #: {(app, dep, replica id): {series: value}} (REPLICA_SERIES) as of the newest
         #: ingest: a new dict each time, never changed afterwards, so other threads may
         #: read it without a lock.
@@ -275,11 +276,14 @@ class WindowedSeries:
         r_increases: dict[str, dict[ReplicaKey, float]] = defaultdict(lambda: defaultdict(float))
         r_buckets: dict[ReplicaKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         dead = []
+        replica_of = self._replica_of
         for ckey, per_le in self._cum.items():
-            family, dkey, rid, _ = ckey
+            family, dkey, _ = ckey
             alive = False
-            per_replica = bool(rid)  # set only for REPLICA_FAMILIES
-            rkey = (dkey[0], dkey[1], rid)
+            rid = replica_of.get(ckey)
+            per_replica = rid is not None
+            if per_replica:
+                rkey = (dkey[0], dkey[1], rid)
             for le, c in per_le.items():
                 c.prune(t_base)
                 if c.hist:
@@ -297,6 +301,7 @@ class WindowedSeries:
                 dead.append(ckey)
         for k in dead:
             del self._cum[k]
+            replica_of.pop(k, None)
 
         if span > 0:
             for family, name in ((ex.REQUESTS, "requests_per_s"), (ex.ERRORS, "errors_per_s"),
@@ -428,9 +433,13 @@ class WindowedSeries:
             family = f"{family}|{labels.get('stage', '')}"
         elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
             family = f"{family}|{labels.get('mode', '')}"
-        # Only the per-replica families need the id (the label is in skey anyway).
-        rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
-        per_le = self._cum.setdefault((family, (app, dep), rid, skey), {})
+        ckey = (family, (app, dep), skey)
+        per_le = self._cum.get(ckey)
+        if per_le is None:
+            per_le = self._cum[ckey] = {}
+            rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
+            if rid:
+                self._replica_of[ckey] = rid
         c = per_le.get(le_f)
         if c is None:
             per_le[le_f] = _Cumulative(t, s.value)
