@@ -454,6 +454,17 @@ class MainWindow(QMainWindow):
         self._update_replica_rows()
         self.replica_view.refresh()
 
+    def _update_metrics_health(self, status: ServeStatus) -> None:
+        """The autoscaler's metrics delay of each autoscaling deployment, if fresh."""
+        now, health = time.time(), {}
+        for a in status.applications:
+            for d in a.deployments:
+                newest = self.session.store.latest(d.key, "autoscaler_metrics_delay_p99_ms")
+                if newest is not None and now - newest[0] <= 15 \
+                        and d.config.get("autoscaling_config"):
+                    health[d.key] = newest[1]
+        self.tree.set_metrics_health(health)
+
     def _update_replica_rows(self) -> None:
         key, status = self.plots.key(), self.session.status
         dep = status.deployment(*key) if key is not None and status is not None else None
@@ -544,6 +555,7 @@ class MainWindow(QMainWindow):
         self._update_load_target()
         self._update_knobs()
         self._update_replica_rows()
+        self._update_metrics_health(status)
 
     @Slot(str)
     def _on_session_status_failed(self, message: str) -> None:

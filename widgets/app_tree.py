@@ -32,6 +32,10 @@ _MODEL = "model"  # the row under a deployment that shows its model's figures
 MODEL_ROW_PREFIX = "↳ "
 _NOTE = "note"  # the row under a deployment that says why it is short of its target
 NOTE_ROW_PREFIX = "⚠ "
+# The autoscaler's inputs older than this on arrival make its metrics health "late": Ray
+# pushes them every 10 s by default (RAY_SERVE_*_AUTOSCALING_METRIC_PUSH_INTERVAL_S) and
+# the delay is measured from each report's own time, so seconds mean a backed-up controller.
+METRICS_LATE_MS = 2000.0
 
 
 def status_class(status: str) -> str | None:
@@ -88,6 +92,8 @@ class AppTree(QTreeWidget):
         # …and in a row of its own under the deployment, across all columns: the message
         # column is off-screen in the tree's default width (the foreign-cluster check).
         self._note_rows: dict[tuple[str, str], QTreeWidgetItem] = {}
+        # The autoscaler's metrics health: p99 ms its inputs take to reach the controller.
+        self._metrics_delay: dict[tuple[str, str], float] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
@@ -140,6 +146,19 @@ class AppTree(QTreeWidget):
         ({} when all are): shown in their rows at once."""
         old, self._scaling_notes = self._scaling_notes, dict(notes)
         for key in set(old) | set(self._scaling_notes):
+            item, dep = self._deployments.get(key), self._deployment_infos.get(key)
+            if item is not None and dep is not None:
+                self._describe_deployment(item, dep)
+
+    def set_metrics_health(self, delays_ms: dict[tuple[str, str], float]) -> None:
+        """The autoscaler's metrics delay (p99 ms) by (app, deployment), for autoscaling
+        deployments with fresh figures: in the row's tooltip, and in its note row when
+        late (METRICS_LATE_MS) — a busy controller decides on old numbers."""
+        delays = {k: float(v) for k, v in delays_ms.items()}
+        if delays == self._metrics_delay:
+            return
+        old, self._metrics_delay = self._metrics_delay, delays
+        for key in set(old) | set(delays):
             item, dep = self._deployments.get(key), self._deployment_infos.get(key)
             if item is not None and dep is not None:
                 self._describe_deployment(item, dep)
@@ -297,9 +316,14 @@ class AppTree(QTreeWidget):
         figures."""
         info = self._model_info.get(dep.key)
         note = self._scaling_notes.get(dep.key, "")
-        self._set_message(item, note or dep.message, warn=bool(note))
+        delay = self._metrics_delay.get(dep.key)
+        late = (f"the autoscaler's metrics arrive {delay / 1000:.1f} s late (p99): a busy "
+                "controller, its decisions lag the load"
+                if delay is not None and delay >= METRICS_LATE_MS else "")
+        shown = "; ".join(t for t in (note, late) if t)
+        self._set_message(item, shown or dep.message, warn=bool(shown))
         self._place_model_row(item, dep.key, info)
-        self._place_note_row(item, dep.key, note)
+        self._place_note_row(item, dep.key, shown)
         counts = replica_counts(dep)
         tip = (f"Deployment {dep.app}/{dep.name}: {dep.status}\n"
                f"{_replica_text(dep.running_replicas, dep.target_num_replicas)} replicas running"
@@ -308,8 +332,13 @@ class AppTree(QTreeWidget):
                + f"\nScaling: {counts.scaling_status}"
                + (f" · autoscaling between {counts.min_replicas} and {counts.max_replicas} "
                   "replicas" if counts.autoscaling else " · fixed num_replicas"))
+        if delay is not None:
+            tip += (f"\nAutoscaler metrics: p99 {delay:.0f} ms from report to controller "
+                    + ("(late)" if late else "(healthy)"))
         if note:
             tip += f"\n\nNot at target: {note}"
+        if late:
+            tip += f"\n\n{late[0].upper()}{late[1:]}."
         if info is not None:
             tip += f"\n\n{info.details()}"
         if dep.message:

@@ -13,6 +13,7 @@ histogram buckets into per-deployment values over a short window:
 | ongoing_requests (app, dep)          | sum by (application, deployment) (ray_serve_replica_processing_queries) |
 | replicas_running (app, dep)          | sum by (application, deployment) (ray_serve_deployment_replica_healthy) |
 | replicas_target (app, dep)           | sum by (application, deployment) (ray_serve_autoscaling_target_replicas) |
+| autoscaler_metrics_delay_p99_ms (app, dep) | histogram_quantile(0.99, sum by (application, deployment, le) (rate({__name__=~"ray_serve_autoscaling_(replica\|handle)_metrics_delay_ms_bucket"}[W]))) |
 | replicas_desired (app, dep)          | max by (application, deployment) (ray_serve_autoscaling_desired_replicas) (autoscaling deployments only, as the three below) |
 | autoscaler_total_requests (app, dep) | max by (application, deployment) (ray_serve_autoscaling_total_requests) |
 | target_ongoing_requests (app, dep)   | max by (application, deployment) (ray_serve_autoscaling_target_ongoing_requests) |
@@ -331,6 +332,17 @@ class WindowedSeries:
                     v = histogram_quantile(q, pairs)
                     if v is not None:
                         values[dkey][f"{prefix}_p{label}_ms"] = v
+        # The autoscaler's metrics health: how late its inputs (replica and handle
+        # reports together) reached the controller, p99 over the window.
+        delays: dict[DeploymentKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
+        for family in ex.AUTOSCALER_DELAY_FAMILIES:
+            for dkey, per_le in buckets.get(family, {}).items():
+                for le, n in per_le.items():
+                    delays[dkey][le] += n
+        for dkey, per_le in delays.items():
+            v = histogram_quantile(0.99, list(per_le.items()))
+            if v is not None:
+                values[dkey]["autoscaler_metrics_delay_p99_ms"] = v
         for dkey, per_le in buckets.get(ex.MUX_LOAD_LATENCY, {}).items():
             v = histogram_quantile(0.99, list(per_le.items()))
             if v is not None:

@@ -63,6 +63,10 @@ TARGET_REPLICAS = "ray_serve_autoscaling_target_replicas"    # gauge
 AUTOSCALING_DESIRED = "ray_serve_autoscaling_desired_replicas"      # gauge
 AUTOSCALING_TOTAL_REQUESTS = "ray_serve_autoscaling_total_requests"  # gauge
 AUTOSCALING_TARGET_ONGOING = "ray_serve_autoscaling_target_ongoing_requests"  # gauge
+# How late the autoscaler's inputs reach the controller (its metrics health; Ray's
+# controller.py records each report's age on arrival), by application and deployment.
+AUTOSCALER_REPLICA_DELAY = "ray_serve_autoscaling_replica_metrics_delay_ms"  # histogram
+AUTOSCALER_HANDLE_DELAY = "ray_serve_autoscaling_handle_metrics_delay_ms"    # histogram
 # Proxy side (labels: application, route, method, status_code / error_code; no deployment).
 HTTP_REQUESTS = "ray_serve_num_http_requests"                # counter, + status_code
 HTTP_ERRORS = "ray_serve_num_http_error_requests"            # counter, + error_code
@@ -71,7 +75,11 @@ HTTP_LATENCY = "ray_serve_http_request_latency_ms"           # histogram
 COUNTERS = frozenset({REQUESTS, ERRORS, MUX_GET_MODEL, MUX_LOADS, MUX_UNLOADS,
                       HTTP_REQUESTS, HTTP_ERRORS, PIPELINE_CHUNKS})
 HISTOGRAMS = frozenset({PROCESSING_LATENCY, BATCH_SIZE, BATCH_WAIT, BATCH_UTILIZATION,
-                        HTTP_LATENCY, MUX_LOAD_LATENCY, PIPELINE_TTFO, PIPELINE_TOTAL})
+                        HTTP_LATENCY, MUX_LOAD_LATENCY, PIPELINE_TTFO, PIPELINE_TOTAL,
+                        AUTOSCALER_REPLICA_DELAY, AUTOSCALER_HANDLE_DELAY})
+#: The autoscaler's metrics delays (present once some deployment autoscales and reports).
+AUTOSCALER_DELAY_FAMILIES: frozenset[str] = frozenset({AUTOSCALER_REPLICA_DELAY,
+                                                       AUTOSCALER_HANDLE_DELAY})
 GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QUEUED,
                     REPLICA_HEALTHY, TARGET_REPLICAS, AUTOSCALING_DESIRED,
                     AUTOSCALING_TOTAL_REQUESTS, AUTOSCALING_TARGET_ONGOING})

@@ -82,6 +82,10 @@ def build_queries(window_s: float) -> list[SeriesQuery]:
         SeriesQuery("replicas_target", f"sum by ({DEP}) ({ex.TARGET_REPLICAS})", DEP),
         # The controller's autoscaling gauges, one series per autoscaling deployment:
         # max, not sum, so a second copy of a series could not double a setting.
+        SeriesQuery("autoscaler_metrics_delay_p99_ms",
+                    f"histogram_quantile(0.99, sum by ({DEP}, le) (rate({{__name__=~"
+                    f"\"{ex.AUTOSCALER_REPLICA_DELAY}_bucket|{ex.AUTOSCALER_HANDLE_DELAY}"
+                    f"_bucket\"}}[{w}])))", DEP),
         SeriesQuery("replicas_desired", f"max by ({DEP}) ({ex.AUTOSCALING_DESIRED})", DEP),
         SeriesQuery("autoscaler_total_requests",
                     f"max by ({DEP}) ({ex.AUTOSCALING_TOTAL_REQUESTS})", DEP),

@@ -120,6 +120,11 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
                "Median time from request to the whole video processed, naive."),
     SeriesSpec("pipeline_total_streaming_ms", "total, streaming", "ms",
                "Median time from request to the whole video processed, streaming."),
+    SeriesSpec("autoscaler_metrics_delay_p99_ms", "autoscaler metrics delay p99", "ms",
+               "How late the autoscaler's inputs reach Serve's controller (99th percentile "
+               "of the replica and handle reports' ages on arrival, "
+               "ray_serve_autoscaling_{replica,handle}_metrics_delay_ms): the autoscaler's "
+               "metrics health. Seconds mean a busy controller: decisions lag the load."),
     # From the Serve status (GET /api/serve/applications/, each status poll), not from
     # metrics: exact, once a second, and there even when no metrics source answers
     # (backend/scaling.py ReplicaCounts.series()).

@@ -48,7 +48,7 @@ def test_prefilter_keeps_exactly_the_needed_families(real_page):
     # test_metrics_gpu.py).
     wanted = {n[:-6] if n.endswith("_total") else n
               for n in ex.NEEDED_FAMILIES - ex.PIPELINE_FAMILIES - gpu.FAMILIES
-              - ex.AUTOSCALING_FAMILIES}
+              - ex.AUTOSCALING_FAMILIES - ex.AUTOSCALER_DELAY_FAMILIES}
     present_in_page = wanted & set(full)
     # Every family the console needs is on a page from a loaded batched+multiplexed app.
     assert present_in_page == wanted
@@ -70,7 +70,7 @@ def test_real_families_have_the_expected_types_and_labels(real_page):
     demo_only = {ex.PIPELINE_CHUNKS, ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL}  # not recorded
     for name in ex.COUNTERS - demo_only:
         assert fams[name][0] == "counter", name
-    for name in ex.HISTOGRAMS - demo_only:
+    for name in ex.HISTOGRAMS - demo_only - ex.AUTOSCALER_DELAY_FAMILIES:  # not recorded
         assert fams[name][0] == "histogram", name
     for name in ex.GAUGES - ex.AUTOSCALING_FAMILIES:  # not recorded
         assert fams[name][0] == "gauge", name

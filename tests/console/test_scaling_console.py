@@ -92,6 +92,12 @@ def test_step_load_shows_target_running_and_the_decision(qtbot, window, autoscal
     assert "autoscaling between 1 and 3 replicas" in item.toolTip(0)
     # The bounds are drawn as lines.
     assert set(_y(win, "min_replicas")) == {1} and set(_y(win, "max_replicas")) == {3}
+    # The autoscaler's metrics health: how late its inputs reach the controller, in the row.
+    qtbot.waitUntil(lambda: session.store.latest((APP, DEP), "autoscaler_metrics_delay_p99_ms")
+                    is not None, timeout=20_000)
+    delay = session.store.latest((APP, DEP), "autoscaler_metrics_delay_p99_ms")[1]
+    assert 0 <= delay < 60_000
+    qtbot.waitUntil(lambda: "Autoscaler metrics: p99" in item.toolTip(0), timeout=5_000)
 
 
 def test_per_replica_view_sums_to_the_deployment(qtbot, window, cluster_client, ray_cluster):

@@ -231,3 +231,21 @@ def test_why_not_at_target_shows_in_a_row_of_its_own(qtbot):
     assert tree.note_row("scaled", "S") is row
     tree.set_scaling_notes({})
     assert tree.note_row("scaled", "S") is None and parent.indexOfChild(row) == -1
+
+
+def test_autoscaler_metrics_health_in_the_row(qtbot):
+    tree = AppTree()
+    qtbot.addWidget(tree)
+    reps = (ReplicaInfo("a", "RUNNING", "10.0.0.1", 1),)
+    tree.set_status(scaling_status(reps, target=1, status_word="HEALTHY"))
+    tree.set_metrics_health({("scaled", "S"): 42.0})
+    item = tree.deployment_item("scaled", "S")
+    assert "Autoscaler metrics: p99 42 ms from report to controller (healthy)" in \
+        item.toolTip(COL_NAME)
+    assert tree.note_row("scaled", "S") is None
+    tree.set_metrics_health({("scaled", "S"): 3200.0})
+    row = tree.note_row("scaled", "S")
+    assert row is not None and "metrics arrive 3.2 s late (p99)" in row.text(COL_NAME)
+    assert "(late)" in item.toolTip(COL_NAME)
+    tree.set_metrics_health({})
+    assert tree.note_row("scaled", "S") is None
