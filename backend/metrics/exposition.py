@@ -9,8 +9,9 @@ page is first cut line by line with C-level string operations (`str.split`,
 benchmarks/scrape.py measures this against a full prometheus_client parse, side by side.
 
 Names below are what Ray 2.60 exports (checked against a live page and
-ray/serve/_private/{replica,router,request_ingress_metrics,deployment_state}.py,
-ray/serve/{batching,multiplex}.py): Ray prefixes `ray_`, counters get `_total`.
+ray/serve/_private/{replica,router,request_ingress_metrics,deployment_state,
+autoscaling_state}.py, ray/serve/{batching,multiplex}.py): Ray prefixes `ray_`, counters
+get `_total`.
 
 Parsing the filtered lines: prometheus_client's parser walks label text character by
 character (~60 µs per 300-character Ray sample line: ~17 ms for the ~260 samples kept from
