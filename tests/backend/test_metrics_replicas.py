@@ -155,11 +155,13 @@ def test_prefilter_keeps_the_autoscaler_families_and_not_their_neighbours():
         'ray_serve_autoscaling_target_ongoing_requests{application="a",deployment="D"} 2.0',
         "# TYPE ray_serve_autoscaling_policy_execution_time_ms gauge",
         'ray_serve_autoscaling_policy_execution_time_ms{application="a",deployment="D"} 0.3',
-        'ray_serve_autoscaling_handle_metrics_delay_ms_count{application="a"} 3.0',
+        # The metrics delay histograms are kept (the autoscaler's metrics health).
+        'ray_serve_autoscaling_handle_metrics_delay_ms_bucket{application="a",deployment="D",le="5.0"} 3.0',
         "",
     ])
     kept = ex.prefilter(text).splitlines()
-    assert kept == text.splitlines()[:6]
+    lines = text.splitlines()
+    assert kept == lines[:6] + lines[8:9]
 
 
 # --- the Prometheus source's per-replica queries (no server) ---------------------------
