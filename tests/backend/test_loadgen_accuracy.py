@@ -178,12 +178,21 @@ def test_rate_change_while_running_applies_within_a_second(server):
     assert abs(h[3].offered - 200) <= 10, h  # second 3 began ≥ 0.8 s after the change
 
 
+def wait_for(predicate, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        assert time.monotonic() < deadline, f"not within {timeout_s} s"
+        time.sleep(0.05)
+
+
 def test_step_profile_shapes_the_offered_rate(server):
     # Two steps of 2 s up to 100 req/s: 50 req/s in seconds 0–1, 100 in seconds 2–3.
     gen = LoadGenerator(LoadTarget(url=f"{server}/fast"),
                         model=LoadModel(rate=100, profile=Profile("step", period_s=2, steps=2)))
     gen.start()
-    time.sleep(4.3)
+    # Four closed seconds of the generator's own clock (it runs in a child process whose
+    # start a loaded machine delays: a fixed 4.3 s sleep saw only three).
+    wait_for(lambda: len(gen.stats().history) >= 4, 15)
     gen.stop()
     offered = [x.offered for x in gen.stats().history[:4]]
     levels = [x.level for x in gen.stats().history[:4]]
@@ -200,12 +209,14 @@ def test_closed_loop_users_and_think_time_bound_the_rate(server):
                         model=LoadModel(mode="closed", users=4, think_time_s=0.03))
     gen.start()
     try:
-        time.sleep(2.2)
+        # Seconds 0 and 1 closed at 4 users, then 8 from within second 2: second 3 is all
+        # at 8 (waits on the generator's clock, not ours: its child may start late).
+        wait_for(lambda: len(gen.stats().history) >= 2, 15)
         st = gen.stats()
         assert st.mode == "closed" and st.users == 4
         assert st.in_flight <= 4
         gen.set_users(8)
-        time.sleep(2.2)
+        wait_for(lambda: len(gen.stats().history) >= 4, 15)
         st2 = gen.stats()
     finally:
         gen.stop()
@@ -277,7 +288,8 @@ def test_errors_by_status_code_and_timeouts_are_separate(server):
     slow = LoadGenerator(LoadTarget(url=f"{server}/sleep/3000"), timeout_s=0.3)
     e503.start(30)
     slow.start(20)
-    time.sleep(2.3)
+    # ~2.3 s of each generator's own sending (a loaded machine starts their children late).
+    wait_for(lambda: e503.stats().sent >= 60 and slow.stats().errors >= 30, 15)
     e503.stop()
     slow.stop()
     a, b = e503.stats(), slow.stats()
