@@ -84,7 +84,7 @@ PLOTS: tuple[PlotSpec, ...] = (
     # Target vs running vs starting, from the Serve status (every deployment); the
     # bounds and the policy's raw decision for autoscaling deployments.
     PlotSpec("Replicas", "replicas", (
-        CurveSpec("target_replicas", "#ffca28"),
+        CurveSpec("target_replicas", "#ffca28", dashed=True),  # running shows through
         CurveSpec("running_replicas", "#66bb6a"),
         CurveSpec("starting_replicas", "#4fc3f7"),
         CurveSpec("replicas_desired", "#ff8a65", dotted=True, autorange=False),
