@@ -42,7 +42,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="save an image of the main window before exiting "
                         "(at --exit-after, else 20 s after the demo runs or connects)")
     p.add_argument("--exit-after", metavar="SECONDS", type=float,
-                   help="quit cleanly after this many seconds (stopping what it started)")
+                   help="quit cleanly this many seconds after the window opens (the "
+                        "imports before it take a few seconds more), stopping what it "
+                        "started")
     p.add_argument("--log-events", action="store_true",
                    help="print every event-log entry to stdout as it happens "
                         "(HH:MM:SS level message)")
