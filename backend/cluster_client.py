@@ -317,17 +317,6 @@ class ClusterClient:
                       "data", "clusterStatus")
         return status if isinstance(status, dict) else {}
 
-    def free_resources(self, timeout_s: float | None = None) -> dict[str, float]:
-        """What the cluster has free now, in Ray's names ({"CPU": 0.5, "GPU": 0, …}):
-        `backend.preflight.cluster_resources(...).free` (the monitor's usage from
-        /api/cluster_status topped up with what Serve's placed replicas hold). Each of
-        its requests waits at most *timeout_s*."""
-        # preflight imports this module: imported here, when first needed.
-        from backend.preflight import cluster_resources
-
-        return cluster_resources(self, self.serve_details(timeout_s),
-                                 timeout_s=timeout_s).free
-
     # -- the Serve controller's log ----------------------------------------------------
     def controller_log(self, lines: int = 200, timeout_s: float | None = None) -> str:
         """The last *lines* lines of the Serve controller's log, through the dashboard's

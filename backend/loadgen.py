@@ -593,6 +593,32 @@ class ThreadLoadGenerator:
                            if model.mode == OPEN else "actual send time (closed loop)"))
 
 
+def offer_for(gen: "LoadGenerator | ThreadLoadGenerator", seconds: float,
+              drain_s: float = 1.5, start_timeout_s: float = 10.0) -> None:
+    """Let a started generator send for *seconds* of its own sending, then stop offering
+    and let what is in flight finish (up to *drain_s*), so that stop() cuts off nothing
+    that was measured — for runs whose figures must count every request (benchmarks,
+    accuracy tests).
+
+    start() returns at once and a generator's process sends once it has started (~0.3 s
+    on a busy machine), so the seconds are counted from its first request. Its stats are
+    the child's snapshot (≤ 100 ms old) and set_rate reaches it by a pipe: done means
+    nothing in flight and nothing sent across two fresh snapshots."""
+    deadline = time.monotonic() + start_timeout_s
+    while gen.stats().sent == 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(seconds)
+    gen.set_rate(0)
+    deadline = time.monotonic() + drain_s
+    last_sent = -1
+    while time.monotonic() < deadline:
+        time.sleep(0.25)
+        st = gen.stats()
+        if st.in_flight == 0 and st.sent == last_sent:
+            return
+        last_sent = st.sent
+
+
 def _summary_pcts(h: HdrHistogram) -> tuple[tuple[str, float], ...]:
     if h.get_total_count() == 0:
         return ()

@@ -11,7 +11,6 @@ import atexit
 import json
 import logging
 import os
-import re
 import secrets
 import shutil
 import signal
@@ -25,11 +24,10 @@ from pathlib import Path
 import requests
 
 from backend.cancel import Cancelled, CancelToken
+from backend.model import strip_ansi
 from backend.ports import free_ports
 
 log = logging.getLogger(__name__)
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 # Ray's default is 10 s; 1 s keeps the plots live (DESIGN.md).
 METRICS_REPORT_INTERVAL_MS = 1000
@@ -199,7 +197,7 @@ class LocalCluster:
         if not self._log_path or not self._log_path.exists():
             return ""
         # Ray colours its console output; the tail is shown as plain text.
-        text = _ANSI.sub("", self._log_path.read_text(errors="replace")).splitlines()
+        text = strip_ansi(self._log_path.read_text(errors="replace")).splitlines()
         return "\n".join(text[-lines:])
 
     def stop(self, timeout_s: float = 5.0) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -107,6 +108,14 @@ class ServeStatus:
         if a is None:
             return None
         return next((d for d in a.deployments if d.name == name), None)
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def strip_ansi(text: str) -> str:
+    """*text* without terminal colour codes (Ray colours its log lines and some messages)."""
+    return _ANSI.sub("", text)
 
 
 def unschedulable_reason(message: str) -> str:

@@ -2,7 +2,7 @@
 its target, why it is not at its target, and the autoscaler's decisions with Ray's reasons.
 
 Plain Python: no Qt, no network. The console feeds it what ClusterClient fetched
-(`serve_status()`, `controller_log()`, `free_resources()`).
+(`serve_status()`, `controller_log()`, and `backend.preflight.cluster_resources()`).
 
 What Ray 2.60 says, and where (read in the installed source):
 
@@ -57,7 +57,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from backend.model import DeploymentInfo, ServeStatus
+from backend.addresses import clip
+from backend.model import DeploymentInfo, ServeStatus, strip_ansi
 
 #: Replica states counted as "starting": on their way to RUNNING (STARTING: placed or
 #: waiting to be; UPDATING: applying a new config; RECOVERING: a restarted controller
@@ -140,7 +141,6 @@ def replica_counts(dep: DeploymentInfo) -> ReplicaCounts:
 
 # -- why not at target ---------------------------------------------------------------------
 
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 _RETRYING = re.compile(r"A replica failed to start with exception\. Retrying(?: (\d+) more "
                        r"time\(s\))?\.")
 _GAVE_UP = re.compile(r"The deployment failed to start (\d+) times in a row")
@@ -154,7 +154,7 @@ def why_not_at_target(dep: DeploymentInfo, free: dict[str, float] | None,
     "" when it does (running == target).
 
     *free*: what the cluster has free now in Ray's resource names
-    (`ClusterClient.free_resources()`), None when unknown (then Ray's own "total resources
+    (`backend.preflight.cluster_resources(...).free`), None when unknown (then Ray's own "total resources
     available" from its 30 s warning is quoted, if it gave one). *total*: the whole
     cluster's resources, when known: a replica that needs more than that is said never to
     fit (waiting would be in vain unless nodes join). *now*: time.time() by default
@@ -169,7 +169,7 @@ def why_not_at_target(dep: DeploymentInfo, free: dict[str, float] | None,
     if target is None or counts.running == target:
         return ""
     now = time.time() if now is None else now
-    message = _ANSI.sub("", dep.message or "")
+    message = strip_ansi(dep.message or "")
     if counts.running > target:
         extra = counts.running - target
         return (f"{counts.running} running, target {target}: {_n(extra, 'replica')} to stop"
@@ -186,7 +186,7 @@ def why_not_at_target(dep: DeploymentInfo, free: dict[str, float] | None,
                  if retrying.group(1) else ", Ray retries")
         parts.append(f"a replica failed to start{again}: {error_line(message)}")
     elif dep.status == "UNHEALTHY" and message:
-        parts.append(f"unhealthy: {_clip(' '.join(message.split()), 200)}")
+        parts.append(f"unhealthy: {clip(' '.join(message.split()), 200)}")
 
     starting = [r for r in dep.replicas if r.state in STARTING_STATES]
     unplaced = [r for r in starting if not r.node_ip]
@@ -261,12 +261,12 @@ def error_line(message: str, limit: int = 240) -> str:
     """The exception of a Ray error message that ends in a traceback: its last
     "SomeError: …" line (Ray wraps the real one: "RuntimeError: Traceback (most recent call
     last):" comes first, the constructor's own error last); else the last line. Clipped."""
-    lines = [ln.strip() for ln in _ANSI.sub("", message or "").splitlines() if ln.strip()]
+    lines = [ln.strip() for ln in strip_ansi(message or "").splitlines() if ln.strip()]
     for ln in reversed(lines):
         m = re.search(r"\b[A-Za-z_][\w.]*(Error|Exception|Exit|Interrupt)\b(\([^)]*\))?: ", ln)
         if m:
-            return _clip(ln[m.start():], limit)
-    return _clip(lines[-1], limit) if lines else ""
+            return clip(ln[m.start():], limit)
+    return clip(lines[-1], limit) if lines else ""
 
 
 def _age(replicas, now: float) -> str:
@@ -340,12 +340,7 @@ def parse_scaling_log(text: str) -> list[LoggedScaling]:
     """The autoscaler's decisions in a tail of the Serve controller's log, oldest first.
     Lines that are not decisions (and a record's traceback lines) are skipped."""
     out = []
-    for raw in (text or "").splitlines():
-        line = raw.rstrip("\r\n")
-        parsed = _parse_record(line)
-        if parsed is None:
-            continue
-        t, exact, msg = parsed
+    for line, t, exact, msg in _records(text):
         m = _DECISION.match(msg)
         if not m:
             continue
@@ -354,6 +349,22 @@ def parse_scaling_log(text: str) -> list[LoggedScaling]:
         out.append(LoggedScaling(t=t, app=m["app"], deployment=m["dep"], old=old, new=new,
                                  reason=reason, line=line, exact=exact))
     return out
+
+
+def log_records(text: str) -> list[tuple[float, bool, str]]:
+    """Every record of a controller-log tail as (time, exact, message), oldest first
+    (see LoggedScaling.exact for what the time means); for readers of other lines than
+    the decisions, e.g. benchmarks/scale_reaction.py's 'started successfully'."""
+    return [(t, exact, msg) for _line, t, exact, msg in _records(text)]
+
+
+def _records(text: str):
+    """(line, time, exact, message) of each record's first line in a log tail."""
+    for raw in (text or "").splitlines():
+        line = raw.rstrip("\r\n")
+        parsed = _parse_record(line)
+        if parsed is not None:
+            yield (line, *parsed)
 
 
 def _parse_record(line: str) -> tuple[float, bool, str] | None:
@@ -480,15 +491,6 @@ class DecisionTracker:
         self._prune(now)
         out.sort(key=lambda d: d.t)
         return out
-
-    def flush(self) -> list[ScalingDecision]:
-        """The status decisions still held back for the log, now (e.g. on disconnect)."""
-        out = []
-        for rec in self._recs:
-            if not rec.emitted:
-                rec.emitted = True
-                out.append(rec.decision)
-        return sorted(out, key=lambda d: d.t)
 
     # -- first-hand views (log, autoscaling_detail) --------------------------------------
     def _take_firsthand(self, cand: ScalingDecision, now: float,
@@ -719,26 +721,9 @@ def _n(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 __all__ = [
     "STARTING_STATES", "STOPPING_STATES", "UPSCALING", "DOWNSCALING", "STABLE",
     "SOURCE_LOG", "SOURCE_STATUS", "SOURCE_DETAIL", "ReplicaCounts", "replica_counts",
     "why_not_at_target", "format_resources", "error_line", "ScalingDecision",
-    "LoggedScaling", "parse_scaling_log", "DecisionTracker",
+    "LoggedScaling", "parse_scaling_log", "log_records", "DecisionTracker",
 ]
-
-
-
-def log_records(text: str) -> list[tuple[float, bool, str]]:
-    """Every record of a controller-log tail as (time, exact, message), oldest first
-    (see LoggedScaling.exact for what the time means); for readers of other lines than
-    the decisions, e.g. benchmarks/scale_reaction.py's 'started successfully'."""
-    out = []
-    for raw in (text or "").splitlines():
-        parsed = _parse_record(raw.rstrip("\r\n"))
-        if parsed is not None:
-            out.append(parsed)
-    return out

@@ -41,7 +41,7 @@ from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
 from backend.deployer import deploy_demo  # noqa: E402
 from backend.load_model import LoadModel  # noqa: E402
-from backend.loadgen import LoadGenerator, LoadTarget  # noqa: E402
+from backend.loadgen import LoadGenerator, LoadTarget, offer_for  # noqa: E402
 from backend.local_cluster import LocalCluster  # noqa: E402
 from backend.tuning import apply_changes  # noqa: E402
 from benchmarks.common import Spread, bisect_max_rate, load_text, machine_load  # noqa: E402
@@ -84,21 +84,7 @@ def run_trial(url: str, rate: float, slo_ms: float, label: str) -> tuple[bool, d
                         model=LoadModel(rate=rate), seed=int(rate * 1000))
     gen.start()
     try:
-        deadline = time.monotonic() + 10.0
-        while gen.stats().sent == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)  # the generator's process is starting
-        time.sleep(seconds)
-        gen.set_rate(0)
-        # Let what is in flight finish (nothing measured is cut off by stop()); the stats
-        # are the child's snapshot, so 'done' is nothing in flight on two fresh ones.
-        deadline = time.monotonic() + DRAIN_S
-        last_sent = -1
-        while time.monotonic() < deadline:
-            time.sleep(0.25)
-            st = gen.stats()
-            if st.in_flight == 0 and st.sent == last_sent:
-                break
-            last_sent = st.sent
+        offer_for(gen, seconds, DRAIN_S)  # nothing measured is cut off by stop()
     finally:
         gen.stop()
     s = gen.summary()

@@ -466,6 +466,8 @@ class MainWindow(QMainWindow):
         self.tree.set_metrics_health(health)
 
     def _update_replica_rows(self) -> None:
+        if not self.per_replica_action.isChecked():
+            return  # the table is filled when the view is shown (_on_per_replica_toggled)
         key, status = self.plots.key(), self.session.status
         dep = status.deployment(*key) if key is not None and status is not None else None
         self.replica_view.set_key(key)

@@ -45,9 +45,6 @@ LOG_RETRY_MIN_S = 2.0
 LOG_RETRY_MAX_S = 30.0
 LOG_FAILURES_TO_REPORT = 3
 FREE_EVERY_S = 5.0
-# A decision time from the head's log that is this far from our clock (another time
-# zone, a skewed clock) is replaced by the time the console saw it.
-MAX_SKEW_S = 120.0
 
 
 @dataclass
@@ -136,10 +133,9 @@ class ScalingWatch(QObject):
             return out
         now = time.time()
         log_text = self._read_log(client, status, now, out)
-        for d in self._tracker.update(status, log_text, now):
-            if abs(d.t - now) > MAX_SKEW_S:
-                d = _at(d, now)
-            out.decisions.append(d)
+        # The tracker puts each decision at Ray's time (a head in another time zone
+        # included); the marker goes there.
+        out.decisions.extend(self._tracker.update(status, log_text, now))
         out.notes = self._notes(client, status, now)
         return out
 
@@ -175,8 +171,8 @@ class ScalingWatch(QObject):
         if now - self._free_at >= FREE_EVERY_S:
             self._free_at = now
             try:
-                res = cluster_resources(client, client.serve_details(LOG_TIMEOUT_S),
-                                        timeout_s=LOG_TIMEOUT_S)
+                # The status poll's own Serve details: only /api/cluster_status is new.
+                res = cluster_resources(client, status.raw, timeout_s=LOG_TIMEOUT_S)
                 self._free, self._total = res.free, res.total
             except Exception:  # noqa: BLE001 — the words then leave out what is free
                 log.debug("reading free resources failed", exc_info=True)
@@ -193,7 +189,3 @@ def _short_of_target(dep) -> bool:
     counts = replica_counts(dep)
     return counts.target is not None and counts.running != counts.target
 
-
-def _at(d: ScalingDecision, t: float) -> ScalingDecision:
-    import dataclasses
-    return dataclasses.replace(d, t=t)

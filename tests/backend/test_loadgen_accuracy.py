@@ -17,7 +17,7 @@ import pytest
 import requests
 
 from backend.load_model import LoadModel, LoadTarget, ModelIds, Profile, demo_target
-from backend.loadgen import LoadGenerator
+from backend.loadgen import LoadGenerator, offer_for
 from backend.loadgen_testserver import ReferenceServer
 
 
@@ -54,23 +54,7 @@ def run_open(url: str | LoadTarget, rps: float, seconds: float, drain_s: float =
     gen = LoadGenerator(target, seed=kw.pop("seed", 7), **kw)
     gen.start(rps)
     try:
-        # start() returns at once; the generator's process sends once it has started
-        # (~0.3 s on a busy machine): `seconds` are seconds of sending.
-        deadline = time.monotonic() + 10.0
-        while gen.stats().sent == 0 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        time.sleep(seconds)
-        gen.set_rate(0)
-        # The stats are the child's snapshot (≤ 100 ms old) and set_rate reaches it by a
-        # pipe: done means nothing in flight and nothing sent across two fresh snapshots.
-        deadline = time.monotonic() + drain_s
-        last_sent = -1
-        while time.monotonic() < deadline:
-            time.sleep(0.25)
-            st = gen.stats()
-            if st.in_flight == 0 and st.sent == last_sent:
-                break
-            last_sent = st.sent
+        offer_for(gen, seconds, drain_s)
     finally:
         gen.stop()
     return gen

@@ -22,6 +22,7 @@ import requests
 from backend.cluster_client import ClusterClient
 from backend.deployer import deploy_app, put_applications
 from backend.errors import ApiError
+from backend.preflight import cluster_resources
 from backend.load_model import LoadTarget
 from backend.loadgen import LoadGenerator
 from backend.scaling import (SOURCE_LOG, SOURCE_STATUS, DecisionTracker, parse_scaling_log,
@@ -216,12 +217,16 @@ def test_a_replica_that_cannot_be_placed_says_what_it_needs(ray_cluster, cluster
         c = replica_counts(d)
         assert (c.target, c.running, c.starting, c.autoscaling) == (2, 0, 2, False)
         assert d.required_resources == {"CPU": 64.0}
-        free = client.free_resources(timeout_s=10)
-        assert 0 <= free["CPU"] <= 2
-        text = why_not_at_target(d, free)
+        res = cluster_resources(client, timeout_s=10)  # as console/scaling.py asks
+        free = res.free
+        total = res.total["CPU"]  # what this cluster really has (all the machine's CPUs)
+        assert 0 <= free["CPU"] <= total < 64
+        text = why_not_at_target(d, free, total=res.total)
         assert re.fullmatch(
             r"2 of 2 replicas waiting for resources \(\d+ s\): each needs \{CPU: 64\}; "
-            r"free now: \{CPU: " + re.escape(f"{round(free['CPU'], 3):g}") + r"\}", text), text
+            r"free now: \{CPU: " + re.escape(f"{round(free['CPU'], 3):g}") + r"\} — more than "
+            r"the whole cluster has \(\{CPU: " + re.escape(f"{round(total, 3):g}") +
+            r"\}\): it never fits unless nodes join; lower the replica's resources", text), text
         # Free resources unknown (the console could not ask): still what it needs.
         assert "each needs {CPU: 64}" in why_not_at_target(d, None)
         print(f"\nwhy not at target: {text}")

@@ -311,15 +311,6 @@ def test_removed_or_new_deployments_are_no_scaling_decision():
     assert said == []
 
 
-def test_flush_says_what_is_held_back():
-    tr = DecisionTracker(hold_s=10)
-    assert run(tr, [(T0, status(T0, 1), None), (T0 + 1, up(T0 + 1), None)]) == []
-    (d,) = tr.flush()
-    assert (d.old, d.new, d.source) == (1, 3, SOURCE_STATUS)
-    assert tr.flush() == []
-    assert tr.update(status(T0 + 20, 3), None, T0 + 20) == []
-
-
 # -- replica counts --------------------------------------------------------------------------
 
 def real_status() -> ServeStatus:

@@ -15,8 +15,6 @@ from backend.deployer import deploy_demo
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource
 from console.main_window import MainWindow
-from console.session import Session
-from console.settings import Settings
 from tests.helpers import remove_apps
 
 MUX_KEY = ("multiplexed", "MultiplexedAdapters")
@@ -31,17 +29,8 @@ def _remove_this_modules_apps(cluster_client):
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, ray_cluster, batched_demo):
-    session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    win.interactive = False
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
-    yield win
-    win.close()
-    session.shutdown()
+def window(batched_demo, connected_window):
+    return connected_window  # the batched demo is deployed before it connects
 
 
 def deploy_from_menu(qtbot, win: MainWindow, key: str) -> None:

@@ -12,23 +12,12 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from backend.catalog import load_catalog
 from console.main_window import MainWindow
-from console.session import Session
-from console.settings import Settings
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, ray_cluster, batched_demo):
-    session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
-    yield win
-    win.close()
-    session.shutdown()
+def window(batched_demo, connected_window):
+    return connected_window  # the batched demo is deployed before it connects
 
 
 def curve_points(win: MainWindow, name: str) -> tuple[np.ndarray, np.ndarray]:

@@ -12,14 +12,10 @@ import requests
 from PySide6.QtCore import QObject, Signal
 
 import console.model_info
-from backend.catalog import load_catalog
 from backend.errors import ConsoleError
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.model_info import ModelInfo
-from console.main_window import MainWindow
 from console.model_info import ModelInfoWatch
-from console.session import Session
-from console.settings import Settings
 from console.tasks import TaskRunner
 from widgets.app_tree import COL_NAME
 
@@ -42,17 +38,8 @@ def fetch_threads(monkeypatch) -> list[threading.Thread]:
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, ray_cluster, batched_demo, fetch_threads):
-    session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    win.interactive = False
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
-    yield win
-    win.close()
-    session.shutdown()
+def window(fetch_threads, batched_demo, connected_window):
+    return connected_window  # fetches patched and the demo deployed before it connects
 
 
 def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,

@@ -9,12 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from backend.catalog import load_catalog
 from backend.deployer import deploy_app, put_applications
 from backend.loadgen import LoadGenerator, LoadTarget
-from console.main_window import MainWindow
-from console.session import Session
-from console.settings import Settings
 from tests.helpers import remove_apps, scaling_app
 from widgets.app_tree import COL_MESSAGE, COL_REPLICAS
 
@@ -22,17 +18,8 @@ APP, DEP = "scale_console", "Scaler"
 
 
 @pytest.fixture
-def window(qtbot, tmp_path, ray_cluster):
-    session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    win.interactive = False
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
-    yield win
-    win.close()
-    session.shutdown()
+def window(connected_window):
+    return connected_window
 
 
 @pytest.fixture

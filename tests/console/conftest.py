@@ -1,0 +1,28 @@
+"""Fixtures of the console tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from backend.catalog import load_catalog
+from console.main_window import MainWindow
+from console.session import Session
+from console.settings import Settings
+
+
+@pytest.fixture
+def connected_window(qtbot, tmp_path, ray_cluster):
+    """The main window, connected to the session's cluster as `serve-console --address`
+    would be (settings in a temporary file; never a modal box). Closed, and its session
+    shut down, after the test. A test module that needs something on the cluster first
+    (a demo, a patched fetch) asks for that before this fixture."""
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win.interactive = False
+    qtbot.addWidget(win)
+    win.show()
+    with qtbot.waitSignal(session.connected, timeout=20_000):
+        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+    yield win
+    win.close()
+    session.shutdown()
