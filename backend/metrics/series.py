@@ -150,6 +150,16 @@ class SeriesStore:
         self._lock = threading.Lock()
         self._max = max_points
         self._data: dict[tuple[DeploymentKey, str], deque[tuple[float, float]]] = {}
+        self._listeners: list = []
+
+    def add_listener(self, fn) -> None:
+        """Call fn(t, values) after every add(), on the adding thread (the recorder
+        uses it: everything the store gets is recorded, whichever poller added it)."""
+        self._listeners.append(fn)
+
+    def remove_listener(self, fn) -> None:
+        if fn in self._listeners:
+            self._listeners.remove(fn)
 
     def add(self, t: float, values: dict[DeploymentKey, dict[str, float]]) -> None:
         with self._lock:
@@ -159,6 +169,21 @@ class SeriesStore:
                     if buf is None:
                         buf = self._data[(key, name)] = deque(maxlen=self._max)
                     buf.append((t, float(v)))
+        for fn in list(self._listeners):
+            fn(t, values)
+
+    def extend(self, key: tuple, name: str, ts, vs) -> None:
+        """Append many points of one series at once (a recorded session being read)."""
+        with self._lock:
+            buf = self._data.get((key, name))
+            if buf is None:
+                buf = self._data[(key, name)] = deque(maxlen=self._max)
+            buf.extend(zip(map(float, ts), map(float, vs)))
+
+    def names(self, key: tuple) -> list[str]:
+        """The series names the store holds for *key*."""
+        with self._lock:
+            return sorted(n for k, n in self._data if k == key)
 
     def snapshot(self, key: DeploymentKey, name: str,
                  since: float | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,203 @@
+"""A recorded session read back whole, for the offline viewer, comparisons and exports.
+
+The samples land in the same SeriesStore type the live console draws from, so the same
+plots show them; everything else is plain lists of the recorder's own types.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from backend.metrics.series import SeriesStore
+from backend.recording import schema
+from backend.recording.recorder import DEPLOYMENT, REPLICA, KnobChange, Marker
+
+
+@dataclass(frozen=True)
+class Note:
+    t: float
+    text: str
+    written_t: float
+    id: int = 0
+
+
+@dataclass(frozen=True)
+class Deploy:
+    t: float
+    app: str
+    ok: bool
+    message: str
+
+
+@dataclass(frozen=True)
+class LoadRun:
+    id: int
+    started_t: float
+    target: str
+    model: str
+    app: str | None
+
+
+#: Columns of one client-side second of a load run (load_seconds), in order.
+LOAD_COLUMNS = ("t", "level", "offered", "completed", "ok", "errors", "in_flight",
+                "p50_ms", "p90_ms", "p99_ms", "p999_ms", "ttfb_p50_ms", "ttfb_p99_ms")
+
+
+@dataclass
+class SessionData:
+    path: str
+    meta: dict[str, Any]
+    version_read: int            # the file's format before any migration
+    store: SeriesStore           # (app, deployment) series
+    replica_store: SeriesStore   # (app, deployment, replica) series
+    events: list[tuple[float, str, str]] = field(default_factory=list)  # t, level, text
+    markers: list[Marker] = field(default_factory=list)
+    knob_changes: list[KnobChange] = field(default_factory=list)
+    deploys: list[Deploy] = field(default_factory=list)
+    configs: list[tuple[float, dict]] = field(default_factory=list)
+    load_runs: list[LoadRun] = field(default_factory=list)
+    #: run id → {column: numpy array} (LOAD_COLUMNS; t is wall-clock time)
+    load_seconds: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    notes: list[Note] = field(default_factory=list)
+
+    @property
+    def started_t(self) -> float:
+        return float(self.meta.get("started_t") or 0.0)
+
+    @property
+    def ended_t(self) -> float:
+        return float(self.meta.get("ended_t") or self.started_t)
+
+    @property
+    def name(self) -> str:
+        return str(self.meta.get("name") or "")
+
+    def deployments(self) -> list[tuple[str, str]]:
+        return self.store.keys()
+
+    def config_at(self, t: float) -> dict | None:
+        """The Serve config the cluster ran at *t* (the newest recorded at or before)."""
+        current = None
+        for ct, config in self.configs:
+            if ct > t:
+                break
+            current = config
+        return current
+
+
+def _connect_migrated(path: str) -> tuple[sqlite3.Connection, int]:
+    if not os.path.exists(path):
+        raise schema.SessionFileError(f"There is no session file {path}.")
+    conn = schema.connect(path) if os.access(path, os.W_OK) else None
+    if conn is None:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)
+    try:
+        version = schema.version_of(conn)
+        if version < schema.SCHEMA_VERSION:
+            try:
+                schema.migrate(conn, path)
+            except sqlite3.OperationalError:
+                # A read-only file (or folder): migrate a copy in memory instead.
+                mem = sqlite3.connect(":memory:", check_same_thread=False,
+                                      isolation_level=None)
+                conn.backup(mem)
+                conn.close()
+                conn = mem
+                schema.migrate(conn, path)
+        else:
+            schema.migrate(conn, path)  # checks it is a session at all, and not newer
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise schema.SessionFileError(f"{path} is not a serve-console session ({e}).") \
+            from None
+    except Exception:
+        conn.close()
+        raise
+    return conn, version
+
+
+def read_meta(conn: sqlite3.Connection) -> dict[str, Any]:
+    meta = {}
+    for k, v in conn.execute("SELECT key, value FROM meta"):
+        try:
+            meta[k] = json.loads(v)
+        except (TypeError, ValueError):
+            meta[k] = v
+    return meta
+
+
+def open_session(path: str) -> SessionData:
+    """Read a whole session file (migrating an older one first)."""
+    conn, version = _connect_migrated(path)
+    try:
+        return _read(conn, path, version)
+    finally:
+        conn.close()
+
+
+def _read(conn: sqlite3.Connection, path: str, version: int) -> SessionData:
+    meta = read_meta(conn)
+    names = dict(conn.execute("SELECT id, name FROM series_names"))
+    keys = {kid: (kind, tuple(json.loads(key)))
+            for kid, kind, key in conn.execute("SELECT id, kind, key FROM series_keys")}
+    rows = conn.execute("SELECT t, key_id, data FROM samples ORDER BY rowid").fetchall()
+    counts = {kind: 0 for kind in (DEPLOYMENT, REPLICA)}
+    for _, kid, _ in rows:
+        kind = keys[kid][0]
+        counts[kind] = counts.get(kind, 0) + 1
+    stores = {DEPLOYMENT: SeriesStore(max_points=max(36_000, counts[DEPLOYMENT])),
+              REPLICA: SeriesStore(max_points=max(36_000, counts[REPLICA]))}
+    _fill(stores, rows, keys, names)
+    data = SessionData(path=path, meta=meta, version_read=version,
+                       store=stores[DEPLOYMENT], replica_store=stores[REPLICA])
+    data.events = [tuple(r) for r in conn.execute(
+        "SELECT t, level, message FROM events ORDER BY t, rowid")]
+    data.markers = [Marker(*r) for r in conn.execute(
+        "SELECT t, label, detail, kind, app, deployment FROM markers ORDER BY t, rowid")]
+    data.knob_changes = [
+        KnobChange(app, dep, p, json.loads(old) if old is not None else None,
+                   json.loads(new) if new is not None else None, req, applied, state,
+                   source, message)
+        for app, dep, p, old, new, req, applied, state, source, message in conn.execute(
+            "SELECT app, deployment, path, old, new, requested_t, applied_t, state, "
+            "source, message FROM knob_changes ORDER BY id")]
+    data.deploys = [Deploy(t, app, bool(ok), msg) for t, app, ok, msg in conn.execute(
+        "SELECT t, app, ok, message FROM deploys ORDER BY t, rowid")]
+    data.configs = [(t, json.loads(c)) for t, c in conn.execute(
+        "SELECT t, config FROM configs ORDER BY t, rowid")]
+    data.load_runs = [LoadRun(*r) for r in conn.execute(
+        "SELECT id, started_t, target, model, app FROM load_runs ORDER BY started_t")]
+    cols = ", ".join(LOAD_COLUMNS)
+    for run in data.load_runs:
+        rs = conn.execute(f"SELECT {cols} FROM load_seconds WHERE run_id = ? ORDER BY t",
+                          (run.id,)).fetchall()
+        arr = np.array(rs, dtype=float).reshape(len(rs), len(LOAD_COLUMNS))
+        data.load_seconds[run.id] = {c: arr[:, i] for i, c in enumerate(LOAD_COLUMNS)}
+    data.notes = [Note(t, text, written, nid) for nid, t, text, written in conn.execute(
+        "SELECT id, t, text, written_t FROM notes ORDER BY t, id")]
+    return data
+
+
+def _fill(stores: dict[str, SeriesStore], rows: list, keys: dict, names: dict) -> None:
+    """Unpack every sample blob with numpy, one pass per series key (a 1-hour, 10-
+    deployment session is ~1.5 M values: a Python loop per value would take seconds)."""
+    by_key: dict[int, list[tuple[float, bytes]]] = {}
+    for t, kid, blob in rows:
+        by_key.setdefault(kid, []).append((t, blob))
+    item = schema.SAMPLE_DTYPE.itemsize
+    for kid, entries in by_key.items():
+        kind, key = keys[kid]
+        store = stores.get(kind)
+        if store is None:
+            continue
+        ts = np.repeat([t for t, _ in entries], [len(b) // item for _, b in entries])
+        packed = np.frombuffer(b"".join(b for _, b in entries), dtype=schema.SAMPLE_DTYPE)
+        for nid in np.unique(packed["name"]):
+            mask = packed["name"] == nid
+            store.extend(key, names[int(nid)], ts[mask], packed["value"][mask])

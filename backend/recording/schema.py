@@ -1,0 +1,112 @@
+"""The session file's layout (SQLite), its version, and the migrations that bring an
+older file up to date.
+
+The version is SQLite's own `PRAGMA user_version`. A file written by an older console
+opens in a newer one: `open_db` runs each migration from the file's version up, in one
+transaction, before anything reads it. A file from a *newer* console is refused with a
+clear message rather than misread.
+
+Samples are stored one row per (poll time, series key) with all the key's values packed
+in one blob — (uint16 name id, float64 value) pairs — because a row per value costs ~30
+bytes of SQLite overhead per 8-byte value: an hour of 10 deployments at 1 Hz would be
+~45 MB that way, and is ~15 MB packed.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+
+from backend.errors import ConsoleError
+
+SCHEMA_VERSION = 2
+#: One sample value in a packed blob: series-name id, value (little-endian, unaligned).
+SAMPLE_DTYPE = np.dtype([("name", "<u2"), ("value", "<f8")])
+
+# Version 1: the first recorded sessions.
+_V1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
+CREATE TABLE series_keys (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL,
+                          UNIQUE (kind, key));
+CREATE TABLE series_names (id INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE);
+CREATE TABLE samples (t REAL NOT NULL, key_id INTEGER NOT NULL, data BLOB NOT NULL);
+CREATE TABLE events (t REAL NOT NULL, level TEXT NOT NULL, message TEXT NOT NULL);
+CREATE TABLE markers (t REAL NOT NULL, label TEXT NOT NULL, detail TEXT NOT NULL,
+                      kind TEXT NOT NULL, app TEXT, deployment TEXT);
+CREATE TABLE knob_changes (id INTEGER PRIMARY KEY, app TEXT NOT NULL,
+                           deployment TEXT NOT NULL, path TEXT NOT NULL, old TEXT,
+                           new TEXT, requested_t REAL, applied_t REAL, state TEXT NOT NULL,
+                           source TEXT NOT NULL, message TEXT NOT NULL DEFAULT '');
+CREATE TABLE deploys (t REAL NOT NULL, app TEXT NOT NULL, ok INTEGER NOT NULL,
+                      message TEXT NOT NULL);
+CREATE TABLE configs (t REAL NOT NULL, config TEXT NOT NULL);
+CREATE TABLE load_runs (id INTEGER PRIMARY KEY, started_t REAL NOT NULL,
+                        target TEXT NOT NULL, model TEXT NOT NULL, app TEXT);
+CREATE TABLE load_seconds (run_id INTEGER NOT NULL, t REAL NOT NULL, level REAL,
+                           offered INTEGER, completed INTEGER, ok INTEGER,
+                           errors INTEGER, error_kinds TEXT, in_flight INTEGER,
+                           p50_ms REAL, p90_ms REAL, p99_ms REAL, p999_ms REAL,
+                           ttfb_p50_ms REAL, ttfb_p99_ms REAL,
+                           PRIMARY KEY (run_id, t));
+"""
+
+# Version 2: notes (a user's annotation of a moment), shown as markers and report rows.
+_V1_TO_V2 = """
+CREATE TABLE notes (id INTEGER PRIMARY KEY, t REAL NOT NULL, text TEXT NOT NULL,
+                    written_t REAL NOT NULL);
+"""
+
+#: MIGRATIONS[v] brings a file at version v to v + 1.
+MIGRATIONS: dict[int, str] = {1: _V1_TO_V2}
+
+
+class SessionFileError(ConsoleError):
+    """A file that is not a session this console can read."""
+
+
+def create(conn: sqlite3.Connection) -> None:
+    """Lay out an empty file at SCHEMA_VERSION (the v1 layout, then every migration)."""
+    steps = "".join(MIGRATIONS[v] for v in range(1, SCHEMA_VERSION))
+    conn.executescript(f"BEGIN; {_V1} {steps} PRAGMA user_version = {SCHEMA_VERSION}; "
+                       "COMMIT;")
+
+
+def version_of(conn: sqlite3.Connection) -> int:
+    return int(conn.execute("PRAGMA user_version").fetchone()[0])
+
+
+def migrate(conn: sqlite3.Connection, path: str = "the file") -> int:
+    """Bring the file up to SCHEMA_VERSION; returns the version it had."""
+    try:
+        had = version_of(conn)
+        tables = {r[0] for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    except sqlite3.DatabaseError as e:
+        raise SessionFileError(f"{path} is not a serve-console session ({e}).") from None
+    if had == 0 or "samples" not in tables:
+        raise SessionFileError(f"{path} is not a serve-console session (no samples table).")
+    if had > SCHEMA_VERSION:
+        raise SessionFileError(
+            f"{path} was written by a newer serve-console (session format {had}; this "
+            f"console reads up to {SCHEMA_VERSION}). Update serve-console to open it.")
+    if had < SCHEMA_VERSION:
+        # All steps or none (DDL is transactional in SQLite).
+        steps = "".join(MIGRATIONS[v] for v in range(had, SCHEMA_VERSION))
+        conn.executescript(f"BEGIN; {steps} PRAGMA user_version = {SCHEMA_VERSION}; "
+                           "COMMIT;")
+    return had
+
+
+def connect(path: str) -> sqlite3.Connection:
+    """A connection with the settings every user of a session file wants: WAL (readers
+    never block the writer; a crash leaves every committed transaction), FULL sync (a
+    power loss loses at most the transaction being written: ~1 s of samples)."""
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    try:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    except sqlite3.DatabaseError as e:
+        conn.close()
+        raise SessionFileError(f"{path} is not a serve-console session ({e}).") from None
+    return conn
