@@ -19,6 +19,8 @@ import numpy as np
 from backend.recording.reader import SessionData
 
 MEAN, MEDIAN = "mean", "median"
+#: The "deployment" of the load generator's rows: it measures an application.
+CLIENT = "(client)"
 
 
 @dataclass(frozen=True)
@@ -207,19 +209,20 @@ def compare(data_a: SessionData, range_a: TimeRange, data_b: SessionData | None 
     data_b = data_b or data_a
     keys = sorted(set(data_a.store.keys()) | set(data_b.store.keys()))
     rows: list[Row] = []
-    client_cache: dict[tuple[int, str], dict] = {}
     for app, dep in keys:
         for f in SERVER_FIGURES:
             a = series_figure(data_a, (app, dep), f.key, f.how, range_a)
             b = series_figure(data_b, (app, dep), f.key, f.how, range_b)
             if a is not None or b is not None:
                 rows.append(Row(app, dep, f, a, b))
-        ca = client_cache.setdefault((0, app), client_figures(data_a, app, range_a))
-        cb = client_cache.setdefault((1, app), client_figures(data_b, app, range_b))
+    # The load generator sees an application (its route), not a deployment: its rows
+    # go under the application, deployment CLIENT.
+    for app in sorted({app for app, _ in keys}):
+        ca, cb = client_figures(data_a, app, range_a), client_figures(data_b, app, range_b)
         for f in CLIENT_FIGURES:
             a, b = ca.get(f.key), cb.get(f.key)
             if a is not None or b is not None:
-                rows.append(Row(app, dep, f, a, b))
+                rows.append(Row(app, CLIENT, f, a, b))
     changes = config_diff(data_a.config_at(range_a.end), data_b.config_at(range_b.end))
     return Comparison(range_a, range_b, tuple(rows), tuple(changes))
 
