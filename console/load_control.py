@@ -9,6 +9,7 @@ unreachable: connection errors are what the user needs to see counted then.
 from __future__ import annotations
 
 import threading
+import time
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
@@ -26,6 +27,11 @@ LOAD_STATS_INTERVAL_MS = 500
 
 class LoadControl(QObject):
     stats = Signal(object)        # backend.loadgen.LoadStats
+    # A run began: (run id, wall-clock start, target text, model text, application or "")
+    run_started = Signal(int, float, str, str, str)
+    # The same statistics tagged with their run: (run id, run start, LoadStats). A run's
+    # final figures arrive after stop(), possibly once the next run has begun.
+    run_stats = Signal(int, float, object)
 
     def __init__(self, session: "Session") -> None:
         super().__init__(session)
@@ -37,6 +43,8 @@ class LoadControl(QObject):
         #: The application the running (or last) load is sent to, when it is one of the
         #: cluster's routes; None otherwise.
         self.app: str | None = None
+        self._run_id = 0
+        self._run_started_t = 0.0
 
     @property
     def running(self) -> bool:
@@ -91,6 +99,7 @@ class LoadControl(QObject):
         self._gen = LoadGenerator(plan.target, model=plan.model)
         self._gen.start()
         self._timer.start()
+        self._begin_run(plan.target.describe(), plan.model.describe())
         self._event(f"Load: {plan.model.describe()} → {plan.target.describe()}")
 
     def start(self, target: LoadTarget, rps: float) -> None:
@@ -99,7 +108,20 @@ class LoadControl(QObject):
         self._gen = LoadGenerator(target)
         self._gen.start(rps)  # returns at once: the generator has its own process
         self._timer.start()
+        self._begin_run(f"{target.method} {target.url}", f"{rps:g} requests/s")
         self._event(f"Load: {rps:g} requests/s → {target.method} {target.url}")
+
+    def _begin_run(self, target: str, model: str) -> None:
+        # The child process starts sending ~0.3 s later; its seconds count from its own
+        # start, so recorded client seconds sit up to that much early.
+        self._run_id += 1
+        self._run_started_t = time.time()
+        self.run_started.emit(self._run_id, self._run_started_t, target, model,
+                              self.app or "")
+
+    def _emit(self, run_id: int, started_t: float, stats) -> None:
+        self.stats.emit(stats)
+        self.run_stats.emit(run_id, started_t, stats)
 
     def set_model(self, model: LoadModel) -> None:
         if self._gen is None:
@@ -120,12 +142,13 @@ class LoadControl(QObject):
         gen, self._gen = self._gen, None
         self._timer.stop()
         if gen is not None:
+            run = (self._run_id, self._run_started_t)
             # stop() collects the child's final numbers (≤ 1 s): do it off the GUI thread.
             def stop_and_report() -> None:
                 gen.stop()
                 # The whole-run summary reaches the panel after Stop (queued signal).
                 try:
-                    self.stats.emit(gen.stats())
+                    self._emit(*run, gen.stats())
                 except RuntimeError:  # the console is gone already (quitting)
                     pass
 
@@ -134,4 +157,4 @@ class LoadControl(QObject):
 
     def _on_timer_tick(self) -> None:
         if self._gen is not None:
-            self.stats.emit(self._gen.stats())
+            self._emit(self._run_id, self._run_started_t, self._gen.stats())

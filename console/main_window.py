@@ -6,7 +6,8 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QAction, QActionGroup, QCloseEvent, QGuiApplication, QKeySequence
-from PySide6.QtWidgets import (QDockWidget, QFileDialog, QLabel, QMainWindow, QMessageBox,
+from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, QMainWindow,
+                               QMessageBox,
                                QSplitter, QStackedWidget, QVBoxLayout, QWidget)
 
 from backend.catalog import Demo
@@ -15,8 +16,10 @@ from backend.load_model import LoadTarget
 from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
 from backend.replica_table import build_rows, latest_from_store
+from backend.recording.recorder import Marker
 from backend.scaling import ScalingDecision
 from console.connection import ConnectionState
+from console.recording import SessionRecording
 from console.session import ConnectionInfo, Session
 from console.settings import Settings
 from widgets.app_tree import AppTree
@@ -74,6 +77,9 @@ class MainWindow(QMainWindow):
         self._views.addWidget(self.replica_view)
         self.load_panel = LoadPanel()
         self.event_log = EventLog()
+        # Every session is recorded (Session → Sessions… opens them again).
+        self.recording = SessionRecording(session, self)
+        self._sessions = None  # console.sessions.SessionsUi, made on first use
         self.knob_panel = KnobPanel()
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -109,9 +115,11 @@ class MainWindow(QMainWindow):
         self._connection_label = QLabel("Not connected")
         self._serve_label = QLabel("")
         self._metrics_label = QLabel("")
+        self._recording_label = QLabel("")
         self.resizeDocks([self.tuning_dock], [400], Qt.Orientation.Horizontal)
         sb = self.statusBar()
         sb.addWidget(self._connection_label, 1)
+        sb.addPermanentWidget(self._recording_label)
         sb.addPermanentWidget(self._metrics_label)
         sb.addPermanentWidget(self._serve_label)
 
@@ -176,6 +184,17 @@ class MainWindow(QMainWindow):
         self._action(cluster, "&Quit", QKeySequence.StandardKey.Quit, "Quit serve-console",
                      self.close)
 
+        sessions = self.menuBar().addMenu("&Session")
+        self.sessions_action = self._action(
+            sessions, "&Sessions…", "Ctrl+O",
+            "Recorded sessions: open one offline (no cluster needed), compare two, "
+            "export, rename or delete", self._on_sessions_triggered)
+        self.note_action = self._action(
+            sessions, "Add &note…", "Ctrl+M",
+            "Annotate this moment (\"switched to bs 32 because …\"): a marker on the "
+            "plots, a line in the event log, a row in the session's report",
+            self._on_note_triggered)
+
         self.deploy_menu = self.menuBar().addMenu("&Deploy demo")
         self.deploy_actions: dict[str, QAction] = {}
         for i, demo in enumerate(self.catalog.values(), start=1):
@@ -238,6 +257,10 @@ class MainWindow(QMainWindow):
         s.status_changed.connect(self._on_session_status_changed)
         s.status_failed.connect(self._on_session_status_failed)
         s.event.connect(self.event_log.add)
+        self.event_log.entry_added.connect(self._on_event_log_entry_added)
+        self.recording.started.connect(self._on_recording_started)
+        self.recording.stopped.connect(self._on_recording_stopped)
+        self.recording.failed.connect(self._on_recording_failed)
         s.deploys.progress.connect(self._on_session_deploy_progress)
         s.deploys.finished.connect(self._on_session_deploy_finished)
         s.load.stats.connect(self._on_session_load_stats)
@@ -434,18 +457,23 @@ class MainWindow(QMainWindow):
                 if event.after_s is not None else f"replacement {short} running")
         where = "" if self._is_shown(event.app, event.deployment) else \
             f"{event.app}/{event.deployment}: "
-        self._add_marker(event.t, where + text)
+        self._add_marker(event.t, where + text, kind="replica", key=(event.app,
+                                                                    event.deployment))
 
     @Slot(object)
     def _on_scaling_decided(self, d: ScalingDecision) -> None:
         """An autoscaling (or num_replicas) decision: a marker at the moment Ray took it,
         short on the plot, with Ray's reason in its tooltip (the event log has the line)."""
         where = "" if self._is_shown(d.app, d.deployment) else f"{d.app}/{d.deployment}: "
-        self._add_marker(d.t, f"{where}{d.direction} {d.old} → {d.new}", d.reason)
+        self._add_marker(d.t, f"{where}{d.direction} {d.old} → {d.new}", d.reason,
+                         kind="scaling", key=(d.app, d.deployment))
 
-    def _add_marker(self, t: float, label: str, detail: str = "") -> None:
+    def _add_marker(self, t: float, label: str, detail: str = "", kind: str = "change",
+                    key: tuple[str, str] | None = None) -> None:
         self.plots.add_marker(t, label, detail)
         self.replica_view.add_marker(t, label)
+        app, dep = key if key is not None else (None, None)
+        self.recording.marker(Marker(t, label, detail, kind, app, dep))
 
     @Slot(bool)
     def _on_per_replica_toggled(self, on: bool) -> None:
@@ -700,7 +728,7 @@ class MainWindow(QMainWindow):
     def _on_tuning_applied(self, app, deployment, changes, t) -> None:
         text = ", ".join(f"{p.split('.')[-1]}={v}" for p, v in changes.items())
         where = "" if self._is_shown(app, deployment) else f"{app}/{deployment}: "
-        self._add_marker(t, where + text)
+        self._add_marker(t, where + text, key=(app, deployment))
         self.event_log.add(f"Applied to {app}/{deployment}: {text}", "info", t)
         self._update_knobs()
 
@@ -878,9 +906,72 @@ class MainWindow(QMainWindow):
             "Deploy the bundled demos, put load on them and watch queue depth, latency "
             "percentiles and batch sizes live.")
 
+    # -- recorded sessions -------------------------------------------------------------------
+    @Slot(object)
+    def _on_event_log_entry_added(self, entry) -> None:
+        self.recording.event(entry.t, entry.level, entry.message)
+
+    @Slot(str)
+    def _on_recording_started(self, path: str) -> None:
+        self._recording_label.setText("● Recording")
+        self._recording_label.setToolTip(
+            f"This session is recorded to {path}.\nSession → Sessions… (Ctrl+O) opens it "
+            "again, offline; --no-record turns recording off.")
+        self.event_log.add(f"Recording this session to {path}", "info")
+
+    @Slot(str)
+    def _on_recording_stopped(self, path: str) -> None:
+        self._recording_label.setText("")
+        self._recording_label.setToolTip("")
+
+    @Slot(str)
+    def _on_recording_failed(self, message: str) -> None:
+        self._recording_label.setText("● Recording failed")
+        self._recording_label.setToolTip(message)
+        self.event_log.add(message, "warning")
+
+    def add_note(self, text: str, t: float | None = None) -> None:
+        """A user's note at *t* (now): a marker, an event-log line, a recorded note."""
+        text = text.strip()
+        if not text:
+            return
+        t = time.time() if t is None else t
+        key = self.plots.key()
+        self._add_marker(t, f"✎ {text[:40]}", text, kind="note", key=key)
+        self.recording.note(t, text)
+        self.event_log.add(f"Note: {text}", "info", t)
+
+    @Slot()
+    def _on_note_triggered(self) -> None:
+        t = time.time()  # the moment the user asked, not when the dialog closes
+        text, ok = QInputDialog.getMultiLineText(
+            self, "Add a note", "A note for this moment (a marker on the plots and a row "
+            "in the session's report):")
+        if ok:
+            self.add_note(text, t)
+
+    @property
+    def sessions(self):
+        """The recorded-sessions UI (console.sessions.SessionsUi), made on first use:
+        the console starts without importing it."""
+        if self._sessions is None:
+            from console.sessions import SessionsUi
+            self._sessions = SessionsUi(self, self.recording)
+        return self._sessions
+
+    @Slot()
+    def _on_sessions_triggered(self) -> None:
+        self.sessions.show_browser()
+
+    def open_recorded_session(self, path: str, on_opened=None) -> None:
+        """Open a session file offline (--open, the browser); on_opened(viewer|None)."""
+        self.sessions.open(path, on_opened)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self._closing = True
         self._redraw.stop()
+        # What is queued reaches the file now (the process exits without joining).
+        self.recording.stop()
         self.settings.set_geometry(self.saveGeometry(), self.saveState())
         self.settings.sync()
         super().closeEvent(event)

@@ -92,6 +92,9 @@ class Session(QObject):
 
     connecting = Signal(str)          # progress text while connecting
     connected = Signal(object)        # ConnectionInfo
+    # Connected, pollers about to start (ConnectionInfo): whoever must see every sample
+    # of the connection (the recorder) starts here.
+    connection_opened = Signal(object)
     connect_failed = Signal(str)
     disconnected = Signal()
     status_changed = Signal(object)   # ServeStatus
@@ -269,6 +272,7 @@ class Session(QObject):
         self.replica_store.clear()
         self.gpus.clear()
         self._watcher = ReplicaWatcher()
+        self.connection_opened.emit(info)
         self._source = self._make_source("prometheus" if info.prometheus_url else "direct")
         self._status_poller = Poller(self._poll_runner, self._poll_status,
                                      STATUS_INTERVAL_MS, self._on_status_result,

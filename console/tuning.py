@@ -35,6 +35,9 @@ SUPERSEDED = "superseded by a newer change"
 
 
 class TuningController(QObject):
+    # A knob change was asked for: (app, deployment, path, value, source); source says
+    # who asked: "slider" (the knob panel), "auto-tune", …
+    requested = Signal(str, str, str, object, str)
     # (app, deployment, path, state, message); state: pending | applied | failed
     knob_state = Signal(str, str, str, str, str)
     # (app, deployment, {path: value}, time it took effect)
@@ -74,9 +77,11 @@ class TuningController(QObject):
         self._timer.setInterval(DEBOUNCE_MS)
         self._timer.timeout.connect(self._on_timer_timeout)
 
-    def request(self, app: str, deployment: str, path: str, value: Any) -> None:
+    def request(self, app: str, deployment: str, path: str, value: Any,
+                source: str = "slider") -> None:
         """A knob moved: remember the newest value and (re)start the debounce."""
         self._pending.setdefault((app, deployment), {})[path] = value
+        self.requested.emit(app, deployment, path, value, source)
         self.knob_state.emit(app, deployment, path, "pending", "")
         waiting = self._waiting_for_room.get((app, deployment))
         if waiting is not None:

@@ -223,7 +223,10 @@ def compare(data_a: SessionData, range_a: TimeRange, data_b: SessionData | None 
             a, b = ca.get(f.key), cb.get(f.key)
             if a is not None or b is not None:
                 rows.append(Row(app, CLIENT, f, a, b))
-    changes = config_diff(data_a.config_at(range_a.end), data_b.config_at(range_b.end))
+    # The config in effect in the middle of each range: a range that ends at a change
+    # (A = "before" a marker) must not count the change as its own.
+    changes = config_diff(data_a.config_at((range_a.start + range_a.end) / 2),
+                          data_b.config_at((range_b.start + range_b.end) / 2))
     return Comparison(range_a, range_b, tuple(rows), tuple(changes))
 
 

@@ -130,3 +130,20 @@ def delete_session(path: str) -> None:
             pass
         except OSError as e:
             raise ConsoleError(f"Cannot delete {p}: {e.strerror}.") from None
+
+
+def add_note(path: str, t: float, text: str) -> None:
+    """Write a note into a closed (or another console's) session file, e.g. from the
+    offline viewer. The live session's own notes go through its Recorder."""
+    try:
+        conn = schema.connect(path)
+        try:
+            schema.migrate(conn, path)
+            conn.execute("INSERT INTO notes (t, text, written_t) VALUES (?, ?, ?)",
+                         (t, text, time.time()))
+            conn.execute("INSERT INTO markers VALUES (?, ?, ?, 'note', NULL, NULL)",
+                         (t, f"✎ {text[:40]}", text))
+        finally:
+            conn.close()
+    except sqlite3.Error as e:
+        raise ConsoleError(f"Cannot write the note into {path}: {e}.") from None

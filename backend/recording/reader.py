@@ -65,14 +65,24 @@ class SessionData:
     #: run id → {column: numpy array} (LOAD_COLUMNS; t is wall-clock time)
     load_seconds: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
+    #: The first and last sample times (None without samples).
+    data_span: tuple[float, float] | None = None
 
     @property
     def started_t(self) -> float:
-        return float(self.meta.get("started_t") or 0.0)
+        """When the session began: the recording's start, or its first sample if that
+        is earlier (samples handed over with their own, earlier times)."""
+        t = float(self.meta.get("started_t") or 0.0)
+        if self.data_span is not None and (not t or self.data_span[0] < t):
+            t = self.data_span[0]
+        return t
 
     @property
     def ended_t(self) -> float:
-        return float(self.meta.get("ended_t") or self.started_t)
+        t = float(self.meta.get("ended_t") or self.started_t)
+        if self.data_span is not None and self.data_span[1] > t:
+            t = self.data_span[1]
+        return t
 
     @property
     def name(self) -> str:
@@ -156,6 +166,8 @@ def _read(conn: sqlite3.Connection, path: str, version: int) -> SessionData:
     _fill(stores, rows, keys, names)
     data = SessionData(path=path, meta=meta, version_read=version,
                        store=stores[DEPLOYMENT], replica_store=stores[REPLICA])
+    if rows:
+        data.data_span = (min(r[0] for r in rows), max(r[0] for r in rows))
     data.events = [tuple(r) for r in conn.execute(
         "SELECT t, level, message FROM events ORDER BY t, rowid")]
     data.markers = [Marker(*r) for r in conn.execute(

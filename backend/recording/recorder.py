@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 import numpy as np
 
 from backend.recording import schema
+from backend.serve_config import current_config
 
 log = logging.getLogger(__name__)
 
@@ -124,6 +125,12 @@ class Recorder:
         """The cluster's Serve config as of *t*; written only when it differs from the
         last one written (so calling it every status poll costs one comparison)."""
         self._q.put(("config", t, config))
+
+    def serve_details(self, t: float, details: dict[str, Any]) -> None:
+        """A status poll's GET /api/serve/applications/ answer (not copied: the caller
+        never changes it). The writer derives the declarative config from it, so the
+        status poll pays nothing for recording the config."""
+        self._q.put(("serve_details", t, details))
 
     def load_run(self, run_id: int, started_t: float, target: str, model: str,
                  app: str | None) -> None:
@@ -297,6 +304,9 @@ class Recorder:
         if text != self._last_config:
             self._last_config = text
             c.execute("INSERT INTO configs VALUES (?, ?)", (t, text))
+
+    def _w_serve_details(self, c, t, details) -> None:
+        self._w_config(c, t, current_config(details))
 
     def _w_load_run(self, c, run_id, started_t, target, model, app) -> None:
         c.execute("INSERT OR REPLACE INTO load_runs VALUES (?, ?, ?, ?, ?)",
