@@ -48,6 +48,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--log-events", action="store_true",
                    help="print every event-log entry to stdout as it happens "
                         "(HH:MM:SS level message)")
+    p.add_argument("--record", metavar="PATH",
+                   help="record this session to PATH (default: a new file in the "
+                        "sessions folder; every session is recorded unless --no-record)")
+    p.add_argument("--no-record", action="store_true",
+                   help="do not record this session")
+    p.add_argument("--open", metavar="SESSION.db", dest="open_session",
+                   help="open a recorded session offline (no cluster is started or "
+                        "needed); Session → Sessions… lists them all")
     p.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs of the embedded local cluster (default: all)")
     p.add_argument("--print-first-frame", action="store_true", help=argparse.SUPPRESS)
@@ -57,6 +65,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--exit-after must be >= 0")
     if args.rps is not None and args.rps <= 0:
         p.error("--rps must be > 0")
+    if args.record and args.no_record:
+        p.error("--record and --no-record contradict each other")
+    if args.open_session and (args.address or args.demo or args.apply_config):
+        p.error("--open shows a recorded session offline; it does not connect "
+                "(leave out --address, --demo and --apply-config)")
     return args
 
 
@@ -93,6 +106,7 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("serve-console")
     session = Session()
     window = MainWindow(session, catalog, Settings())
+    window.recording.configure(path=args.record, enabled=not args.no_record)
     runner = ScriptedRun(window, session, catalog, args)
     window.show()
     if args.print_first_frame:
@@ -140,6 +154,7 @@ class ScriptedRun:
         self.demo = catalog.get(args.demo) if args.demo else None
         self.exit_code = 0
         self._shot_taken = False
+        self.viewer = None  # --open: the recorded session's window
         if args.exit_after is not None or args.screenshot:
             window.interactive = False
 
@@ -153,10 +168,27 @@ class ScriptedRun:
         s.deploys.config_file_done.connect(self._on_config_file_done)
         if self.args.exit_after is not None:
             QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
-        if self.args.address:
+        if self.args.open_session:
+            self._open_session(self.args.open_session)
+        elif self.args.address:
             self.window.connect_to(self._cli_target())
         else:
             self.session.connect_local(num_cpus=self.args.num_cpus)
+
+    def _open_session(self, path: str) -> None:
+        """--open: the recorded session in its own window; nothing connects."""
+        if not os.path.exists(path):
+            print(f"serve-console: there is no session file {path}", file=sys.stderr)
+            self.exit_code = 2
+            self.window.close()
+            return
+        self.window.open_recorded_session(path, on_opened=self._on_session_opened)
+
+    def _on_session_opened(self, viewer) -> None:
+        if viewer is None:
+            self.exit_code = 1
+        self.viewer = viewer
+        self._schedule_screenshot()
 
     def _cli_target(self):
         from widgets.connect_dialog import ConnectTarget
@@ -236,7 +268,9 @@ class ScriptedRun:
         if self.args.screenshot and not self._shot_taken:
             self._shot_taken = True
             self.window.plots.refresh(time.time())
-            if self.window.grab().save(self.args.screenshot):
+            # --open: the picture is of the recorded session's window.
+            shown = getattr(self, "viewer", None) or self.window
+            if shown.grab().save(self.args.screenshot):
                 print(f"serve-console: screenshot saved to {self.args.screenshot}")
             else:
                 print(f"serve-console: could not save {self.args.screenshot}",
