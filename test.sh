@@ -5,6 +5,8 @@ cd "$(dirname "$0")"
 scripts/setup.sh || exit 1
 export QT_QPA_PLATFORM=offscreen
 export SERVE_CONSOLE_SETTINGS="${SERVE_CONSOLE_SETTINGS:-$(mktemp -d)/settings.ini}"
+# The consoles the tests start record their sessions here, not in the user's folder.
+export SERVE_CONSOLE_SESSIONS="${SERVE_CONSOLE_SESSIONS:-$(mktemp -d)}"
 .venv/bin/python -m pytest "$@"
 rc=$?
 # pytest's 5 means "no tests collected": with a filter that selects nothing that is a

@@ -112,6 +112,7 @@ class LoadControl(QObject):
         self._event(f"Load: {rps:g} requests/s → {target.method} {target.url}")
 
     def _begin_run(self, target: str, model: str) -> None:
+        self._run_texts = (target, model)
         # The child process starts sending ~0.3 s later; its seconds count from its own
         # start, so recorded client seconds sit up to that much early.
         self._run_id += 1
@@ -157,4 +158,11 @@ class LoadControl(QObject):
 
     def _on_timer_tick(self) -> None:
         if self._gen is not None:
+            if self.app is None and self._session.status is not None:
+                # Started before the first status said which application the URL
+                # reaches: say it now (the recorder replaces the run's row).
+                self.app = self._app_of_url(self._gen.target.url)
+                if self.app is not None:
+                    self.run_started.emit(self._run_id, self._run_started_t,
+                                          *self._run_texts, self.app)
             self._emit(self._run_id, self._run_started_t, self._gen.stats())

@@ -909,7 +909,7 @@ class MainWindow(QMainWindow):
     # -- recorded sessions -------------------------------------------------------------------
     @Slot(object)
     def _on_event_log_entry_added(self, entry) -> None:
-        self.recording.event(entry.t, entry.level, entry.message)
+        self.recording.log_event(entry.t, entry.level, entry.message)
 
     @Slot(str)
     def _on_recording_started(self, path: str) -> None:

@@ -84,7 +84,7 @@ class SessionRecording(QObject):
         return self.folder or sessions_dir()
 
     # -- what the window hands over -------------------------------------------------------
-    def event(self, t: float, level: str, message: str) -> None:
+    def log_event(self, t: float, level: str, message: str) -> None:
         if self.recorder is not None:
             self.recorder.event(t, level, message)
         elif self.enabled:

@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 import time
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+# Every console a test makes records its session: never into the user's own folder.
+os.environ.setdefault("SERVE_CONSOLE_SESSIONS",
+                      tempfile.mkdtemp(prefix="serve-console-sessions-"))
 
 import pytest
 import requests

@@ -1,0 +1,170 @@
+"""Recorded sessions, end to end on a real cluster: a session of a batched demo under
+load with knob changes, reopened offline, must hold what the live console held."""
+
+from __future__ import annotations
+
+import os
+import time
+
+import numpy as np
+import pytest
+
+from backend.loadgen import LoadTarget
+from backend.recording.library import list_sessions
+from backend.recording.reader import open_session
+from console.main_window import MainWindow
+from console.session import Session
+from backend.catalog import load_catalog
+from console.settings import Settings
+
+CHANGES = [("user_config.max_batch_size", 16), ("user_config.batch_wait_timeout_s", 0.02),
+           ("max_ongoing_requests", 48), ("user_config.max_batch_size", 4),
+           ("user_config.batch_wait_timeout_s", 0.005), ("max_ongoing_requests", 64)]
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
+
+
+@pytest.fixture
+def recorded(qtbot, tuning_app, connected_window):
+    """A session of the tuning copy of the batched demo: 30 req/s of load, six knob
+    changes, one note; returns (window, live copies, session file path)."""
+    win = connected_window
+    s = win.session
+    app, dep, url = tuning_app
+    qtbot.waitUntil(lambda: win.recording.path is not None, timeout=5000)
+    path = win.recording.path
+    final_stats = []
+    s.load.run_stats.connect(lambda run_id, t0, stats: final_stats.append(stats))
+    s.load.start(LoadTarget(url=url, body='{"seed": {seq}}'), 30)
+    qtbot.wait(4000)
+    applied = []
+    s.tuning.applied.connect(lambda *a: applied.append(a))
+    for i, (knob, value) in enumerate(CHANGES):
+        s.tuning.request(app, dep, knob, value)
+        qtbot.waitUntil(lambda: len(applied) == i + 1, timeout=120_000)
+        qtbot.wait(1500)
+    win.add_note("switched to <bs 4> because p99 < 50 ms")
+    qtbot.wait(3000)
+    s.load.stop()
+    qtbot.wait(1500)  # the run's last seconds arrive after stop
+    live = {
+        "series": {(k, n): s.store.snapshot(k, n) for k in s.store.keys()
+                   for n in s.store.names(k)},
+        "replicas": {(k, n): s.replica_store.snapshot(k, n) for k in s.replica_store.keys()
+                     for n in s.replica_store.names(k)},
+        "markers": win.plots.markers(),
+        "events": [(e.t, e.level, e.message) for e in win.event_log.entries()],
+        "load_history": final_stats[-1].history,
+    }
+    win.recording.stop()  # as closing the window does: the rest reaches the file
+    return win, live, path
+
+
+def test_recorded_session_reopens_with_the_live_data(recorded, tuning_app):
+    win, live, path = recorded
+    app, dep, _ = tuning_app
+    data = open_session(path)
+    # Every series of every deployment, value for value (not only the one on screen).
+    assert len(live["series"]) > 20
+    for (key, name), (t, v) in live["series"].items():
+        rt, rv = data.store.snapshot(key, name)
+        assert _same(rt, t) and _same(rv, v), (key, name, len(t), len(rt))
+    assert set(data.store.keys()) == {k for k, _ in live["series"]}
+    for (key, name), (t, v) in live["replicas"].items():
+        rt, rv = data.replica_store.snapshot(key, name)
+        assert _same(rt, t) and _same(rv, v), (key, name)
+    # The same markers (knob changes, the note) and the same event log.
+    assert [(m.t, m.label) for m in data.markers] == sorted(live["markers"])
+    assert data.events == live["events"]
+    # Every change: old → new in order, requested before it was applied, by the slider.
+    changes = [k for k in data.knob_changes if (k.app, k.deployment) == (app, dep)]
+    assert [(k.path, k.new) for k in changes] == CHANGES
+    assert all(k.state == "applied" and k.source == "slider" for k in changes)
+    assert all(k.requested_t <= k.applied_t for k in changes)
+    last: dict = {}
+    for k in changes:
+        if k.path in last:
+            assert k.old == last[k.path], k
+        last[k.path] = k.new
+    # The Serve config at the start and after each change (the last has every change).
+    final = data.configs[-1][1]
+    entry = next(d for a in final["applications"] if a["name"] == app
+                 for d in a["deployments"] if d["name"] == dep)
+    assert entry["user_config"]["max_batch_size"] == 4
+    assert entry["max_ongoing_requests"] == 64
+    assert len(data.configs) >= len(CHANGES) + 1
+    # The load generator's seconds, and the note.
+    assert data.load_runs and data.load_runs[0].app == app
+    seconds = data.load_seconds[data.load_runs[0].id]
+    history = live["load_history"]
+    assert len(history) >= 10
+    assert list(seconds["ok"]) == [h.ok for h in history]
+    assert list(seconds["p99_ms"]) == [h.p99_ms for h in history]
+    assert [n.text for n in data.notes] == ["switched to <bs 4> because p99 < 50 ms"]
+
+
+def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app):
+    win, live, path = recorded
+    app, dep, _ = tuning_app
+    opened = []
+    win.open_recorded_session(path, on_opened=opened.append)
+    qtbot.waitUntil(lambda: bool(opened), timeout=20_000)
+    viewer = opened[0]
+    assert viewer is not None
+    qtbot.addWidget(viewer)
+    viewer.select(app, dep)
+    viewer.plots.set_window(None)
+    viewer.set_cursor_time(viewer.data.ended_t)
+    x, y = viewer.plots.curves()["requests_per_s"].getData()
+    t, v = live["series"][((app, dep), "requests_per_s")]
+    assert _same(np.asarray(x), t) and _same(np.asarray(y), v)
+    assert sorted(viewer.plots.markers()) == sorted(live["markers"])
+    # Scrubbing back: the plots end at the slider's time.
+    mid = (viewer.data.started_t + viewer.data.ended_t) / 2
+    viewer.set_cursor_time(mid)
+    assert abs(viewer.plots.x_range()[1] - mid) < 0.2
+    # Before / after the first change: a comparison with its config diff.
+    first, second = [k for k in viewer.data.knob_changes if k.app == app][:2]
+    viewer.set_ranges((viewer.data.started_t, first.requested_t),
+                      (first.applied_t + 0.2, second.requested_t))
+    c = viewer.update_comparison()
+    assert c.row(app, dep, "requests_per_s") is not None
+    assert any(ch.where == f"{app}/{dep}" and ch.path == "user_config.max_batch_size"
+               and ch.b == 16 for ch in c.config_changes), c.config_changes
+    viewer.close()
+
+
+def test_sessions_browser_lists_renames_and_protects_the_live_file(qtbot, connected_window):
+    win = connected_window
+    qtbot.waitUntil(lambda: win.recording.path is not None, timeout=5000)
+    live = win.recording.path
+    browser = win.sessions.show_browser()
+    qtbot.addWidget(browser)
+    qtbot.waitUntil(lambda: live in [s.path for s in browser.summaries()], timeout=10_000)
+    summary = next(s for s in browser.summaries() if s.path == live)
+    assert summary.cluster_url == win.session.info.url
+    win.sessions.rename(live, "before the batch change")
+    qtbot.waitUntil(lambda: any(s.path == live and s.name == "before the batch change"
+                                for s in browser.summaries()), timeout=10_000)
+    win.sessions.delete([live], confirm=False)
+    qtbot.wait(500)
+    assert os.path.exists(live)  # the session being recorded is never deleted
+    assert "cannot be deleted" in win.event_log.entries()[-1].message
+
+
+def test_no_record_writes_nothing(qtbot, tmp_path, ray_cluster):
+    folder = tmp_path / "sessions"
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win.interactive = False
+    qtbot.addWidget(win)
+    win.recording.configure(enabled=False, folder=str(folder))
+    with qtbot.waitSignal(session.connected, timeout=20_000):
+        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+    qtbot.wait(2500)
+    assert win.recording.path is None
+    assert list_sessions(str(folder)) == []
+    win.close()
+    session.shutdown()
