@@ -12,7 +12,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QHBoxLayout, QHeaderV
                                QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from backend.recording.library import SessionSummary
+from backend.recording.summary import SessionSummary
 
 COLUMNS = ("Name", "Cluster", "Started", "Duration", "Applications", "Changes", "Notes",
            "Size")

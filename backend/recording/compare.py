@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from backend.recording.reader import SessionData
+if TYPE_CHECKING:  # views import this module; the reader brings sqlite3
+    from backend.recording.reader import SessionData
 
 MEAN, MEDIAN = "mean", "median"
 #: The "deployment" of the load generator's rows: it measures an application.

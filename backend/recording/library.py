@@ -10,13 +10,13 @@ import json
 import os
 import sqlite3
 import time
-from dataclasses import dataclass, field
 
 import platformdirs
 
 from backend.errors import ConsoleError
 from backend.recording import schema
 from backend.recording.reader import read_meta
+from backend.recording.summary import SessionSummary
 
 SUFFIX = ".db"
 
@@ -35,30 +35,6 @@ def new_session_path(folder: str | None = None, t: float | None = None) -> str:
         n += 1
         path = os.path.join(folder, f"{stem}_{n}{SUFFIX}")
     return path
-
-
-@dataclass(frozen=True)
-class SessionSummary:
-    path: str
-    name: str = ""
-    cluster_url: str = ""
-    started_t: float = 0.0
-    ended_t: float = 0.0
-    apps: tuple[str, ...] = ()
-    changes: int = 0          # knob changes applied + deploys
-    size_bytes: int = 0
-    version: int = 0
-    error: str = ""           # why it cannot be read ("" when it can)
-    notes: int = 0
-    extra: dict = field(default_factory=dict, compare=False)
-
-    @property
-    def duration_s(self) -> float:
-        return max(0.0, self.ended_t - self.started_t)
-
-    @property
-    def title(self) -> str:
-        return self.name or os.path.basename(self.path)
 
 
 def file_size(path: str) -> int:
