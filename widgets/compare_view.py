@@ -54,6 +54,7 @@ class CompareView(QWidget):
         for i, (name, title, unit) in enumerate(OVERLAY):
             plot = self._graphics.addPlot(row=i, col=0, title=title)
             plot.setLabel("left", units=unit)
+            plot.getAxis("left").enableAutoSIPrefix(False)  # "kms" is not a unit
             plot.setLabel("bottom", "seconds since the range's start")
             plot.addLegend(offset=(5, 5))
             plot.showGrid(x=True, y=True, alpha=0.2)
@@ -104,7 +105,8 @@ class CompareView(QWidget):
                 parent.setExpanded(True)
             pct = r.delta_pct
             change = "" if r.delta is None else (
-                f"{r.delta:+.3g}" + (f" ({pct:+.0f} %)" if pct is not None else ""))
+                ("+" if r.delta >= 0 else "−") + format_value(abs(r.delta))
+                + (f" ({pct:+.0f} %)" if pct is not None else ""))
             item = QTreeWidgetItem(parent, [
                 f"{r.figure.label} [{r.figure.unit}]", format_value(r.a, r.figure.unit),
                 format_value(r.b, r.figure.unit), change, r.verdict])
