@@ -286,7 +286,7 @@ class SessionViewer(QMainWindow):
             "notes, event log) that opens in any browser", self._on_export_html)
         self.export_yaml_action = self._action(
             menu, "Export final Serve &config…", None,
-            "The Serve config the cluster ran at the end of range B, for `serve deploy`",
+            "The Serve config the cluster ran at the end of the session, for `serve deploy`",
             self._on_export_yaml)
         menu.addSeparator()
         self.note_action = self._action(
@@ -330,10 +330,9 @@ class SessionViewer(QMainWindow):
 
     def export_yaml(self, path: str, on_done=None) -> None:
         from backend.recording.export import final_config_yaml
-        _, b = self.ranges()
 
         def work():
-            text = final_config_yaml(self.data, TimeRange(self.data.started_t, b.end))
+            text = final_config_yaml(self.data)
             with open(path, "w", encoding="utf-8") as f:
                 f.write(text)
         self._export(work, path, on_done)

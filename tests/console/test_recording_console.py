@@ -3,13 +3,14 @@ load with knob changes, reopened offline, must hold what the live console held."
 
 from __future__ import annotations
 
+import csv
 import os
-import time
 
 import numpy as np
 import pytest
 
 from backend.loadgen import LoadTarget
+from backend.recording.export import export_csv
 from backend.recording.library import list_sessions
 from backend.recording.reader import open_session
 from console.main_window import MainWindow
@@ -62,6 +63,23 @@ def recorded(qtbot, tuning_app, connected_window):
     return win, live, path
 
 
+def test_csv_export_holds_the_live_requests_per_second(recorded, tuning_app, tmp_path):
+    _win, live, path = recorded
+    app, dep, _ = tuning_app
+    export_csv(open_session(path), str(tmp_path))
+    with open(tmp_path / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    column = f"{app}/{dep}/requests_per_s"
+    got = {int(float(r["t"])): float(r[column]) for r in rows if r[column]}
+    t, v = live["series"][((app, dep), "requests_per_s")]
+    want: dict[int, float] = {}
+    for ti, vi in zip(t, v):
+        want[int(np.floor(ti))] = float(vi)  # a second's last sample, as the CSV keeps
+    assert len(want) >= 20
+    assert got.keys() == want.keys()
+    assert all(abs(got[s] - want[s]) <= 1e-9 * max(1.0, abs(want[s])) for s in want)
+
+
 def test_recorded_session_reopens_with_the_live_data(recorded, tuning_app):
     win, live, path = recorded
     app, dep, _ = tuning_app
@@ -105,7 +123,7 @@ def test_recorded_session_reopens_with_the_live_data(recorded, tuning_app):
     assert [n.text for n in data.notes] == ["switched to <bs 4> because p99 < 50 ms"]
 
 
-def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app):
+def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app, tmp_path):
     win, live, path = recorded
     app, dep, _ = tuning_app
     opened = []
@@ -133,6 +151,16 @@ def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app):
     assert c.row(app, dep, "requests_per_s") is not None
     assert any(ch.where == f"{app}/{dep}" and ch.path == "user_config.max_batch_size"
                and ch.b == 16 for ch in c.config_changes), c.config_changes
+    # Session → Export: the report (with this comparison) and the final config, written
+    # on the viewer's worker.
+    done = []
+    viewer.export_html(str(tmp_path / "report.html"), on_done=lambda ok, w: done.append(ok))
+    viewer.export_yaml(str(tmp_path / "final.yaml"), on_done=lambda ok, w: done.append(ok))
+    qtbot.waitUntil(lambda: len(done) == 2, timeout=20_000)
+    assert done == [True, True]
+    report = (tmp_path / "report.html").read_text()
+    assert report.count("<svg") >= 3 and "max_batch_size" in report
+    assert "max_batch_size: 4" in (tmp_path / "final.yaml").read_text()
     viewer.close()
 
 
