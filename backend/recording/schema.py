@@ -24,7 +24,8 @@ SCHEMA_VERSION = 2
 #: One sample value in a packed blob: series-name id, value (little-endian, unaligned).
 SAMPLE_DTYPE = np.dtype([("name", "<u2"), ("value", "<f8")])
 
-# Version 1: the first recorded sessions.
+# Version 1: the first recorded sessions. Never change it: files in this layout exist,
+# and the migration test builds one from it. A new layout is a new MIGRATIONS step.
 _V1 = """
 CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT);
 CREATE TABLE series_keys (id INTEGER PRIMARY KEY, kind TEXT NOT NULL, key TEXT NOT NULL,
