@@ -81,7 +81,8 @@ class SessionViewer(QMainWindow):
         self.slider.setRange(0, self._span)
         self.slider.setValue(self._span)
         self.slider.setToolTip("Scrub through the session: the plots end at this moment "
-                               "(the window above sets how much they show; ←/→ step)")
+                               "(the window above sets how much they show; ←/→ step). "
+                               "Pause (Space) to zoom and pan with the mouse.")
         self.slider.valueChanged.connect(lambda _v: self._redraw())
         self._time_label = QLabel("")
         scrub = QHBoxLayout()
