@@ -19,6 +19,7 @@ from backend.replica_table import build_rows, latest_from_store
 from backend.recording.recorder import Marker
 from backend.scaling import ScalingDecision
 from console.connection import ConnectionState
+from console.actions import add_action
 from console.recording import SessionRecording
 from console.session import ConnectionInfo, Session
 from console.settings import Settings
@@ -239,14 +240,7 @@ class MainWindow(QMainWindow):
                      self._on_about_triggered)
 
     def _action(self, menu, text, shortcut, tip, slot) -> QAction:
-        action = QAction(text, self)
-        if shortcut:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
+        return add_action(self, menu, text, shortcut, tip, slot)
 
     def _wire(self) -> None:
         s = self.session

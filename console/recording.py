@@ -20,7 +20,6 @@ import logging
 import os
 import time
 from collections import deque
-from typing import Any
 
 from PySide6.QtCore import QObject, Signal
 

@@ -21,6 +21,7 @@ from PySide6.QtWidgets import (QComboBox, QDockWidget, QFileDialog, QHBoxLayout,
 
 from backend.recording.compare import Comparison, TimeRange, compare
 from backend.recording.reader import SessionData
+from console.actions import add_action
 from console.tasks import TaskRunner, user_message
 from widgets.compare_view import OVERLAY, CompareView
 from widgets.event_log import EventLog
@@ -301,14 +302,7 @@ class SessionViewer(QMainWindow):
         view.addAction(self.compare_dock.toggleViewAction())
 
     def _action(self, menu, text, shortcut, tip, slot) -> QAction:
-        action = QAction(text, self)
-        if shortcut:
-            action.setShortcut(QKeySequence(shortcut))
-        action.setToolTip(tip)
-        action.setStatusTip(tip)
-        action.triggered.connect(slot)
-        menu.addAction(action)
-        return action
+        return add_action(self, menu, text, shortcut, tip, slot)
 
     def _ask_path(self, title: str, default: str, filt: str, folder: bool = False) -> str:
         if folder:

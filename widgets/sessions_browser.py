@@ -12,19 +12,10 @@ from PySide6.QtWidgets import (QAbstractItemView, QDialog, QHBoxLayout, QHeaderV
                                QLabel, QPushButton, QTableWidget, QTableWidgetItem,
                                QVBoxLayout, QWidget)
 
-from backend.recording.summary import SessionSummary
+from backend.recording.summary import SessionSummary, format_duration
 
 COLUMNS = ("Name", "Cluster", "Started", "Duration", "Applications", "Changes", "Notes",
            "Size")
-
-
-def format_duration(seconds: float) -> str:
-    seconds = int(round(seconds))
-    if seconds < 60:
-        return f"{seconds} s"
-    if seconds < 3600:
-        return f"{seconds // 60} min {seconds % 60:02d} s"
-    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
 def format_size(n: int) -> str:

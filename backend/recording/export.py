@@ -25,6 +25,7 @@ from backend.metrics.series import SERIES, SeriesStore
 from backend.recording import svg_plot
 from backend.recording.compare import CLIENT, Comparison, TimeRange, compare, format_value
 from backend.recording.reader import LOAD_COLUMNS, SessionData
+from backend.recording.summary import format_duration
 from backend.recording.svg_plot import Band, Line, VMarker
 
 #: Load-second columns that count requests (written as whole numbers).
@@ -64,15 +65,6 @@ def iso(t: float, timespec: str = "seconds") -> str:
 
 def clock(t: float | None) -> str:
     return "" if t is None else svg_plot.clock(t)
-
-
-def duration(seconds: float) -> str:
-    s = int(round(seconds))
-    if s < 60:
-        return f"{s} s"
-    if s < 3600:
-        return f"{s // 60} min {s % 60} s"
-    return f"{s // 3600} h {s % 3600 // 60} min"
 
 
 def _inside(t: np.ndarray, lo: float, hi: float) -> np.ndarray:
@@ -390,9 +382,9 @@ def _header(data: SessionData, lo: float, hi: float, time_range: TimeRange | Non
     url = str(meta.get("cluster_url") or "unknown cluster")
     start = datetime.fromtimestamp(data.started_t).astimezone()
     lines = [f"Started {start.strftime('%Y-%m-%d %H:%M:%S %Z')}, lasted "
-             f"{duration(data.ended_t - data.started_t)}"]
+             f"{format_duration(data.ended_t - data.started_t)}"]
     if time_range is not None:
-        lines.append(f"This report: {clock(lo)} – {clock(hi)} ({duration(hi - lo)})"
+        lines.append(f"This report: {clock(lo)} – {clock(hi)} ({format_duration(hi - lo)})"
                      + (f", {time_range.label}" if time_range.label else ""))
     extra = [f"{k.replace('_', ' ')} {meta[k]}" for k in ("ray_version", "metrics_source")
              if meta.get(k)]
@@ -523,7 +515,7 @@ def _knob_section(data: SessionData, lo: float, hi: float) -> str:
 
 
 def range_text(r: TimeRange) -> str:
-    return (f"{clock(r.start)} – {clock(r.end)} ({duration(r.seconds)}"
+    return (f"{clock(r.start)} – {clock(r.end)} ({format_duration(r.seconds)}"
             + (f", {r.label}" if r.label else "") + ")")
 
 

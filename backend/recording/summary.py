@@ -28,3 +28,13 @@ class SessionSummary:
     @property
     def title(self) -> str:
         return self.name or os.path.basename(self.path)
+
+
+def format_duration(seconds: float) -> str:
+    """"42 s", "9 min 05 s", "1 h 02 min" (browser, report, CLI)."""
+    seconds = int(round(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
