@@ -57,6 +57,7 @@ class DeployController(QObject):
     # The plan will not fit: (operation id, what, message). Answer with confirm(id, go).
     fit_problem = Signal(int, str, str)
     config_file_done = Signal(bool, str)  # ok, message (export / import)
+    import_started = Signal(str)  # path of a config file about to be applied
 
     def __init__(self, session: "Session") -> None:
         super().__init__(session)
@@ -101,6 +102,7 @@ class DeployController(QObject):
             return self._preflight(client, op, doc["applications"])
 
         self._s.event.emit(f"Applying config file {path}…", "info")
+        self.import_started.emit(path)
         self._start("import", path, prepare, None)
 
     def export_config(self, app: str, path: str) -> None:

@@ -23,13 +23,16 @@ from collections import deque
 
 from PySide6.QtCore import QObject, Signal
 
+from backend.recording.compare import config_diff
 from backend.recording.library import new_session_path, sessions_dir
 from backend.recording.recorder import REPLICA, KnobChange, Marker, Recorder
+from backend.serve_config import current_config
 from console.tuning import CANCELLED
 
 log = logging.getLogger(__name__)
 
 SLIDER = "slider"
+IMPORT = "import"
 
 
 class SessionRecording(QObject):
@@ -53,12 +56,15 @@ class SessionRecording(QObject):
         # Event-log entries while no file is open (connecting…): the next file starts
         # with them, so it says how the connection came about.
         self._early_events: deque[tuple[float, str, str]] = deque(maxlen=100)
+        # A config file being applied: (when, the Serve config before it).
+        self._import: tuple[float, dict] | None = None
         s = session
         s.connection_opened.connect(self._on_session_connected)
         s.disconnected.connect(self._on_session_disconnected)
         s.status_changed.connect(self._on_session_status_changed)
         s.deploys.finished.connect(self._on_deploys_finished)
         s.deploys.config_file_done.connect(self._on_deploys_config_file_done)
+        s.deploys.import_started.connect(self._on_deploys_import_started)
         s.load.run_started.connect(self._on_load_run_started)
         s.load.run_stats.connect(self._on_load_run_stats)
         s.tuning.requested.connect(self._on_tuning_requested)
@@ -153,9 +159,28 @@ class SessionRecording(QObject):
         if self.recorder is not None:
             self.recorder.deploy(time.time(), app, ok, message)
 
+    def _on_deploys_import_started(self, _path: str) -> None:
+        status = self._session.status
+        if self.recorder is not None and status is not None and status.raw:
+            self._import = (time.time(), current_config(status.raw))
+
     def _on_deploys_config_file_done(self, ok: bool, message: str) -> None:
-        if self.recorder is not None and message.lower().startswith("appl"):
-            self.recorder.deploy(time.time(), "(config file)", ok, message)
+        started, self._import = self._import, None
+        if self.recorder is None or started is None:
+            return  # an export, or nothing recorded
+        self.recorder.deploy(time.time(), "(config file)", ok, message)
+        status = self._session.status
+        if not ok or status is None:
+            return
+        # What the file changed, knob by knob, as the slider's changes are recorded
+        # (the whole config before and after is in the configs table too).
+        t0, before = started
+        now = time.time()
+        for ch in config_diff(before, current_config(status.raw)):
+            app, _, dep = ch.where.partition("/")
+            if dep and not ch.path.startswith("("):
+                self.recorder.knob_change(KnobChange(app, dep, ch.path, ch.a, ch.b, t0, now,
+                                                     "applied", IMPORT, message))
 
     def _on_load_run_started(self, run_id: int, started_t: float, target: str, model: str,
                              app: str) -> None:

@@ -8,7 +8,9 @@ import os
 
 import numpy as np
 import pytest
+import yaml
 
+from backend.config_io import export_application
 from backend.loadgen import LoadTarget
 from backend.recording.export import export_csv
 from backend.recording.library import list_sessions
@@ -196,3 +198,28 @@ def test_no_record_writes_nothing(qtbot, tmp_path, ray_cluster):
     assert list_sessions(str(folder)) == []
     win.close()
     session.shutdown()
+
+
+def test_an_imported_config_file_is_recorded_knob_by_knob(qtbot, tuning_app, cluster_client,
+                                                          connected_window, tmp_path):
+    win = connected_window
+    app, dep, _ = tuning_app
+    qtbot.waitUntil(lambda: win.recording.path is not None and win.session.status
+                    is not None, timeout=10_000)
+    doc = yaml.safe_load(export_application(cluster_client.serve_details(), app))
+    entry = next(d for d in doc["applications"][0]["deployments"] if d["name"] == dep)
+    old = entry["user_config"]["max_batch_size"]
+    new = 12 if old != 12 else 10
+    entry["user_config"]["max_batch_size"] = new
+    path = tmp_path / "tuned.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    with qtbot.waitSignal(win.session.deploys.config_file_done, timeout=120_000) as done:
+        win.session.deploys.import_config(str(path))
+    assert done.args[0], done.args
+    live = win.recording.path
+    win.recording.stop()
+    data = open_session(live)
+    imported = [k for k in data.knob_changes if k.source == "import"]
+    assert [(k.app, k.deployment, k.path, k.old, k.new, k.state) for k in imported] == [
+        (app, dep, "user_config.max_batch_size", old, new, "applied")]
+    assert any(d.app == "(config file)" and d.ok for d in data.deploys)
