@@ -85,6 +85,7 @@ def list_sessions(folder: str | None = None) -> list[SessionSummary]:
 
 def rename_session(path: str, name: str) -> None:
     """Give a session a name of the user's (the file keeps its own)."""
+    schema.check_file(path)  # not a session: refused before connect() changes it
     try:
         conn = schema.connect(path)
         try:
@@ -111,6 +112,7 @@ def delete_session(path: str) -> None:
 def add_note(path: str, t: float, text: str) -> None:
     """Write a note into a closed (or another console's) session file, e.g. from the
     offline viewer. The live session's own notes go through its Recorder."""
+    schema.check_file(path)  # not a session: refused before connect() changes it
     try:
         conn = schema.connect(path)
         try:

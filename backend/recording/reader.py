@@ -104,6 +104,8 @@ class SessionData:
 def _connect_migrated(path: str) -> tuple[sqlite3.Connection, int]:
     if not os.path.exists(path):
         raise schema.SessionFileError(f"There is no session file {path}.")
+    # Refuse what is not a session (or is a newer one) before connect() changes the file.
+    schema.check_file(path)
     conn = schema.connect(path) if os.access(path, os.W_OK) else None
     if conn is None:
         conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, check_same_thread=False)

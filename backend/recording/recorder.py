@@ -213,10 +213,24 @@ class Recorder:
             return
         start = time.perf_counter()
         c = self._conn
+        # What the writer believes is in the file, put back if this transaction rolls
+        # back: else the next seconds would use series name/key ids that were never
+        # written (the whole file then failed to open) and skip a config or load seconds
+        # as already written.
+        saved = (dict(self._names), dict(self._keys), self._last_config,
+                 dict(self._load_last_t), self._last_t)
+        unstorable: list[str] = []
         try:
             c.execute("BEGIN")
             for item in items:
-                getattr(self, "_w_" + item[0])(c, *item[1:])
+                try:
+                    getattr(self, "_w_" + item[0])(c, *item[1:])
+                except sqlite3.Error:
+                    raise
+                except Exception as e:  # noqa: BLE001
+                    # An item it cannot store (a value json cannot write, …) is lost
+                    # alone; before, it killed the writer thread without a word.
+                    unstorable.append(f"{item[0]}: {e}")
             # The session lasted at least until this commit (a crash keeps this time).
             c.execute("INSERT OR REPLACE INTO meta VALUES ('ended_t', ?)",
                       (json.dumps(max(self._last_t, time.time())),))
@@ -226,11 +240,16 @@ class Recorder:
                 c.execute("ROLLBACK")
             except sqlite3.Error:
                 pass
+            (self._names, self._keys, self._last_config, self._load_last_t,
+             self._last_t) = saved
             self._report(f"Recording to {self.path} failed: {e}; "
                          f"{len(items)} records of the last second were not written.")
             return
+        if unstorable:
+            self._report(f"Recording to {self.path}: {len(unstorable)} records could not "
+                         f"be written ({unstorable[0]}).")
         self.flushes += 1
-        self.items += len(items)
+        self.items += len(items) - len(unstorable)
         self.write_s += time.perf_counter() - start
 
     def _report(self, text: str) -> None:

@@ -77,8 +77,9 @@ def version_of(conn: sqlite3.Connection) -> int:
     return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
 
-def migrate(conn: sqlite3.Connection, path: str = "the file") -> int:
-    """Bring the file up to SCHEMA_VERSION; returns the version it had."""
+def check(conn: sqlite3.Connection, path: str = "the file") -> int:
+    """The file's version, once it is known to be a session this console reads
+    (SessionFileError otherwise). Only reads."""
     try:
         had = version_of(conn)
         tables = {r[0] for r in conn.execute(
@@ -91,6 +92,26 @@ def migrate(conn: sqlite3.Connection, path: str = "the file") -> int:
         raise SessionFileError(
             f"{path} was written by a newer serve-console (session format {had}; this "
             f"console reads up to {SCHEMA_VERSION}). Update serve-console to open it.")
+    return had
+
+
+def check_file(path: str) -> int:
+    """check() through a read-only connection: a file that is not a session (or is a
+    newer one) is refused untouched — connect() would first switch it to WAL for good
+    (an empty file became a 4 KiB database that way)."""
+    try:
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    except sqlite3.Error as e:
+        raise SessionFileError(f"Cannot read {path} ({e}).") from None
+    try:
+        return check(conn, path)
+    finally:
+        conn.close()
+
+
+def migrate(conn: sqlite3.Connection, path: str = "the file") -> int:
+    """Bring the file up to SCHEMA_VERSION; returns the version it had."""
+    had = check(conn, path)
     if had < SCHEMA_VERSION:
         # All steps or none (DDL is transactional in SQLite).
         steps = "".join(MIGRATIONS[v] for v in range(had, SCHEMA_VERSION))

@@ -1,0 +1,174 @@
+"""A session file from the first format (version 1, before notes) opens in this console:
+its data intact, brought up to date in place, or in memory when the file is read-only
+(the file left as it was). The file is built from schema._V1, the frozen version-1 DDL,
+with rows written the way the version-1 recorder wrote them (JSON meta, packed sample
+blobs, JSON knob values), in WAL mode as that recorder left its files."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from backend.recording import library, schema
+from backend.recording.reader import open_session
+from backend.recording.recorder import KnobChange, Marker
+
+T0 = 1_780_000_000.0
+KEY = ["batched", "BatchedClassifier"]
+
+
+def _packed(pairs) -> bytes:
+    return np.array(pairs, dtype=schema.SAMPLE_DTYPE).tobytes()
+
+
+def _v1_file(path: Path) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.executescript("BEGIN;" + schema._V1 + "PRAGMA user_version = 1; COMMIT;")
+    conn.execute("BEGIN")
+    conn.executemany("INSERT INTO meta VALUES (?, ?)", [
+        ("started_t", str(T0)), ("ended_t", str(T0 + 60)), ("name", '"v1 sweep"'),
+        ("cluster_url", '"http://old:8265"'), ("ray_version", '"2.60.0"')])
+    conn.executemany("INSERT INTO series_names VALUES (?, ?)",
+                     [(1, "requests_per_s"), (2, "latency_p99_ms"), (3, "ongoing_requests")])
+    conn.execute("INSERT INTO series_keys VALUES (1, 'deployment', ?)",
+                 ('["batched", "BatchedClassifier"]',))
+    conn.execute("INSERT INTO series_keys VALUES (2, 'replica', ?)",
+                 ('["batched", "BatchedClassifier", "td8rq1cp"]',))
+    for i in range(5):
+        conn.execute("INSERT INTO samples VALUES (?, 1, ?)",
+                     (T0 + i, _packed([(1, 50 + i / 3), (2, float("nan") if i == 2 else 61.5)])))
+        conn.execute("INSERT INTO samples VALUES (?, 2, ?)", (T0 + i + 0.5, _packed([(3, i)])))
+    conn.execute("INSERT INTO events VALUES (?, 'info', 'Deployed batched')", (T0 + 1,))
+    conn.execute("INSERT INTO markers VALUES (?, 'bs 8 → 32', 'user_config.max_batch_size', "
+                 "'change', 'batched', 'BatchedClassifier')", (T0 + 2,))
+    conn.execute("INSERT INTO knob_changes (app, deployment, path, old, new, requested_t, "
+                 "applied_t, state, source) VALUES ('batched', 'BatchedClassifier', "
+                 "'user_config.max_batch_size', '8', '32', ?, ?, 'applied', 'slider')",
+                 (T0 + 1.9, T0 + 2))
+    conn.execute("INSERT INTO knob_changes (app, deployment, path, old, new, requested_t, "
+                 "applied_t, state, source, message) VALUES ('batched', "
+                 "'BatchedClassifier', 'num_replicas', NULL, '3', ?, NULL, 'failed', "
+                 "'slider', 'no room')", (T0 + 3,))
+    conn.execute("INSERT INTO deploys VALUES (?, 'batched', 1, 'deployed')", (T0,))
+    conn.execute("INSERT INTO configs VALUES (?, ?)",
+                 (T0, '{"applications": [{"name": "batched"}]}'))
+    conn.execute("INSERT INTO load_runs VALUES (1, ?, 'POST http://x/batched', "
+                 "'open 50 req/s', 'batched')", (T0,))
+    conn.executemany("INSERT INTO load_seconds (run_id, t, level, offered, completed, ok, "
+                     "errors, in_flight, p50_ms) VALUES (1, ?, 50, 50, 50, 50, 0, 3, ?)",
+                     [(T0 + i, 30.0 + i) for i in range(3)])
+    conn.execute("COMMIT")
+    conn.close()
+
+
+def _user_version(path: Path) -> int:
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return conn.execute("PRAGMA user_version").fetchone()[0]
+    finally:
+        conn.close()
+
+
+def _check_v1_data(data) -> None:
+    assert data.version_read == 1
+    assert data.name == "v1 sweep" and data.meta["cluster_url"] == "http://old:8265"
+    t, v = data.store.snapshot(tuple(KEY), "requests_per_s")
+    assert t.tolist() == [T0 + i for i in range(5)]
+    assert v.tolist() == [50 + i / 3 for i in range(5)]
+    v = data.store.snapshot(tuple(KEY), "latency_p99_ms")[1]
+    assert np.isnan(v[2]) and v[[0, 1, 3, 4]].tolist() == [61.5] * 4
+    t, v = data.replica_store.snapshot(tuple(KEY) + ("td8rq1cp",), "ongoing_requests")
+    assert t.tolist() == [T0 + i + 0.5 for i in range(5)] and v.tolist() == list(range(5))
+    assert data.events == [(T0 + 1, "info", "Deployed batched")]
+    assert data.markers == [Marker(T0 + 2, "bs 8 → 32", "user_config.max_batch_size",
+                                   "change", "batched", "BatchedClassifier")]
+    assert data.knob_changes == [
+        KnobChange("batched", "BatchedClassifier", "user_config.max_batch_size", 8, 32,
+                   T0 + 1.9, T0 + 2, "applied", "slider", ""),
+        KnobChange("batched", "BatchedClassifier", "num_replicas", None, 3, T0 + 3, None,
+                   "failed", "slider", "no room")]
+    assert [(d.t, d.app, d.ok) for d in data.deploys] == [(T0, "batched", True)]
+    assert data.configs == [(T0, {"applications": [{"name": "batched"}]})]
+    assert data.load_seconds[1]["p50_ms"].tolist() == [30.0, 31.0, 32.0]
+    assert data.notes == []
+
+
+def test_a_version_1_file_opens_and_is_brought_up_to_version_2(tmp_path):
+    path = tmp_path / "old.db"
+    _v1_file(path)
+    (before,) = library.list_sessions(str(tmp_path))  # listed without being migrated
+    assert (before.version, before.notes, before.title) == (1, 0, "v1 sweep")
+    assert before.apps == ("batched",) and before.changes == 2 and not before.error
+    assert _user_version(path) == 1
+
+    _check_v1_data(open_session(str(path)))
+    assert _user_version(path) == schema.SCHEMA_VERSION == 2
+    # Opened again: read as the version it now is, the same data.
+    again = open_session(str(path))
+    assert again.version_read == 2 and again.events == [(T0 + 1, "info", "Deployed batched")]
+    # Now it takes notes like any new session.
+    library.add_note(str(path), T0 + 4, "looked at it in the new console")
+    assert [n.text for n in open_session(str(path)).notes] == [
+        "looked at it in the new console"]
+    (after,) = library.list_sessions(str(tmp_path))
+    assert (after.version, after.notes) == (2, 1)
+
+
+def test_renaming_a_version_1_file_migrates_it(tmp_path):
+    path = tmp_path / "old.db"
+    _v1_file(path)
+    library.rename_session(str(path), "renamed")
+    assert _user_version(path) == 2
+    data = open_session(str(path))
+    assert data.name == "renamed" and data.version_read == 2 and data.notes == []
+
+
+def test_a_read_only_version_1_file_opens_migrated_in_memory_and_stays_as_it_was(
+        tmp_path, monkeypatch):
+    path = tmp_path / "old.db"
+    _v1_file(path)
+    # Fold the WAL into the file so that "as it was" is the file's bytes alone.
+    conn = sqlite3.connect(path)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    conn.close()
+    digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    os.chmod(path, 0o444)
+    if os.access(path, os.W_OK):
+        # root may write any file: make the reader see it as everybody else does (it
+        # then opens it mode=ro, and SQLite itself refuses every write).
+        real = os.access
+        monkeypatch.setattr("backend.recording.reader.os.access",
+                            lambda p, mode: False if str(p) == str(path) else real(p, mode))
+    try:
+        _check_v1_data(open_session(str(path)))
+        _check_v1_data(open_session(str(path)))  # and again: still version 1 on disk
+        assert _user_version(path) == 1
+        assert hashlib.sha256(path.read_bytes()).hexdigest() == digest
+        (listed,) = library.list_sessions(str(tmp_path))
+        assert (listed.version, listed.title, listed.error) == (1, "v1 sweep", "")
+    finally:
+        os.chmod(path, 0o644)
+
+
+@pytest.mark.parametrize("version", [0, schema.SCHEMA_VERSION + 1])
+def test_versions_it_cannot_read_are_refused_untouched(tmp_path, version):
+    path = tmp_path / "odd.db"
+    _v1_file(path)
+    conn = sqlite3.connect(path)
+    conn.execute(f"PRAGMA user_version = {version}")
+    conn.close()
+    with pytest.raises(schema.SessionFileError,
+                       match="not a serve-console session" if version == 0 else
+                       f"format {version}; this console reads up to 2"):
+        open_session(str(path))
+    assert _user_version(path) == version
+    conn = sqlite3.connect(path)
+    assert "notes" not in {r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    conn.close()
