@@ -964,8 +964,9 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self._closing = True
         self._redraw.stop()
-        # What is queued reaches the file now (the process exits without joining).
-        self.recording.stop()
+        # What is queued reaches the file now (the process exits without joining), and
+        # the session's stores let go of the recording.
+        self.recording.detach()
         self.settings.set_geometry(self.saveGeometry(), self.saveState())
         self.settings.sync()
         super().closeEvent(event)

@@ -49,7 +49,6 @@ class SessionRecording(QObject):
         self.enabled = True
         self._path: str | None = None
         self.folder: str | None = None   # None: backend.recording.library.sessions_dir()
-        self.recorder: Recorder | None = None
         # (app, deployment, path) → [first request time, old value, newest value, source]
         # of a knob change not resolved yet (the debounce merges a burst into one).
         self._requested: dict[tuple[str, str, str], list] = {}
@@ -71,14 +70,33 @@ class SessionRecording(QObject):
         s.tuning.knob_state.connect(self._on_tuning_knob_state)
         s.tuning.applied.connect(self._on_tuning_applied)
         s.tuning.failed.connect(self._on_tuning_failed)
-        s.store.add_listener(self._on_samples)
-        s.replica_store.add_listener(self._on_replica_samples)
+        # The stores call these on the poller threads. They hold the sink, a plain
+        # object that knows only the recorder: a listener bound to this QObject would tie
+        # session and window into a reference cycle, which Python's cyclic collector may
+        # then free on any thread — destroying Qt objects off the GUI thread.
+        self._sink = _SampleSink()
+        s.store.add_listener(self._sink.samples)
+        s.replica_store.add_listener(self._sink.replica_samples)
 
     def configure(self, path: str | None = None, enabled: bool = True,
                   folder: str | None = None) -> None:
         self.enabled = enabled
         self._path = path
         self.folder = folder
+
+    def detach(self) -> None:
+        """The window is closing: stop recording and let go of the session's stores."""
+        self.stop()
+        self._session.store.remove_listener(self._sink.samples)
+        self._session.replica_store.remove_listener(self._sink.replica_samples)
+
+    @property
+    def recorder(self) -> Recorder | None:
+        return self._sink.recorder
+
+    @recorder.setter
+    def recorder(self, value: Recorder | None) -> None:
+        self._sink.recorder = value
 
     @property
     def path(self) -> str | None:
@@ -138,17 +156,6 @@ class SessionRecording(QObject):
         if recorder is not None:
             recorder.close(timeout_s=10.0 if wait else 0.0)
             self.stopped.emit(recorder.path)
-
-    # -- samples (poller threads) -----------------------------------------------------------
-    def _on_samples(self, t: float, values: dict) -> None:
-        recorder = self.recorder
-        if recorder is not None:
-            recorder.samples(t, values)
-
-    def _on_replica_samples(self, t: float, values: dict) -> None:
-        recorder = self.recorder
-        if recorder is not None:
-            recorder.samples(t, values, kind=REPLICA)
 
     # -- session signals --------------------------------------------------------------------
     def _on_session_status_changed(self, status) -> None:
@@ -223,3 +230,20 @@ class SessionRecording(QObject):
                 self.recorder.knob_change(KnobChange(
                     app, deployment, path, old, value, requested_t, applied_t, state,
                     source, message))
+
+
+class _SampleSink:
+    """Hands the stores' samples to the current recorder (poller threads; plain Python)."""
+
+    def __init__(self) -> None:
+        self.recorder: Recorder | None = None
+
+    def samples(self, t: float, values: dict) -> None:
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.samples(t, values)
+
+    def replica_samples(self, t: float, values: dict) -> None:
+        recorder = self.recorder
+        if recorder is not None:
+            recorder.samples(t, values, kind=REPLICA)

@@ -207,6 +207,9 @@ class Recorder:
             self._conn.close()
         except sqlite3.Error:
             pass
+        # The last reference to this recorder may go with this thread: drop the
+        # callback here (it may be a Qt signal) so nothing of Qt is freed on it.
+        self._on_error = None
 
     def _write(self, items: list, final: bool = False) -> None:
         if not items and not final:
