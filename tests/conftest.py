@@ -6,6 +6,7 @@ tests talk to it only through the dashboard REST API and HTTP, as the console do
 
 from __future__ import annotations
 
+import gc
 import os
 import shutil
 import subprocess
@@ -27,6 +28,17 @@ from backend.local_cluster import LocalCluster
 from backend.ports import free_ports
 from backend.loadgen import LoadGenerator, LoadTarget
 from tests.helpers import batched_copy
+
+
+@pytest.fixture(autouse=True)
+def _collect_garbage_on_the_gui_thread():
+    """After each test, free what it left in reference cycles here, on the main (GUI)
+    thread. Left to Python's cyclic collector, a dead window or Session is freed on
+    whichever thread happens to allocate next — a poller, the session recorder's writer —
+    and a Qt object destroyed off its thread can crash the process later (a clean-clone
+    run segfaulted that way once the recorder's writer thread allocated steadily)."""
+    yield
+    gc.collect()
 
 
 @pytest.fixture(scope="session")
