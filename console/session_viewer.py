@@ -78,7 +78,8 @@ class SessionViewer(QMainWindow):
             self.plots.add_marker(m.t, m.label, m.detail)
 
         self.slider = QSlider(Qt.Orientation.Horizontal)
-        self._span = max(1, int(round((data.ended_t - data.started_t) * 10)))
+        # Tenths of a second in a Qt int (a session of up to ~6 years).
+        self._span = min(2**31 - 1, max(1, int(round((data.ended_t - data.started_t) * 10))))
         self.slider.setRange(0, self._span)
         self.slider.setValue(self._span)
         self.slider.setToolTip("Scrub through the session: the plots end at this moment "
@@ -391,5 +392,5 @@ class SessionViewer(QMainWindow):
 
 def _cut(tv: tuple[np.ndarray, np.ndarray], r: TimeRange) -> tuple[np.ndarray, np.ndarray]:
     t, v = tv
-    inside = (t >= r.start) & (t <= r.end)
+    inside = (t >= r.start) & (t < r.end)
     return t[inside] - r.start, v[inside]

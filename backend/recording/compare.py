@@ -138,7 +138,8 @@ def _reduce(values: np.ndarray, how: str) -> float | None:
 def series_figure(data: SessionData, key: tuple[str, str], name: str, how: str,
                   r: TimeRange) -> float | None:
     t, v = data.store.snapshot(key, name)
-    return _reduce(v[(t >= r.start) & (t <= r.end)], how)
+    # Half-open: a range that ends at a change (A, "before") does not take its sample.
+    return _reduce(v[(t >= r.start) & (t < r.end)], how)
 
 
 def client_figures(data: SessionData, app: str, r: TimeRange) -> dict[str, float | None]:

@@ -1,0 +1,93 @@
+"""The offline viewer on recorded files (no cluster): scrubbing, ranges around a marker,
+notes written into the file, and one session against another."""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+
+from backend.recording.reader import open_session
+from backend.recording.recorder import KnobChange, Marker, Recorder
+from console.session_viewer import RANGE_S, SETTLE_S, SessionViewer
+
+KEY = ("batched", "Model")
+
+
+def _record(path, t0: float, rps_before: float, rps_after: float, bs_after: int) -> str:
+    rec = Recorder(str(path), {"cluster_url": "http://head:8265"})
+    cfg = lambda bs: {"applications": [{"name": "batched", "deployments": [  # noqa: E731
+        {"name": "Model", "user_config": {"max_batch_size": bs}}]}]}
+    rec.config(t0, cfg(8))
+    for i in range(300):
+        t = t0 + i
+        if i == 150:
+            rec.knob_change(KnobChange(*KEY, "user_config.max_batch_size", 8, bs_after,
+                                       t - 0.5, t, "applied", "slider"))
+            rec.marker(Marker(t, f"max_batch_size={bs_after}", app=KEY[0], deployment=KEY[1]))
+            rec.config(t, cfg(bs_after))
+        rec.samples(t, {KEY: {"requests_per_s": rps_before if i < 150 else rps_after,
+                              "latency_p99_ms": 50.0}})
+    rec.close()
+    return str(path)
+
+
+@pytest.fixture
+def two(tmp_path):
+    now = time.time()
+    a = _record(tmp_path / "a.db", now - 3900, 40.0, 80.0, 32)  # an hour apart
+    b = _record(tmp_path / "b.db", now - 300, 45.0, 45.0, 8)
+    return open_session(a), open_session(b)
+
+
+def test_ranges_around_the_change_and_scrubbing(qtbot, two):
+    data, _ = two
+    v = SessionViewer(data)
+    qtbot.addWidget(v)
+    change = data.knob_changes[0].applied_t
+    a, b = v.ranges()  # by default: around the first applied change
+    assert (a.start, a.end) == (change - RANGE_S, change)
+    assert (b.start, b.end) == (change + SETTLE_S, change + SETTLE_S + RANGE_S)
+    c = v.update_comparison()
+    row = c.row(*KEY, "requests_per_s")
+    assert (row.a, row.b, row.verdict) == (40.0, 80.0, "better")
+    assert [(ch.path, ch.a, ch.b) for ch in c.config_changes] == [
+        ("user_config.max_batch_size", 8, 32)]
+    v.plots.set_window(60.0)
+    v.set_cursor_time(change)
+    lo, hi = v.plots.x_range()
+    assert abs(hi - change) < 0.2 and abs(lo - (change - 60)) < 0.2
+
+
+def test_a_note_at_the_cursor_is_written_into_the_file(qtbot, two, tmp_path):
+    data, _ = two
+    v = SessionViewer(data)
+    qtbot.addWidget(v)
+    from backend.recording.library import add_note
+    v.note_requested.connect(lambda path, t, text: add_note(path, t, text))
+    v.set_cursor_time(data.started_t + 100)
+    v.add_note(v.cursor_time(), "queue grows here")
+    assert ("✎ queue grows here") in [label for _, label in v.plots.markers()]
+    again = open_session(data.path)
+    assert [(n.t, n.text) for n in again.notes] == [(data.started_t + 100, "queue grows here")]
+    assert any(m.kind == "note" for m in again.markers)
+
+
+def test_one_session_against_another(qtbot, two):
+    a, b = two
+    v = SessionViewer(a, other=b)
+    qtbot.addWidget(v)
+    assert "vs" in v.windowTitle()
+    # B's range is taken at the same offset from the other session's start.
+    v.set_ranges((a.started_t, a.started_t + 100), (a.started_t + 200, a.started_t + 290))
+    c = v.update_comparison()
+    row = c.row(*KEY, "requests_per_s")
+    assert (row.a, row.b) == (40.0, 45.0)
+    assert c.config_changes == ()  # both ran max_batch_size 8 in their ranges
+    ta, va, tb, vb = (np.asarray(x) for x in (*v.compare_view.curve("requests_per_s", "A")
+                                               .getData(),
+                                               *v.compare_view.curve("requests_per_s", "B")
+                                               .getData()))
+    assert ta[0] == 0.0 and tb[0] == 0.0  # aligned at each range's start
+    assert set(va) == {40.0} and set(vb) == {45.0}
