@@ -11,6 +11,7 @@ lost and the error says that too.
 
 from __future__ import annotations
 
+import bisect
 import json
 import logging
 import os
@@ -337,7 +338,10 @@ class Recorder:
     def _w_load_seconds(self, c, run_id, started_t, history) -> None:
         last = self._load_last_t.get(run_id, float("-inf"))
         rows = []
-        for s in history:
+        # The history is in time order and mostly written already: start after the last
+        # second written rather than scanning an hour of seconds twice a second.
+        start = bisect.bisect_right(history, last, key=lambda s: s.t)
+        for s in history[start:]:
             if s.t <= last:
                 continue
             last = s.t
