@@ -183,11 +183,17 @@ class ClusterClient:
             )
         return data
 
-    def check(self, timeout_s: float | None = None) -> dict[str, Any]:
-        """Version plus an authenticated call: what "connect" means. Returns the version."""
+    def check(self, timeout_s: float | None = None,
+              details_timeout_s: float = 20.0) -> dict[str, Any]:
+        """Version plus an authenticated call: what "connect" means. Returns the version.
+
+        The version answers fast from any live dashboard, so *timeout_s* (default: the
+        client's) tells a wrong address quickly. Serve's details may then take longer: on
+        a head that has just started on a busy machine the first call took over 5 s (a
+        clean-clone CI run), and a dashboard that has answered is alive, only slow."""
         info = self.version(timeout_s)
         # /api/version is open even with token auth on; this call proves the token.
-        self.serve_details(timeout_s)
+        self.serve_details(max(details_timeout_s, timeout_s or self.timeout_s))
         return info
 
     def node_summary(self, timeout_s: float | None = None) -> list[dict[str, Any]]:

@@ -151,3 +151,18 @@ def scaling_app(client, name: str, *, min_replicas: int = 1, max_replicas: int =
         "runtime_env": {"py_modules": [package.uri]},
         "deployments": [deployment],
     }
+
+
+def connect_remote_and_wait(qtbot, connect, session, timeout_ms: int = 90_000) -> None:
+    """Call *connect()* (a session's or window's connect_remote) and wait until the
+    session is connected; a connect that fails fails the test with the console's own
+    message (instead of a bare signal timeout that hides why)."""
+    failed: list[str] = []
+    session.connect_failed.connect(failed.append)
+    try:
+        connect()
+        qtbot.waitUntil(lambda: session.client is not None or bool(failed),
+                        timeout=timeout_ms)
+    finally:
+        session.connect_failed.disconnect(failed.append)
+    assert not failed, f"connect failed: {failed[0]}"

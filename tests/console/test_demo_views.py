@@ -208,13 +208,19 @@ def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
 def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, cluster_client):
     url = ensure_deployed(ray_cluster, cluster_client, "streaming")
     prom = PrometheusSource(prometheus_url, window_s=10)
-    seen: dict[str, float] = {}
+    seen: dict[str, float] = {}    # each series' largest value (the rates: ever > 0)
+    latest: dict[str, float] = {}  # each series' latest value (the medians)
     wanted = {"pipeline_ttfo_naive_ms", "pipeline_ttfo_streaming_ms",
               "pipeline_total_naive_ms", "pipeline_total_streaming_ms",
               "decode_chunks_per_s", "detect_encode_chunks_per_s", "concat_chunks_per_s"}
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and not wanted <= seen.keys():
+        deadline = time.monotonic() + 90
+        rounds = 0
+        # A few rounds after every series is there: the first request of a mode can be
+        # slow (a CI run saw 1.8 s to first output), and a median over one sample is that
+        # sample. Comparing the largest values ever seen compared those cold starts.
+        while time.monotonic() < deadline and (not wanted <= seen.keys() or rounds < 4):
+            rounds += 1
             for mode in ("naive", "streaming"):
                 with requests.get(url + "/", params={"mode": mode, "frames": 48, "chunk": 8},
                                   stream=True, timeout=120) as r:
@@ -224,10 +230,11 @@ def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, clu
             _, values = prom.poll()
             for name, v in values.get(("streaming", ""), {}).items():
                 seen[name] = max(v, seen.get(name, v))
+                latest[name] = v
             time.sleep(0.5)
         assert prom.last_error is None, prom.last_error
         assert wanted <= seen.keys(), sorted(seen)
-        assert seen["pipeline_ttfo_streaming_ms"] < seen["pipeline_ttfo_naive_ms"]
+        assert latest["pipeline_ttfo_streaming_ms"] < latest["pipeline_ttfo_naive_ms"], latest
         assert all(seen[k] > 0 for k in ("decode_chunks_per_s", "detect_encode_chunks_per_s",
                                           "concat_chunks_per_s"))
     finally:

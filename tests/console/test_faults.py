@@ -26,7 +26,7 @@ from console.main_window import MainWindow
 from console.session import Session
 from console.settings import Settings
 from tests.figures import figure
-from tests.helpers import batched_copy, group_gone, own_cluster
+from tests.helpers import batched_copy, connect_remote_and_wait, group_gone, own_cluster
 
 EXE = Path(sys.executable).with_name("serve-console")
 
@@ -123,8 +123,8 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
     win.interactive = False  # no modal boxes in a test
     try:
         win.show()
-        with qtbot.waitSignal(session.connected, timeout=30_000):
-            win.connect_remote(cluster.dashboard_url, cluster.token)
+        connect_remote_and_wait(
+            qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
         demo = load_catalog()["batched"]
         with qtbot.waitSignal(session.deploys.finished, timeout=240_000) as blocker:
             win.deploy_demo(demo)
@@ -222,8 +222,8 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
     qtbot.addWidget(win)
     try:
-        with qtbot.waitSignal(session.connected, timeout=30_000):
-            win.connect_remote(cluster.dashboard_url, cluster.token)
+        connect_remote_and_wait(
+            qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
         demo = load_catalog()["batched"]
 
         # Answer "Cancel" to the pre-flight: nothing is sent.

@@ -25,7 +25,7 @@ from console.main_window import MainWindow
 from console.session import Session
 from console.settings import Settings
 from tests.backend.gpu_page import H100, FakeGpu, PageServer, gpu_only_page
-from tests.helpers import own_cluster
+from tests.helpers import connect_remote_and_wait, own_cluster
 from widgets.gpu_plots import MEMORY, UTILIZATION
 
 APP_DIR = Path(__file__).parent / "data" / "gpu_share_app"
@@ -37,8 +37,8 @@ def open_window(qtbot, tmp_path, cluster) -> MainWindow:
     win.interactive = False
     qtbot.addWidget(win)
     win.show()
-    with qtbot.waitSignal(session.connected, timeout=30_000):
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+    connect_remote_and_wait(
+        qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
     return win
 
 

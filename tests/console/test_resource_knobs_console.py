@@ -23,7 +23,7 @@ from console.main_window import MainWindow
 from console.session import Session
 from console.settings import Settings
 from tests.figures import figure
-from tests.helpers import own_cluster, probe_app, probe_replies
+from tests.helpers import connect_remote_and_wait, own_cluster, probe_app, probe_replies
 
 APP, DEP = "probe", "Probe"
 
@@ -64,8 +64,8 @@ def window(qtbot, tmp_path, cluster, probe_url):
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
     qtbot.addWidget(win)
     win.show()
-    with qtbot.waitSignal(session.connected, timeout=30_000):
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+    connect_remote_and_wait(
+        qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
     qtbot.waitUntil(lambda: session.status is not None
                     and session.status.application(APP) is not None, timeout=20_000)
     win._select(APP, DEP)
