@@ -653,6 +653,13 @@ class _Payload:
         return render_body(self.template, seq, model_id).encode(), headers, model_id
 
 
+def request_parts(target: LoadTarget, seq: int = 0,
+                  seed: int | None = None) -> tuple[bytes | None, dict[str, str], str | None]:
+    """The body, headers and model id of the load's request number *seq* to *target*
+    (a single request sent as the load would send it)."""
+    return _Payload(target, seed).build(seq)
+
+
 class LoadGenerator:
     """Sends HTTP load at one target; thread-safe control from any thread.
 

@@ -10,8 +10,15 @@ from __future__ import annotations
 
 import os
 import statistics
-from dataclasses import dataclass, field
-from typing import Callable, Sequence
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+# The search lives in the product (the auto-tuner uses it); benchmarks import it from here.
+from backend.rate_search import Search, bisect_max_rate  # noqa: E402,F401
 
 
 @dataclass(frozen=True)
@@ -49,57 +56,3 @@ def load_text(load: dict) -> str:
     busy = "  (busier than its cores: figures are noisy)" if load["load_1m"] > load["cpus"] else ""
     return (f"load average {load['load_1m']:.2f} / {load['load_5m']:.2f} / "
             f"{load['load_15m']:.2f} on {load['cpus']} cores{busy}")
-
-
-@dataclass
-class Search:
-    """The outcome of bisect_max_rate: the best sustained rate and every trial made."""
-
-    best: float                          # highest rate that sustained (0.0: none did)
-    best_trial: object = None            # what the trial function returned for it
-    trials: list = field(default_factory=list)   # (rate, sustained, result) in order
-
-
-def bisect_max_rate(trial: Callable[[float], tuple[bool, object]], start: float,
-                    precision: float = 0.07, ceiling: float = 1e6,
-                    max_trials: int = 14) -> Search:
-    """The highest offered rate at which `trial(rate)` says (sustained, result) is True.
-
-    From `start`: doubles while the rate sustains (or halves while it does not) until a
-    bracket [sustained, not sustained] is found, then bisects the bracket geometrically
-    until its ends are within `precision` (relative) of each other. A trial is one
-    measurement; noisy trials make the answer noisy, which the caller's repeats show.
-    """
-    out = Search(best=0.0)
-
-    def run(rate: float) -> bool:
-        ok, result = trial(rate)
-        out.trials.append((rate, ok, result))
-        if ok and rate > out.best:
-            out.best, out.best_trial = rate, result
-        return ok
-
-    lo = hi = None
-    rate = start
-    while len(out.trials) < max_trials:
-        if run(rate):
-            lo = rate
-            if hi is not None or rate * 2 > ceiling:
-                break
-            rate *= 2
-        else:
-            hi = rate
-            if lo is not None:
-                break
-            rate /= 2
-            if rate < 1e-3:
-                return out
-    if lo is None or hi is None:
-        return out
-    while hi / lo > 1 + precision and len(out.trials) < max_trials:
-        mid = (lo * hi) ** 0.5
-        if run(mid):
-            lo = mid
-        else:
-            hi = mid
-    return out

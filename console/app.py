@@ -78,6 +78,10 @@ def main(argv: list[str] | None = None) -> int:
     if argv[:1] == ["export"]:  # `serve-console export …`: files only, no Qt, no window
         from console.export_cli import main as export_main
         return export_main(argv[1:])
+    if any(a == "--autotune" or a.startswith("--autotune=") for a in argv):
+        # The auto-tuner without a window: progress on stderr, one JSON line on stdout.
+        from console.autotune_cli import main as autotune_main
+        return autotune_main(argv)
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -16,7 +16,8 @@ from urllib.parse import urlsplit
 from PySide6.QtCore import QObject, QTimer, Signal
 
 from backend.catalog import Demo
-from backend.load_model import LoadModel, LoadPlan, demo_target
+from backend.load_model import LoadModel, LoadPlan
+from backend.load_targets import demo_app_target, serve_http_base
 from backend.loadgen import LoadGenerator, LoadTarget
 
 if TYPE_CHECKING:
@@ -57,29 +58,14 @@ class LoadControl(QObject):
     def serve_http_base(self) -> str | None:
         """The Serve proxy's address as the cluster reports it (never an assumed 8000)."""
         s = self._session
-        status, client = s.status, s.client
         if s.info is not None and s.info.serve_http_url:
             return s.info.serve_http_url  # the user said where the proxy is reachable
-        if status is None or client is None or not status.http_port:
+        if s.status is None or s.client is None:
             return None
-        host = status.http_host or client.host
-        if host in ("0.0.0.0", "::", ""):
-            # Bound on every interface: reach it at the host we reach the dashboard on.
-            host = client.host
-        if ":" in host and not host.startswith("["):
-            host = f"[{host}]"
-        return f"http://{host}:{status.http_port}"
+        return serve_http_base(s.status, s.client.host)
 
     def target_for(self, demo: Demo) -> LoadTarget | None:
-        base = self.serve_http_base()
-        status = self._session.status
-        app = status.application(demo.app_name) if status else None
-        if base is None or app is None or app.route_prefix is None:
-            return None
-        prefix = "" if app.route_prefix == "/" else app.route_prefix
-        # Demo-aware payloads: feature vectors, model ids in the multiplexing header,
-        # streamed responses read to the end.
-        return demo_target(demo.key, f"{base}{prefix}{demo.load.path}", hint=demo.load)
+        return demo_app_target(demo, self._session.status, self.serve_http_base())
 
     def _app_of_url(self, url: str) -> str | None:
         """The application a load URL reaches, when it goes to this cluster's Serve."""

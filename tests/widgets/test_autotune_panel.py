@@ -1,0 +1,89 @@
+"""The auto-tune panel through its API: the form's spec, the live table and scatter,
+the best highlighted, and the buttons' states through a run."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+
+from widgets.autotune_panel import MAX_RPS, MIN_P99, AutoTunePanel, config_text, validate_spec
+
+KEY = ("batched", "BatchedClassifier")
+
+
+def row(index, rps, p99, **extra):
+    return {"trial": index, "config": {"user_config.max_batch_size": 2 ** index,
+                                       "user_config.batch_wait_timeout_s": 0.005},
+            "rps": rps, "p50_ms": p99 / 2 if p99 else None, "p99_ms": p99, "errors": 0,
+            "batch_size": 1.5, "measurements": 3, "dropped": False, "skipped": "",
+            "failed": "", **extra}
+
+
+def test_the_form_gives_the_spec_and_refuses_a_bad_one(qtbot):
+    panel = AutoTunePanel()
+    qtbot.addWidget(panel)
+    panel.set_deployments([("a", "A"), KEY], current=KEY)
+    spec = panel.spec()
+    assert spec["deployment"] == KEY
+    assert spec["objective"] == MAX_RPS and spec["at_rate"] is None
+    assert spec["knobs"] == ["user_config.max_batch_size", "user_config.batch_wait_timeout_s",
+                             "max_ongoing_requests"]
+    assert spec["ranges"]["user_config.max_batch_size"] == (1, 128)
+    assert isinstance(spec["ranges"]["user_config.max_batch_size"][0], int)
+    panel.set_spec({"objective": MIN_P99, "at_rate": 42, "slo_p99_ms": 150,
+                    "knobs": ["user_config.max_batch_size"],
+                    "ranges": {"user_config.max_batch_size": (4, 2)}})
+    spec = panel.spec()
+    assert spec["objective"] == MIN_P99 and spec["at_rate"] == 42
+    assert spec["slo_p99_ms"] == 150
+    assert "above its end" in validate_spec(spec)
+    started = []
+    panel.start_requested.connect(started.append)
+    qtbot.mouseClick(panel.buttons()["start"], Qt.MouseButton.LeftButton)
+    assert not started and "above its end" in panel.status_text()
+    panel.set_spec({"ranges": {"user_config.max_batch_size": (2, 4)}})
+    qtbot.mouseClick(panel.buttons()["start"], Qt.MouseButton.LeftButton)
+    assert len(started) == 1 and started[0]["ranges"]["user_config.max_batch_size"] == (2, 4)
+    assert validate_spec({**spec, "knobs": []}) == "Tick at least one knob to search."
+    assert validate_spec({**spec, "deployment": None}) == "Choose a deployment to tune."
+
+
+def test_trials_fill_the_table_and_the_scatter_and_the_best_is_marked(qtbot):
+    panel = AutoTunePanel()
+    qtbot.addWidget(panel)
+    panel.set_deployments([KEY], current=KEY)
+    panel.set_slo(300)
+    panel.set_running(True)
+    b = panel.buttons()
+    assert not b["start"].isEnabled() and b["stop_best"].isEnabled()
+    assert not b["apply"].isEnabled() and not b["revert"].isEnabled()
+    panel.show_candidate({**row(1, 0.0, None), "running": True})
+    assert panel.rows()[0][-1] == "measuring…"
+    panel.show_candidate(row(1, 22.0, 120.0))
+    panel.show_candidate(row(2, 60.0, 250.0))
+    panel.show_candidate(row(3, 0.0, None, dropped=True))
+    panel.set_best(2)
+    rows = panel.rows()
+    assert [r[0] for r in rows] == ["1", "2", "3"]
+    assert rows[1][1] == "max_batch_size=4, batch_wait_timeout_s=0.005"
+    assert rows[1][2] == "60.0" and rows[1][4] == "250.0"
+    assert rows[2][-1] == "not better (1 trial)" and rows[2][2] == "—"
+    assert panel.points() == ([120.0, 250.0], [22.0, 60.0])
+    assert panel.best_point() == ([250.0], [60.0])
+    assert panel.slo_line() == 300
+    panel.set_finished("Best: …", has_best=True, has_start=True)
+    assert b["start"].isEnabled() and not b["stop_best"].isEnabled()
+    assert b["apply"].isEnabled() and b["revert"].isEnabled() and b["export"].isEnabled()
+    stops = []
+    panel.stop_requested.connect(stops.append)
+    panel.set_running(True)
+    qtbot.mouseClick(b["stop_start"], Qt.MouseButton.LeftButton)
+    qtbot.mouseClick(b["stop_best"], Qt.MouseButton.LeftButton)
+    assert stops == ["start", "best"]
+    panel.clear_results()
+    assert panel.rows() == [] and panel.points() == ([], [])
+
+
+def test_config_text_is_short():
+    assert config_text({"user_config.max_batch_size": 8, "max_ongoing_requests": 64,
+                        "user_config.batch_wait_timeout_s": 0.01}) == \
+        "max_batch_size=8, max_ongoing_requests=64, batch_wait_timeout_s=0.01"
