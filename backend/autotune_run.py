@@ -159,21 +159,27 @@ class TuneRun:
         return values, axes
 
     # -- the run -----------------------------------------------------------------------------
-    def run(self) -> TuneReport:
-        r = self.request
+    def begin(self) -> tuple[dict[str, Any], list[KnobAxis]]:
+        """prepare(), then time single requests to the idle deployment (what "settled"
+        means between trials). After it, apply_config() and measure() may be used."""
         values, axes = self.prepare()
         self._current = {a.path: values[a.path] for a in axes}
-        start = dict(self._current)
-        self._event("started", {"start": start, "target": self.target.describe(),
-                                "objective": r.objective.describe()})
         quick = idle_latency_ms(self.target, cancel=self.cancel)
         if quick is None:
             raise ConsoleError(f"{self.target.describe()} does not answer: every test "
                                "request failed. Check the request (method, body) and the "
                                "application.")
         self._quick_ms = max(100.0, 3 * quick)
+        return values, axes
+
+    def run(self) -> TuneReport:
+        r = self.request
+        values, axes = self.begin()
+        start = dict(self._current)
+        self._event("started", {"start": start, "target": self.target.describe(),
+                                "objective": r.objective.describe()})
         self.tuner = AutoTuner(axes, r.objective, values, apply=self._apply,
-                               trial=self._trial, budget_s=r.budget_s,
+                               trial=self.measure, budget_s=r.budget_s,
                                precision=r.precision, start_rate=r.start_rate,
                                invalid=lambda c: self._invalid(values, c),
                                on_event=self._on_event, cancel=self.cancel,
@@ -218,6 +224,15 @@ class TuneRun:
         return {rep.replica_id for rep in (dep.replicas if dep else ())
                 if rep.state == "RUNNING"}
 
+    @property
+    def restarts(self) -> int:
+        return self._restarts
+
+    def apply_config(self, config: dict[str, Any]) -> None:
+        """Put *config* on the deployment (what differs from what it runs), wait until
+        it reports it, and until it has no backlog."""
+        self._apply(config)
+
     def _apply(self, config: dict[str, Any]) -> None:
         changes = {p: v for p, v in config.items() if self._current.get(p) != v}
         if changes:
@@ -230,7 +245,8 @@ class TuneRun:
                 self._restarts += len(before - self._replica_ids())
         settle(self.target, self._quick_ms, cancel=self.cancel)
 
-    def _trial(self, rate: float) -> RateTrial:
+    def measure(self, rate: float) -> RateTrial:
+        """One trial at *rate*, then wait until the deployment has no backlog."""
         result = run_rate_trial(self.target, rate, self.request.trial_spec(),
                                 cancel=self.cancel, observe=self._observe)
         settle(self.target, self._quick_ms, cancel=self.cancel)
