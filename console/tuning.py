@@ -7,6 +7,13 @@ single-shot timer hands the whole pending dict to a worker as one read–modify�
 whatever arrives meanwhile waits for the next round. So the cluster sees few PUTs and
 always ends at the last value of every knob.
 
+A value the user has settled on (a slider released, a box ticked: `immediate=True`)
+skips the debounce: there is nothing to coalesce it with, and waiting only delays the
+cluster's answer (and the marker on the plots). It still takes the deployment's pending
+dict along, and still waits for an apply in flight to that deployment; then it goes
+the moment that returns. Steps that come in bursts (arrow keys, spin-box steps) keep the
+debounce.
+
 A change that asks for more resources (num_cpus, num_gpus, num_replicas up) is first
 checked on a worker, as a deploy is: when the cluster has no room, `fit_problem` asks
 whether to change it anyway (the new replicas wait for room, and the apply waits with
@@ -66,6 +73,8 @@ class TuningController(QObject):
         self._values_fn = values_fn   # the knob values the cluster runs now
         self._p99_fn = p99_fn
         self._pending: dict[DeploymentKey, dict[str, Any]] = {}
+        # Deployments whose pending dict holds a settled value: sent without the debounce
+        self._urgent: set[DeploymentKey] = set()
         self._in_flight: dict[DeploymentKey, dict[str, Any]] = {}
         # Changes whose fit check said "no room", waiting for confirm(): id → (op, key,
         # changes, message)
@@ -78,17 +87,42 @@ class TuningController(QObject):
         self._timer.timeout.connect(self._on_timer_timeout)
 
     def request(self, app: str, deployment: str, path: str, value: Any,
-                source: str = "slider") -> None:
-        """A knob moved: remember the newest value and (re)start the debounce."""
-        self._pending.setdefault((app, deployment), {})[path] = value
+                source: str = "slider", immediate: bool = False) -> None:
+        """A knob moved: remember the newest value and (re)start the debounce; with
+        *immediate* (a value the user settled on: a slider released) send this
+        deployment's pending changes now, or as soon as its apply in flight returns."""
+        key = (app, deployment)
+        self._pending.setdefault(key, {})[path] = value
         self.requested.emit(app, deployment, path, value, source)
         self.knob_state.emit(app, deployment, path, "pending", "")
-        waiting = self._waiting_for_room.get((app, deployment))
+        waiting = self._waiting_for_room.get(key)
         if waiting is not None:
             # Its wait has no deadline: without this, the newer value (e.g. the old one
             # back, to undo a change that found no room) would wait forever behind it.
             waiting.token.cancel(SUPERSEDED)
-        self._timer.start()
+        if not immediate:
+            self._timer.start()
+            return
+        self._urgent.add(key)
+        if key not in self._in_flight:
+            self._start_pending(key)
+        # else: _next() sends it when the apply in flight returns
+
+    def _start_pending(self, key: DeploymentKey) -> None:
+        self._urgent.discard(key)
+        changes = self._pending.pop(key, None)
+        if changes:
+            self._start(key, changes)
+
+    def _next(self, key: DeploymentKey) -> None:
+        """The apply to *key* has returned: what came meanwhile goes next — at once if
+        it holds a settled value, else after the debounce."""
+        if not self._pending.get(key):
+            self._urgent.discard(key)
+        elif key in self._urgent:
+            self._start_pending(key)
+        else:
+            self._timer.start()
 
     def busy(self) -> bool:
         return bool(self._pending or self._in_flight)
@@ -97,8 +131,7 @@ class TuningController(QObject):
         for key in list(self._pending):
             if key in self._in_flight:
                 continue  # its turn comes when the running apply returns
-            changes = self._pending.pop(key)
-            self._start(key, changes)
+            self._start_pending(key)
 
     def _start(self, key: DeploymentKey, changes: dict[str, Any]) -> None:
         app, dep = key
@@ -154,8 +187,7 @@ class TuningController(QObject):
                 self.knob_state.emit(key[0], key[1], path, "failed", CANCELLED)
         self.notice.emit(f"{key[0]}/{key[1]}: {_text(changes)} cancelled; nothing was "
                          "changed on the cluster.", "info")
-        if newer:
-            self._timer.start()
+        self._next(key)
 
     def _on_fit_checked(self, op: Operation, key: DeploymentKey, changes: dict[str, Any],
                         report) -> None:
@@ -191,6 +223,7 @@ class TuningController(QObject):
             self._in_flight.pop(key, None)
             self._fail(key, changes, "The cluster is not connected or not answering; "
                                      "the change was not sent.")
+            self._next(key)
             return
         app, dep = key
         if wait_for_room:
@@ -226,8 +259,7 @@ class TuningController(QObject):
             if path not in newer:  # a newer value is still on its way: stay "pending"
                 self.knob_state.emit(app, dep, path, "applied", "")
         self.applied.emit(app, dep, changes, t)
-        if newer:
-            self._timer.start()
+        self._next(key)
 
     def _on_apply_error(self, key: DeploymentKey, changes: dict[str, Any],
                         error: BaseException) -> None:
@@ -245,8 +277,7 @@ class TuningController(QObject):
                                          "waited for room.")
         else:
             self._fail(key, changes, user_message(error))
-        if self._pending.get(key):
-            self._timer.start()
+        self._next(key)
 
     def _fail(self, key: DeploymentKey, changes: dict[str, Any], reason: str) -> None:
         app, dep = key

@@ -3,7 +3,8 @@
 The panel renders a `backend.knobs.KnobSet` and turns the user's edits into
 `change_requested(app, deployment, path, value)`; applying the change to the cluster
 (debounced, newest value wins) is the console's job, which reports back through
-`set_state` and the next `set_knobs`.
+`set_state` and the next `set_knobs`. `is_settled(path)` says whether that change ends
+an edit (a slider released: nothing to debounce) or is one step of a burst.
 
 Two values matter per knob: the one the control shows and the one the cluster runs (the
 `Knob.value` of the last `set_knobs`). They differ while the user drags or types and
@@ -227,6 +228,10 @@ class KnobRow(QWidget):
         self.path = knob.path
         self.cluster_value: Any = knob.value
         self.pending_value: Any = None
+        # Whether pending_value came from a gesture that ends an edit (a slider released,
+        # a box ticked, a JSON edit finished) rather than one step of a burst (arrow keys,
+        # spin-box steps): the console sends a settled value without its debounce.
+        self.pending_settled = False
         self.state = IDLE
         self.message = ""
         self._read_only_reason = ""
@@ -476,7 +481,7 @@ class KnobRow(QWidget):
             self._commit(self.displayed_value())  # keyboard / page steps: one change each
 
     def _on_slider_released(self) -> None:
-        self._commit(self.displayed_value())
+        self._commit(self.displayed_value(), settled=True)
 
     def _on_spin_value_changed(self, value: float) -> None:
         if self._syncing or self.slider is None or self.scale is None:
@@ -490,7 +495,7 @@ class KnobRow(QWidget):
 
     def _on_check_toggled(self, checked: bool) -> None:
         if not self._syncing:
-            self._commit(bool(checked))
+            self._commit(bool(checked), settled=True)
 
     def _on_edit_text_edited(self, _text: str) -> None:
         self._show_error("")  # the user is fixing it; judge again when they finish
@@ -516,7 +521,7 @@ class KnobRow(QWidget):
             self._show_error("Invalid JSON: nested too deeply.")
             return
         self._show_error("")
-        self._commit(value)
+        self._commit(value, settled=True)
 
     def _on_applied_timer_timeout(self) -> None:
         if self.state == APPLIED:
@@ -524,7 +529,7 @@ class KnobRow(QWidget):
 
     # ----------------------------------------------------------------- internals
 
-    def _commit(self, value: Any) -> None:
+    def _commit(self, value: Any, settled: bool = False) -> None:
         if self._read_only_reason or not self.knob.enabled:
             # Disabled controls take no input, but a programmatic nudge must not send a
             # change the panel says is impossible either.
@@ -538,6 +543,7 @@ class KnobRow(QWidget):
             self._refresh_hint()
             return  # nothing to change: the cluster runs this already
         self.pending_value = value
+        self.pending_settled = settled
         self.state = PENDING
         self.message = ""
         self._applied_timer.stop()
@@ -769,6 +775,14 @@ class KnobPanel(QWidget):
 
     def displayed_value(self, path: str) -> Any:
         return self._rows[path].displayed_value()
+
+    def is_settled(self, path: str) -> bool:
+        """Whether the knob's latest change (the one `change_requested` carries, when
+        asked from its slot) is a value the user settled on — a slider released, a box
+        ticked, a JSON edit finished — rather than one step of a burst (arrow keys,
+        spin-box steps), which the console debounces."""
+        row = self._rows.get(path)
+        return row is not None and row.pending_settled
 
     def cluster_hint(self, path: str) -> str:
         """'cluster: 16' while the control shows something else, else ''."""

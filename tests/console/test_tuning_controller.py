@@ -156,3 +156,47 @@ def test_min_above_max_is_refused_before_sending(qtbot, session, tuning_app):
         session.tuning.request(app, dep, "autoscaling_config.min_replicas", 3)
         session.tuning.request(app, dep, "autoscaling_config.max_replicas", 2)
     assert "min_replicas (3) > max_replicas (2)" in blocker.args[3]
+
+
+def test_a_release_goes_at_once_while_steps_wait_for_the_debounce(qtbot, monkeypatch,
+                                                                   ray_cluster, tuning_app):
+    # A debounce of a minute: whatever applies within the test's timeouts went without it.
+    monkeypatch.setattr("console.tuning.DEBOUNCE_MS", 60_000)
+    from backend.cluster_client import ClusterClient
+    puts = []
+    put = ClusterClient.put_serve_config
+    monkeypatch.setattr(ClusterClient, "put_serve_config",
+                        lambda self, config: (puts.append(config), put(self, config))[1])
+    app, dep, _ = tuning_app
+    s = Session()
+    try:
+        with qtbot.waitSignal(s.connected, timeout=20_000):
+            s.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+        qtbot.waitUntil(lambda: s.status is not None, timeout=10_000)
+        mor = s.knob_values(app, dep)["max_ongoing_requests"]
+        mbs = 4 if s.knob_values(app, dep)["user_config.max_batch_size"] != 4 else 16
+        applied = []
+        s.tuning.applied.connect(lambda *a: applied.append(a[2]))
+        # Arrow-key steps wait for the debounce …
+        for i in range(1, 4):
+            s.tuning.request(app, dep, "max_ongoing_requests", mor + i)
+        qtbot.wait(1000)
+        assert puts == [] and s.tuning.busy()
+        # … and a release sends at once, with the steps' newest value: one PUT.
+        with qtbot.waitSignal(s.tuning.applied, timeout=30_000):
+            s.tuning.request(app, dep, "user_config.max_batch_size", mbs, immediate=True)
+        assert applied == [{"max_ongoing_requests": mor + 3, "user_config.max_batch_size": mbs}]
+        assert len(puts) == 1 and not s.tuning.busy()
+        # A release while an apply to the deployment is in flight goes when it returns
+        # (one apply at a time), not after the debounce; the newest value wins.
+        applied.clear()
+        s.tuning.request(app, dep, "max_ongoing_requests", mor + 4, immediate=True)
+        s.tuning.request(app, dep, "max_ongoing_requests", mor + 5, immediate=True)
+        s.tuning.request(app, dep, "max_ongoing_requests", mor + 6, immediate=True)
+        qtbot.waitUntil(lambda: not s.tuning.busy(), timeout=30_000)
+        assert applied == [{"max_ongoing_requests": mor + 4}, {"max_ongoing_requests": mor + 6}]
+        assert len(puts) == 3
+        assert s.client.serve_status().deployment(app, dep).config["max_ongoing_requests"] \
+            == mor + 6
+    finally:
+        s.shutdown()

@@ -210,6 +210,26 @@ def test_checkbox_toggle_emits_bool(qtbot, panel, changes):
     assert panel.state(AUTO) == "pending"
 
 
+def test_a_release_is_settled_but_steps_are_not(qtbot, panel):
+    # What the console asks from its slot of change_requested: a settled value is sent
+    # without the debounce, a step of a burst is debounced.
+    seen = []
+    panel.change_requested.connect(lambda app, dep, path, value:
+                                   seen.append((path, value, panel.is_settled(path))))
+    show_active(qtbot, panel)
+    drag(panel, MBS, 64)
+    panel.slider(MOR).setFocus()
+    qtbot.keyClick(panel.slider(MOR), Qt.Key.Key_PageUp)  # a keyboard step on the slider
+    panel.control(WAIT).setFocus()
+    qtbot.keyClick(panel.control(WAIT), Qt.Key.Key_Up)   # a spin-box step
+    qtbot.mouseClick(panel.control(AUTO), Qt.MouseButton.LeftButton)
+    assert [(p, s) for p, _, s in seen] == [(MBS, True), (MOR, False), (WAIT, False),
+                                            (AUTO, True)]
+    assert panel.is_settled(MBS) and not panel.is_settled(MOR)
+    drag(panel, MOR, 96)  # releasing the slider after the step settles that knob too
+    assert seen[-1][::2] == (MOR, True)
+
+
 def test_json_editor_parses_and_rejects_invalid(qtbot, panel, changes):
     edit = panel.control(MODEL)
     type_into(qtbot, edit, "resnet50")  # a bare word is not JSON
