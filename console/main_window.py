@@ -18,11 +18,13 @@ from backend.model import ServeStatus
 from backend.replica_table import build_rows, latest_from_store
 from backend.recording.recorder import Marker
 from backend.scaling import ScalingDecision
+from console.advisor import Advisor
 from console.connection import ConnectionState
 from console.actions import add_action
 from console.recording import SessionRecording
 from console.session import ConnectionInfo, Session
 from console.settings import Settings
+from widgets.advisor_panel import AdvisorPanel
 from widgets.app_tree import AppTree
 from widgets.connect_dialog import ConnectDialog, ConnectTarget
 from widgets.connection_banner import ConnectionBanner
@@ -112,14 +114,24 @@ class MainWindow(QMainWindow):
         self.load_dock = self._dock("Load", self.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
         self.log_dock = self._dock("Event log", self.event_log,
                                    Qt.DockWidgetArea.BottomDockWidgetArea)
+        # View → Advisor (Ctrl+Shift+A): hints from the live metrics, each with Apply.
+        self.advisor_panel = AdvisorPanel()
+        self.advisor = Advisor(session, self)
+        self.advisor_dock = self._dock("Advisor", self.advisor_panel,
+                                       Qt.DockWidgetArea.RightDockWidgetArea)
+        self.advisor_dock.hide()
 
         self._connection_label = QLabel("Not connected")
         self._serve_label = QLabel("")
         self._metrics_label = QLabel("")
         self._recording_label = QLabel("")
+        # The advisor's hint count, always in sight; its link shows the advisor.
+        self._advisor_label = QLabel("")
+        self._advisor_label.linkActivated.connect(lambda _link: self.show_advisor())
         self.resizeDocks([self.tuning_dock], [400], Qt.Orientation.Horizontal)
         sb = self.statusBar()
         sb.addWidget(self._connection_label, 1)
+        sb.addPermanentWidget(self._advisor_label)
         sb.addPermanentWidget(self._recording_label)
         sb.addPermanentWidget(self._metrics_label)
         sb.addPermanentWidget(self._serve_label)
@@ -230,6 +242,10 @@ class MainWindow(QMainWindow):
             view, "Copy &PromQL of this deployment", "Ctrl+Shift+C",
             "Copy the PromQL behind every plotted series (for Grafana)",
             self._on_copy_promql_triggered)
+        self.advisor_action = self._action(
+            view, "&Advisor", "Ctrl+Shift+A",
+            "Show the advisor: hints from the live metrics (the symptom seen, the knob, a "
+            "suggested value) with one click to apply", self.show_advisor)
         view.addSeparator()
         view.addAction(self.tuning_dock.toggleViewAction())
         view.addAction(self.load_dock.toggleViewAction())
@@ -289,6 +305,11 @@ class MainWindow(QMainWindow):
         self.load_panel.rate_changed.connect(self._on_load_panel_rate_changed)
         self.load_panel.plan_requested.connect(self._on_load_panel_plan_requested)
         self.load_panel.model_changed.connect(self._on_load_panel_model_changed)
+        self.advisor.hints_changed.connect(self._on_advisor_hints_changed)
+        self.advisor.hint_state.connect(self.advisor_panel.set_state)
+        self.advisor_panel.apply_requested.connect(self._on_advisor_panel_apply_requested)
+        self.advisor_panel.show_requested.connect(self._select)
+        s.connection.state_changed.connect(self._on_connection_state_changed_advisor)
 
     # -- actions ----------------------------------------------------------------------------------
     def show_connect_dialog(self, error: str | None = None,
@@ -756,6 +777,30 @@ class MainWindow(QMainWindow):
         if self._is_shown(app, deployment):
             self.knob_panel.set_warnings([f.message for f in findings])
 
+    # -- advisor ---------------------------------------------------------------------------------
+    def show_advisor(self) -> None:
+        self.advisor_dock.show()
+        self.advisor_dock.raise_()
+
+    @Slot(object)
+    def _on_advisor_hints_changed(self, hints) -> None:
+        self.advisor_panel.set_hints(list(hints))
+        n = len(hints)
+        self.advisor_dock.setWindowTitle(f"Advisor ({n})" if n else "Advisor")
+        self._advisor_label.setText(
+            f"<a href='advisor'>Advisor: {n} hint{'s' if n != 1 else ''}</a>" if n else "")
+        self._advisor_label.setToolTip("Show the advisor (Ctrl+Shift+A)")
+
+    @Slot(str)
+    def _on_advisor_panel_apply_requested(self, hint_id: str) -> None:
+        self.advisor.apply(hint_id)
+
+    @Slot(object, str)
+    def _on_connection_state_changed_advisor(self, state: ConnectionState, _message) -> None:
+        lost = state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
+        self.advisor_panel.set_unavailable(
+            "The cluster is not answering; changes wait until it is back." if lost else None)
+
     # -- config files -----------------------------------------------------------------------------
     @Slot()
     def _on_export_triggered(self) -> None:
@@ -964,6 +1009,7 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event: QCloseEvent) -> None:
         self._closing = True
         self._redraw.stop()
+        self.advisor.stop()
         # What is queued reaches the file now (the process exits without joining), and
         # the session's stores let go of the recording.
         self.recording.detach()
