@@ -83,6 +83,7 @@ class MainWindow(QMainWindow):
         # Every session is recorded (Session → Sessions… opens them again).
         self.recording = SessionRecording(session, self)
         self._sessions = None  # console.sessions.SessionsUi, made on first use
+        self._autotune = None  # console.autotune_ui.AutoTuneUi, made on first use
         self.knob_panel = KnobPanel()
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -207,6 +208,14 @@ class MainWindow(QMainWindow):
             "Annotate this moment (\"switched to bs 32 because …\"): a marker on the "
             "plots, a line in the event log, a row in the session's report",
             self._on_note_triggered)
+
+        tune = self.menuBar().addMenu("&Tune")
+        self.autotune_action = self._action(
+            tune, "&Auto-tune…", "Ctrl+Shift+T",
+            "Search live for the config of the selected deployment that sustains the most "
+            "requests/s with p99 under an SLO (or the lowest p99 at a rate), with the "
+            "console's own load; every trial is a marker on the plots",
+            self._on_autotune_triggered)
 
         self.deploy_menu = self.menuBar().addMenu("&Deploy demo")
         self.deploy_actions: dict[str, QAction] = {}
@@ -372,6 +381,7 @@ class MainWindow(QMainWindow):
             connected and bool(self.session.info and self.session.info.prometheus_url))
         self.copy_promql_action.setEnabled(self.plots.key() is not None)
         self.export_action.setEnabled(connected and self.plots.key() is not None)
+        self.autotune_action.setEnabled(connected)
         for action in self.deploy_actions.values():
             action.setEnabled(connected)
         self._update_load_target()
@@ -732,7 +742,8 @@ class MainWindow(QMainWindow):
     @Slot(str, str, str, object)
     def _on_knob_panel_change_requested(self, app: str, deployment: str, path: str,
                                         value) -> None:
-        self.session.tuning.request(app, deployment, path, value)
+        self.session.tuning.request(app, deployment, path, value,
+                                    immediate=self.knob_panel.is_settled(path))
 
     @Slot(str, str, str, str, str)
     def _on_tuning_knob_state(self, app, deployment, path, state, message) -> None:
@@ -1006,8 +1017,24 @@ class MainWindow(QMainWindow):
         """Open a session file offline (--open, the browser); on_opened(viewer|None)."""
         self.sessions.open(path, on_opened)
 
+    def autotune_ui(self):
+        """The auto-tuner's window and controller (console.autotune_ui), made on first
+        use: the console starts without importing them."""
+        if self._autotune is None:
+            from console.autotune_ui import AutoTuneUi
+            self._autotune = AutoTuneUi(self)
+        return self._autotune
+
+    @Slot()
+    def _on_autotune_triggered(self) -> None:
+        self.autotune_ui().show(self.plots.key())
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self._closing = True
+        if self._autotune is not None:
+            # A search running now puts the starting config back before the console goes
+            # (bounded): never leave a trial's config on the cluster.
+            self._autotune.shutdown()
         self._redraw.stop()
         self.advisor.stop()
         # What is queued reaches the file now (the process exits without joining), and

@@ -276,3 +276,27 @@ def test_an_app_without_the_batching_convention_is_refused_with_the_reason(serve
     run = TuneRun(client, TuneRequest("nope", "Sleepy", Objective(100)))
     with pytest.raises(Exception, match="not on the cluster"):
         run.prepare()
+
+
+def test_the_best_config_exports_as_yaml_that_serve_deploy_takes(served, tmp_path):
+    import yaml
+
+    from backend.autotune_run import config_yaml
+    from backend.config_io import parse_config
+
+    cluster, client, _ = served
+    text = config_yaml(client.serve_details(), "sleepy", "Sleepy",
+                       {MAX_BATCH_SIZE: 16, "max_ongoing_requests": 32})
+    assert "auto-tuner's best config for 'Sleepy'" in text
+    doc = yaml.safe_load(text)
+    [app] = doc["applications"]
+    assert app["name"] == "sleepy"
+    [dep] = app["deployments"]
+    assert dep["user_config"] == {"max_batch_size": 16, "batch_wait_timeout_s": 0.0}
+    assert dep["max_ongoing_requests"] == 32
+    assert dep["ray_actor_options"] == {"num_cpus": 0.5}   # the rest as it runs
+    parse_config(text)  # what --apply-config / Import config… accept
+    # Ray's own schema takes it too (what `serve deploy` validates against).
+    from ray.serve.schema import ServeDeploySchema
+    ServeDeploySchema.model_validate(doc) if hasattr(ServeDeploySchema, "model_validate") \
+        else ServeDeploySchema.parse_obj(doc)

@@ -103,10 +103,18 @@ def test_a_session_killed_mid_way_opens_with_all_but_the_last_two_seconds(tmp_pa
         ts, vs = data.store.snapshot(KEY, name)
         assert ts.tolist() == t.tolist()
         assert _bits(vs) == _bits([_values(i)[name] for i in range(n)]), name
+    # The replica samples and the events of a tick are handed over in calls of their
+    # own, after the deployment's: a commit may fall between them, so the kill can cost
+    # a tick's later calls while its first survived (a CI run saw the replica sample of
+    # the last tick missing). Each is a gap-free prefix of what was handed over, losing
+    # at most that one tick more.
     ts, vs = data.replica_store.snapshot(REP, "ongoing_requests")
-    assert ts.tolist() == t.tolist() and vs.tolist() == [float(i % 5) for i in range(n)]
-    # Events were handed over with the samples: the same seconds survived.
-    assert data.events == [(ts_, "info", f"tick {i}") for i, ts_ in handed[:n]]
+    m = len(ts)
+    assert n - 1 <= m <= n
+    assert ts.tolist() == t.tolist()[:m] and vs.tolist() == [float(i % 5) for i in range(m)]
+    k = len(data.events)
+    assert n - 1 <= k <= n
+    assert data.events == [(ts_, "info", f"tick {i}") for i, ts_ in handed[:k]]
     # The last commit stamped the session's end: the browser shows how long it ran.
     assert t[-1] <= data.meta["ended_t"] <= killed_t
     assert data.meta["cluster_url"] == "http://crash:8265"

@@ -1,0 +1,88 @@
+"""The auto-tuner from the console on the session's cluster: the `tuning` copy of the
+batched demo (a real model on the CPU here), searched over max_batch_size with the
+console's own load. Every trial is a knob change the rest of the console sees (markers,
+event log, the recording's source "auto-tune"); the panel fills its table and scatter;
+the end leaves the deployment on the best config, and quitting mid-search puts the
+starting config back."""
+
+from __future__ import annotations
+
+from backend.autotune import MAX_BATCH_SIZE
+
+SPEC = {"objective": "max_rps", "slo_p99_ms": 400, "max_error_rate": 0.0,
+        "knobs": [MAX_BATCH_SIZE], "ranges": {MAX_BATCH_SIZE: (1, 4)},
+        "trial_s": 2, "trial_requests": 60}
+
+
+def test_auto_tune_from_the_window_marks_every_trial_and_leaves_the_best(
+        qtbot, tuning_app, connected_window):
+    win = connected_window
+    s = win.session
+    app, dep, _ = tuning_app
+    qtbot.waitUntil(lambda: s.status is not None and s.status.deployment(app, dep) is not None,
+                    timeout=30_000)
+    start = s.knob_values(app, dep)
+    asked = []
+    s.tuning.requested.connect(lambda *a: asked.append(a))
+    ui = win.autotune_ui()
+    panel = ui.show((app, dep))
+    assert panel.deployment() == (app, dep)
+    try:
+        with qtbot.waitSignal(ui.controller.finished, timeout=400_000) as done:
+            assert ui.start({**SPEC, "deployment": (app, dep), "budget_s": 150})
+        summary = done.args[0]
+        report = ui.controller.report
+        assert summary["trials"] >= 2, summary
+        # Every config the tuner put on the cluster was announced as a knob change.
+        tried = [a for a in asked if a[4] == "auto-tune"]
+        assert tried and all(a[:2] == (app, dep) and a[2] == MAX_BATCH_SIZE for a in tried)
+        assert any(f"Applied to {app}/{dep}: max_batch_size=" in e.message
+                   for e in win.event_log.entries())
+        assert any(e.message.startswith("Auto-tune finished") for e in win.event_log.entries())
+        # The panel: a row per config, points for those that sustained a rate, the SLO.
+        rows = panel.rows()
+        assert len(rows) == summary["trials"]
+        x, y = panel.points()
+        assert len(x) >= 1 and all(v <= 400 for v in x)
+        assert panel.slo_line() == 400
+        assert "Best:" in panel.status_text() or "No config" in panel.status_text()
+        # Left where the report says, and that is what the cluster runs.
+        qtbot.waitUntil(lambda: s.knob_values(app, dep).get(MAX_BATCH_SIZE)
+                        == report.left_config[MAX_BATCH_SIZE], timeout=20_000)
+        if report.outcome.best is not None:
+            assert report.left_on == "best"
+            assert panel.buttons()["apply"].isEnabled()
+            # Revert goes through the normal tuning path.
+            with qtbot.waitSignal(s.tuning.applied, timeout=60_000):
+                panel.buttons()["revert"].click()
+            assert s.knob_values(app, dep)[MAX_BATCH_SIZE] == start[MAX_BATCH_SIZE]
+        assert summary["restarts"] == 0
+    finally:
+        ui.controller.shutdown()
+        s.tuning.request(app, dep, MAX_BATCH_SIZE, start[MAX_BATCH_SIZE])
+        qtbot.waitUntil(lambda: not s.tuning.busy(), timeout=60_000)
+
+
+def test_quitting_mid_search_puts_the_starting_config_back(qtbot, tuning_app,
+                                                           connected_window):
+    win = connected_window
+    s = win.session
+    app, dep, _ = tuning_app
+    qtbot.waitUntil(lambda: s.status is not None and s.status.deployment(app, dep) is not None,
+                    timeout=30_000)
+    client = s.client
+    start = s.knob_values(app, dep)[MAX_BATCH_SIZE]
+    ui = win.autotune_ui()
+    ui.show((app, dep))
+    applied = []
+    ui.controller.candidate.connect(lambda row: applied.append(row["trial"]))
+    assert ui.start({**SPEC, "deployment": (app, dep), "budget_s": 300,
+                     "ranges": {MAX_BATCH_SIZE: (1, 64)}})
+    # Wait until a trial config other than the start runs, then quit.
+    qtbot.waitUntil(lambda: 2 in applied, timeout=240_000)
+    qtbot.waitUntil(lambda: client.serve_status().deployment(app, dep)
+                    .config["user_config"]["max_batch_size"] != start, timeout=60_000)
+    win.close()  # the fixture's close is then a no-op
+    assert not ui.controller.running
+    assert client.serve_status().deployment(app, dep).config["user_config"][
+        "max_batch_size"] == start
