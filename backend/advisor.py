@@ -569,7 +569,8 @@ def rule_model_cache(snap: DeploymentSnapshot) -> Hint | None:
                f"{HOLD_S:.0f} s with {_f(per_s)} model loads/s"
                + (f" ({_f(100 * per_s / rate, 0)} % of requests)" if rate else "")
                + (f", each up to {_f(load_p99, 0)} ms (p99)" if load_p99 is not None else "")
-               + (f"; replicas hold {_f(held)} models each" if held is not None else "")
+               + (f"; replicas hold {_f(held)} model{'' if _f(held) == '1' else 's'} each"
+                  if held is not None else "")
                + ": the cache is too small for the models in use.")
     if cache is not None and cache < 64:
         return _hint(snap, MODEL_CACHE,

@@ -3,17 +3,23 @@
 config change left out, hints that stay until their rule is silent for CLEAR_S), and the
 suggested values.
 
-The series are written into a real SeriesStore, one sample a second, as the metrics
-poller writes them; `snapshot()` reads them back as the console does. Values modelled on
-what the direct scrape of a real Ray 2.60 head showed for each symptom
-(tests/console/test_advisor_console.py creates them on the real cluster); the
-router-bound flavour of caller_queue could not be created on the 2-core test machine and
-is tested here only (see that module).
+Two kinds of data, both written into a real SeriesStore as the metrics poller writes
+them and read back with `snapshot()` as the console does:
+
+* recorded: data/advisor_series.json.gz holds what a real Ray 2.60 head (2 CPUs, direct
+  scrape, 1 s polls) showed for each scenario of tests/console/test_advisor_console.py,
+  at the moment its rule first fired, and for the healthy deployment after 45 s of load;
+* constructed: values modelled on those, for the edges of each rule (and for the
+  router-bound flavour of caller_queue, which could not be created on the 2-core test
+  machine at all: see that module's docstring).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -77,6 +83,63 @@ HEALTHY = {"requests_per_s": 10.0, "queued_requests": 0.0, "ongoing_requests": 1
 
 def test_a_healthy_deployment_gets_no_hint():
     assert advise(snap(HEALTHY)) == []
+
+
+# -- recorded on a real cluster ------------------------------------------------------------------
+
+RECORDED = json.loads(gzip.open(Path(__file__).parent / "data" / "advisor_series.json.gz",
+                                "rt").read())["scenarios"]
+
+
+def recorded(app: str, since: float | None = None) -> DeploymentSnapshot:
+    r = RECORDED[app]
+    d = r["deployment"]
+    info = DeploymentInfo(d["app"], d["name"], d["status"], d["message"],
+                          tuple(ReplicaInfo(rid, state) for rid, state in d["replicas"]),
+                          target_num_replicas=d["target_num_replicas"])
+    store = SeriesStore()
+    for name, points in r["series"].items():
+        store.extend(info.key, name, [t for t, _ in points], [v for _, v in points])
+    errors = tuple((t, tuple((k, n) for k, n in errs)) for t, errs in r["load_errors"])
+    return snapshot(store, info.key, r["now"], r["values"], info, since=since,
+                    not_at_target=r["not_at_target"], load_errors=errors)
+
+
+@pytest.mark.parametrize("app", sorted(RECORDED))
+def test_recorded_symptom_makes_its_hint_and_the_healthy_deployment_none(app):
+    r = RECORDED[app]
+    hints = rules(recorded(app))
+    if r["rule"] is None:
+        assert hints == {}, [h.line() for h in hints.values()]
+    else:
+        h = hints[r["rule"]]
+        assert h.key == (app, r["deployment"]["name"]) and h.symptom
+        assert h.applicable or not h.knob, h
+
+
+@pytest.mark.parametrize("app", sorted(a for a in RECORDED if RECORDED[a]["rule"] not in
+                                       (None, "batch_cap", "timeouts")))
+def test_recorded_symptom_seen_for_less_than_the_hold_makes_no_hint(app):
+    # The same samples, only the last 8 s of them: not held long enough. (batch_cap is
+    # the config's; the load's timeouts carry their own seconds.)
+    now = RECORDED[app]["now"]
+    assert RECORDED[app]["rule"] not in rules(recorded(app, since=now - 8))
+
+
+def test_recorded_suggestions():
+    assert rules(recorded("adv_limit"))[REPLICA_LIMIT].change_text() == \
+        "max_ongoing_requests 1 → 2"
+    assert rules(recorded("adv_full"))[BATCHES_FULL].change_text() == "max_batch_size 2 → 4"
+    assert rules(recorded("adv_cap"))[BATCH_CAP].change_text() == "max_ongoing_requests 4 → 32"
+    assert rules(recorded("adv_cache"))[MODEL_CACHE].change_text() == \
+        "max_num_models_per_replica 1 → 2"
+    assert rules(recorded("adv_cold"))[CALLER_QUEUE].change_text() == "min_replicas 0 → 1"
+    assert rules(recorded("adv_target"))[NOT_AT_TARGET].change_text() == "min_replicas 2 → 1"
+    assert rules(recorded("adv_slow"))[TIMEOUTS].change_text() == "num_replicas 1 → 2"
+    wait = rules(recorded("adv_wait"))[BATCH_WAIT_EMPTY]
+    tail = rules(recorded("adv_tail"))[TAIL_BATCH_WAIT]
+    assert wait.knob == tail.knob == "user_config.batch_wait_timeout_s"
+    assert 0.001 <= wait.suggested < 0.3 / 2 and 0.001 <= tail.suggested < 0.5 / 2
 
 
 # -- 1: requests queue at the caller while replicas have room ----------------------------
