@@ -790,8 +790,14 @@ class MainWindow(QMainWindow):
 
     # -- advisor ---------------------------------------------------------------------------------
     def show_advisor(self) -> None:
+        appearing = self.advisor_dock.isHidden()
         self.advisor_dock.show()
         self.advisor_dock.raise_()
+        if appearing and not self.advisor_dock.isFloating() and self.tuning_dock.isVisible():
+            # Under the Tuning panel it would get only what is left: share the height.
+            total = self.tuning_dock.height() + self.advisor_dock.height()
+            self.resizeDocks([self.tuning_dock, self.advisor_dock],
+                             [total // 2, total - total // 2], Qt.Orientation.Vertical)
 
     @Slot(object)
     def _on_advisor_hints_changed(self, hints) -> None:
