@@ -229,7 +229,7 @@ def snapshot(store: SeriesStore, key: DeploymentKey, now: float,
     start = now - lookback_s if since is None else max(now - lookback_s, since)
     series = {}
     for name in SERIES_USED:
-        t, v = store.snapshot(key, name, since=start)
+        t, v = store.recent(key, name, start)
         if len(v):
             ok = ~np.isnan(v)
             series[name] = (t[ok], v[ok])

@@ -197,6 +197,23 @@ class SeriesStore:
         arr = np.asarray(pts, dtype=float)
         return arr[:, 0], arr[:, 1]
 
+    def recent(self, key: tuple, name: str, since: float) -> tuple[np.ndarray, np.ndarray]:
+        """The samples of one series at or after *since*, oldest first: read from the
+        newest end, so its cost is the window's, not the whole history's (the advisor
+        asks for the last seconds of every series every 2 s, on the GUI thread)."""
+        out: list[tuple[float, float]] = []
+        with self._lock:
+            buf = self._data.get((key, name))
+            if buf:
+                for p in reversed(buf):
+                    if p[0] < since:
+                        break
+                    out.append(p)
+        if not out:
+            return np.empty(0), np.empty(0)
+        arr = np.asarray(out[::-1], dtype=float)
+        return arr[:, 0], arr[:, 1]
+
     def last_time(self, key: DeploymentKey, name: str) -> float | None:
         with self._lock:
             buf = self._data.get((key, name))

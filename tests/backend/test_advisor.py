@@ -524,3 +524,18 @@ def test_the_hold_is_measured_in_seconds_of_samples(seconds):
     s = snap({**HEALTHY, "queued_requests": np.linspace(10, 40, int(seconds)),
               "ongoing_requests": 1.0}, values)
     assert (REPLICA_LIMIT in rules(s)) == (seconds >= HOLD_S)
+
+
+def test_store_recent_reads_the_window_from_the_newest_end():
+    # What snapshot() uses (SeriesStore.recent): the same samples as a full snapshot
+    # filtered by time, without copying the whole history.
+    store = SeriesStore()
+    rng = np.random.default_rng(3)
+    ts = np.cumsum(rng.uniform(0.2, 1.5, 500)) + T0
+    for t in ts:
+        store.add(float(t), {KEY: {"queued_requests": float(rng.integers(0, 9))}})
+    for since in (ts[0] - 1, ts[250], ts[-1], ts[-1] + 1, float(ts[100]) + 0.01):
+        got = store.recent(KEY, "queued_requests", since)
+        want = store.snapshot(KEY, "queued_requests", since=since)
+        assert np.array_equal(got[0], want[0]) and np.array_equal(got[1], want[1]), since
+    assert [len(a) for a in store.recent(("x", "y"), "queued_requests", 0.0)] == [0, 0]
