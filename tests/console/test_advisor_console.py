@@ -91,8 +91,9 @@ def advisor_apps(ray_cluster, cluster_client):
     """Every scenario's application, deployed in one read–modify–write; adv_target never
     gets its second replica (that is its point), the others run. Removed afterwards."""
     client = cluster_client
-    free = cluster_resources(client, client.serve_details()).free
-    memory = int(0.6 * free["memory"])
+    resources = cluster_resources(client, client.serve_details())
+    # Two replicas that each reserve 60 % of the free memory: one is placed, one waits.
+    memory = int(0.6 * (resources.free.get("memory") or resources.total["memory"]))
     apps = [
         batched(client, "adv_limit", 1, batch_ms=200, max_batch_size=1),
         # Computing on the event loop, as the batched demo does: with an await in the
