@@ -7,7 +7,8 @@ log, recorded with source "advisor").
 The deployments run tests/console/data/advisor_probe: their work is sleeping (0-CPU
 replicas), so ten of them fit on the 2-core test cluster side by side and one test
 watches all the symptoms at once. Each scenario's load stops once its hint is seen
-(deep queues at the proxy would slow everything else down).
+(and applied, where the test applies it): deep queues at the proxy would slow
+everything else down.
 
 | deployment  | created how                                                      | hint             |
 |-------------|------------------------------------------------------------------|------------------|
@@ -45,6 +46,7 @@ from backend.loadgen import LoadGenerator, LoadTarget
 from backend.packaging import build_package
 from backend.preflight import cluster_resources
 from backend.recording.reader import open_session
+from tests.figures import figure
 from tests.helpers import remove_apps
 
 PROBE_DIR = Path(__file__).parent / "data" / "advisor_probe"
@@ -82,8 +84,9 @@ SCENARIOS = [
     ("adv_slow", TIMEOUTS, None, None),     # the console's own load (below)
     (HEALTHY, None, 5.0, None),
 ]
-APPLY = {"adv_limit": ("max_ongoing_requests", 2),
-         "adv_full": ("user_config.max_batch_size", 4)}
+# Applied from the panel: {application: (rule, knob, suggested value)}.
+APPLY = {"adv_limit": (REPLICA_LIMIT, "max_ongoing_requests", 2),
+         "adv_full": (BATCHES_FULL, "user_config.max_batch_size", 4)}
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +171,12 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
 
     expected = {(app, rule) for app, rule, _, _ in SCENARIOS if rule}
     found: dict[tuple[str, str], float] = {}
-    applied: set[str] = set()
+    clicked: list[str] = []
+
+    def applied_line(app: str) -> bool:
+        return any(e.message.startswith(f"advisor: applied to {app}/")
+                   for e in win.event_log.entries())
+
     try:
         deadline = time.monotonic() + 240
         while True:
@@ -176,27 +184,36 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
                 app = h.key[0]
                 if (app, h.rule) in expected and (app, h.rule) not in found:
                     found[(app, h.rule)] = time.monotonic() - started
-                    if app in APPLY and app not in applied and h.rule in (REPLICA_LIMIT,
-                                                                        BATCHES_FULL):
-                        assert (h.knob, h.suggested) == APPLY[app], h
-                        row = win.advisor_panel.row(h.id)
-                        assert row.apply_button.isEnabled(), h
-                        qtbot.mouseClick(row.apply_button, Qt.MouseButton.LeftButton)
-                        applied.add(app)
-                    elif app in gens and app not in APPLY:
+                    if app in gens and app not in APPLY:
                         gens.pop(app).stop()  # seen: its queue need not grow further
                     if app == "adv_slow":
                         session.load.stop()
+                # One Apply at a time, the next once the first is applied: two applies
+                # to two deployments at once can lose one (each is a read–modify–write
+                # of the whole Serve config; seen in this test, see the report of
+                # issue 13).
+                if app in APPLY and app not in clicked and h.rule == APPLY[app][0] \
+                        and (not clicked or applied_line(clicked[-1])):
+                    assert (h.knob, h.suggested) == APPLY[app][1:], h
+                    row = win.advisor_panel.row(h.id)
+                    assert row.apply_button.isEnabled(), h
+                    qtbot.mouseClick(row.apply_button, Qt.MouseButton.LeftButton)
+                    clicked.append(app)
+                    if app in gens:
+                        # Applied: its backlog need not grow further (a replica whose
+                        # event loop a backlog keeps busy takes its reconfigure late).
+                        gens.pop(app).stop()
             for (key, rule) in shown:
                 if (key[0], rule) in expected and (key[0], rule) not in found:
                     found[(key[0], rule)] = time.monotonic() - started
-            if expected <= set(found) or time.monotonic() > deadline:
+            if (expected <= set(found) and len(clicked) == len(APPLY)) \
+                    or time.monotonic() > deadline:
                 break
             qtbot.wait(1000)
         missing = expected - set(found)
-        print("advisor hints first seen after (s): " + ", ".join(
-            f"{app} {rule} {t:.0f}" for (app, rule), t in sorted(found.items(),
-                                                                 key=lambda x: x[1])))
+        figure("advisor: hints first seen after load start (s): " + ", ".join(
+            f"{rule} {t:.0f}" for (_app, rule), t in sorted(found.items(),
+                                                            key=lambda x: x[1])))
         assert not missing, _why_missing(session, missing) + (
             f"hints not seen within 240 s: {sorted(missing)}; seen: {sorted(found)}; "
             "shown now: " + " | ".join(h.line() for h in win.advisor_panel.hints()))
@@ -215,10 +232,13 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
                 "adv_full": (status.deployment("adv_full", "Probe").config.get("user_config")
                              or {}).get("max_batch_size"),
             }
-        want = {app: value for app, (_, value) in APPLY.items()}
-        deadline = time.monotonic() + 90
+        assert sorted(clicked) == sorted(APPLY), clicked
+        want = {app: value for app, (_, _, value) in APPLY.items()}
+        deadline = time.monotonic() + 120  # the tuning path's own limit
         while on_cluster() != want:
-            assert time.monotonic() < deadline, f"cluster runs {on_cluster()}, want {want}"
+            assert time.monotonic() < deadline, (
+                f"cluster runs {on_cluster()}, want {want}; event log: "
+                + " | ".join(e.plain() for e in win.event_log.entries()[-12:]))
             qtbot.wait(500)
         qtbot.waitUntil(lambda: all(
             any(m.startswith(f"advisor: applied to {app}/Probe") for m in
@@ -243,7 +263,7 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
     path = win.recording.path
     win.recording.stop()
     changes = {(k.app, k.path): k for k in open_session(path).knob_changes}
-    for app, (knob, value) in APPLY.items():
+    for app, (_, knob, value) in APPLY.items():
         k = changes[(app, knob)]
         assert (k.new, k.source, k.state) == (value, "advisor", "applied"), k
 
