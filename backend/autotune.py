@@ -5,7 +5,10 @@ config on the deployment, `trial(rate)` measures whether the deployment sustains
 under the SLO (backend.rate_trial) — and searches the knob space live:
 
 1. The config the deployment runs now is measured first: its highest sustained rate,
-   found by bisection (backend.rate_search), is the rate to beat.
+   found by bisection (backend.rate_search), is the rate to beat. Then a few seeds —
+   the middle of the space, and what the caller knows (backend.autotune_run adds a batch
+   wait as long as one request takes): knobs that help only together — a batch size
+   needs a batch wait to fill — leave every single step from a corner flat.
 2. Coordinate search: for each knob in turn, step to the neighbouring value on its
    ladder (upwards first). A candidate is first offered the best rate so far plus the
    search's precision: if it does not sustain that, it is no better and is dropped after
@@ -13,7 +16,8 @@ under the SLO (backend.rate_trial) — and searches the knob space live:
    its own highest rate is searched upwards, it becomes the best, and the search keeps
    stepping that knob the same way. A knob whose upward step did not help is stepped
    down instead. Two steps in a row that do not help end a direction (a knob's effect
-   often comes in steps that one neighbour does not show). A pass over all knobs that improves nothing ends the search; so do the
+   often comes in steps that one neighbour does not show). A pass that improves nothing
+   tries each pair of knobs a step up together. A pass over all knobs that improves nothing ends the search; so do the
    time budget and a stop.
 3. Objective "lowest p99 at a given rate": each candidate is one trial at that rate; the
    best is the sustained one with the lowest p99 (an improvement must be 5 % or more,
@@ -170,6 +174,7 @@ class AutoTuner:
                  max_trials_per_candidate: int = 8, patience: int = 2,
                  invalid: Callable[[dict[str, Any]], str | None] = lambda c: None,
                  refused: tuple[type[BaseException], ...] = (),
+                 seeds: list[dict[str, Any]] | None = None,
                  on_event: Callable[[str, Any], None] = lambda kind, payload: None,
                  cancel: CancelToken | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -189,6 +194,9 @@ class AutoTuner:
         # Errors of apply() that mean "the cluster refused this config" (a result: the
         # search goes on); any other error (the cluster gone) ends the search.
         self._refused = refused
+        # Configs tried right after the starting one (default: each knob's middle value).
+        self.seeds = seeds if seeds is not None else [
+            {a.path: a.values[len(a.values) // 2] for a in axes}]
         self._on_event = on_event
         self.cancel = cancel or CancelToken()
         self._clock = clock
@@ -215,6 +223,17 @@ class AutoTuner:
             base = self._evaluate(dict(self.start))
             if base is not None and base.meets:
                 self.best = base
+            # Then the seeds (by default the middle of the space): knobs that only help
+            # together (a batch size needs a batch wait to fill: Serve forms a batch of
+            # whatever has arrived when the wait ends) leave every single step from a
+            # corner flat.
+            for seed in self.seeds:
+                if self._out_of_time():
+                    break
+                cand = self._evaluate({**self.start, **seed})
+                if cand is not None and self._better(cand):
+                    self.best = cand
+                    self._event("best", cand)
             while not self._out_of_time():
                 if not self._one_pass():
                     break
@@ -259,7 +278,27 @@ class AutoTuner:
                     break  # stepping up helped: no need to try down
                 if self._out_of_time():
                     return improved
+        if not improved:
+            improved = self._diagonal_steps()
         return improved
+
+    def _diagonal_steps(self) -> bool:
+        """Two knobs a step up together (for knobs that help only together); True when
+        one of these steps improved the best."""
+        for i, a in enumerate(self.axes):
+            for b in self.axes[i + 1:]:
+                if self._out_of_time():
+                    return False
+                centre = self.best.config if self.best else self.start
+                ia, ib = a.index(centre[a.path]) + 1, b.index(centre[b.path]) + 1
+                if ia >= len(a.values) or ib >= len(b.values):
+                    continue
+                cand = self._evaluate({**centre, a.path: a.values[ia], b.path: b.values[ib]})
+                if cand is not None and self._better(cand):
+                    self.best = cand
+                    self._event("best", cand)
+                    return True
+        return False
 
     def _better(self, cand: Candidate) -> bool:
         if not cand.meets:
@@ -339,3 +378,18 @@ def grid(axes: list[KnobAxis]) -> list[dict[str, Any]]:
     for axis in axes:
         configs = [{**c, axis.path: v} for c in configs for v in axis.values]
     return configs
+
+
+def batching_seed(axes: list[KnobAxis], request_ms: float) -> dict[str, Any] | None:
+    """A config where batches can fill: the batch wait nearest the time one request
+    takes (Ray 2.60's @serve.batch forms a batch as soon as its wait ends, whether or not
+    the last one is still computing, so a batch holds what arrives within one wait: a
+    wait shorter than the compute leaves batches of about one at any rate) and the
+    middle max_batch_size. None without both knobs among the axes."""
+    by_path = {a.path: a for a in axes}
+    wait, size = by_path.get(BATCH_WAIT), by_path.get(MAX_BATCH_SIZE)
+    if wait is None or size is None:
+        return None
+    target = request_ms / 1000
+    best_wait = min(wait.values, key=lambda v: abs(v - target))
+    return {BATCH_WAIT: best_wait, MAX_BATCH_SIZE: size.values[len(size.values) // 2]}

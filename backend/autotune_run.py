@@ -19,8 +19,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from backend.autotune import (DEFAULT_KNOBS, NUM_REPLICAS, AutoTuner, Candidate, KnobAxis,
-                              Objective, TuneOutcome, axis_for)
+from backend.autotune import (DEFAULT_KNOBS, LADDERS, NUM_REPLICAS, AutoTuner, Candidate,
+                              KnobAxis, Objective, TuneOutcome, axis_for, batching_seed)
 from backend.cancel import CancelToken, Cancelled
 from backend.cluster_client import ClusterClient
 from backend.errors import ConsoleError
@@ -110,6 +110,7 @@ class TuneRun:
         self._restarts = 0
         self.target: LoadTarget | None = None
         self._quick_ms = 200.0
+        self._idle_ms = 50.0
         self.tuner: AutoTuner | None = None
 
     # -- control -----------------------------------------------------------------------------
@@ -136,6 +137,9 @@ class TuneRun:
         values = values_of(knob_set)
         axes = []
         for path in r.knobs:
+            if path not in LADDERS:
+                raise ValueError(f"the auto-tuner cannot search {path!r}; it searches "
+                                 f"{', '.join(LADDERS)}")
             knob = knob_set.knob(path)
             if knob is None or knob.value is None:
                 raise ConsoleError(
@@ -170,6 +174,7 @@ class TuneRun:
                                "request failed. Check the request (method, body) and the "
                                "application.")
         self._quick_ms = max(100.0, 3 * quick)
+        self._idle_ms = quick
         return values, axes
 
     def run(self) -> TuneReport:
@@ -178,7 +183,11 @@ class TuneRun:
         start = dict(self._current)
         self._event("started", {"start": start, "target": self.target.describe(),
                                 "objective": r.objective.describe()})
-        self.tuner = AutoTuner(axes, r.objective, values, apply=self._apply,
+        seeds = [{a.path: a.values[len(a.values) // 2] for a in axes}]
+        guided = batching_seed(axes, self._idle_ms)
+        if guided is not None:
+            seeds.append(guided)
+        self.tuner = AutoTuner(axes, r.objective, values, apply=self._apply, seeds=seeds,
                                trial=self.measure, budget_s=r.budget_s,
                                precision=r.precision, start_rate=r.start_rate,
                                invalid=lambda c: self._invalid(values, c),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import copy
 import os
 import re
+import threading
 import time
 from typing import Any, Iterable
 from urllib.parse import urlsplit
@@ -68,6 +69,10 @@ def normalize_url(url: str) -> str:
 
 def _clip(text: str, limit: int = 120) -> str:
     return clip(text, limit)
+
+
+_CONFIG_LOCKS: dict[str, "threading.RLock"] = {}
+_CONFIG_LOCKS_GUARD = threading.Lock()
 
 
 class ClusterClient:
@@ -288,6 +293,16 @@ class ClusterClient:
         rows = rows if isinstance(rows, list) else []
         return [d for d in map(_death_from_state_api, rows)
                 if d is not None and (only is None or d.actor_id in only)]
+
+    @property
+    def config_lock(self) -> "threading.RLock":
+        """Held around every read–modify–write of the Serve config (read the details,
+        change one application or deployment, PUT the whole back): two at once — a
+        slider on one deployment and the advisor's Apply on another — would each write
+        back the other's old value, and one change would be lost. One lock per dashboard
+        URL in this process, shared by every client of that cluster."""
+        with _CONFIG_LOCKS_GUARD:
+            return _CONFIG_LOCKS.setdefault(self.url, threading.RLock())
 
     def put_serve_config(self, config: dict[str, Any]) -> None:
         r = self._request("PUT", SERVE_PATH, json=config, timeout_s=max(self.timeout_s, 30))

@@ -514,10 +514,11 @@ def apply_config(client: ClusterClient, doc: dict[str, Any]) -> list[str]:
     Cluster-wide options in the file are not applied (Serve keeps the running ones);
     applications the file does not name are left exactly as they are.
     """
-    details = client.serve_details()
-    config = with_applications(details, doc["applications"])
     _check_packages(client, doc["applications"])
-    client.put_serve_config(config)
+    with client.config_lock:  # read–modify–write: one at a time per cluster
+        details = client.serve_details()
+        config = with_applications(details, doc["applications"])
+        client.put_serve_config(config)
     return [a["name"] for a in doc["applications"]]
 
 

@@ -117,14 +117,15 @@ def put_applications(client: ClusterClient, apps: list[dict[str, Any]], *,
     """Read–modify–write the config with *apps* added or replaced (by name); nothing else
     changes. Returns what each of them was before (its config, or None if new), which is
     what `restore_applications` puts back when the user cancels."""
-    details = client.serve_details()
-    running = details.get("applications") or {}
-    prior = {a["name"]: copy.deepcopy((running.get(a["name"]) or {}).get("deployed_app_config"))
-             for a in apps}
-    config = with_applications(details, apps, http_options_if_new)
-    if cancel is not None:
-        cancel.check()  # the last moment at which cancelling leaves the cluster untouched
-    client.put_serve_config(config)
+    with client.config_lock:  # read–modify–write: one at a time per cluster
+        details = client.serve_details()
+        running = details.get("applications") or {}
+        prior = {a["name"]: copy.deepcopy((running.get(a["name"]) or {}).get(
+            "deployed_app_config")) for a in apps}
+        config = with_applications(details, apps, http_options_if_new)
+        if cancel is not None:
+            cancel.check()  # the last moment at which cancelling leaves the cluster untouched
+        client.put_serve_config(config)
     return prior
 
 
@@ -132,13 +133,14 @@ def restore_applications(client: ClusterClient,
                          prior: dict[str, dict[str, Any] | None]) -> list[str]:
     """Read–modify–write: each application of *prior* back to its config there (None:
     removed); every other application is left exactly as it is. Returns the names."""
-    config = current_config(client.serve_details())
-    apps = config.get("applications") or []
-    kept = [a for a in apps if a.get("name") not in prior]
-    back = [copy.deepcopy(c) for c in prior.values() if c is not None]
-    on_cluster = {a.get("name") for a in apps}
-    if not back and not on_cluster & set(prior):
-        return []  # none is on the cluster, none was before: nothing to put back
-    config["applications"] = kept + back
-    client.put_serve_config(config)
+    with client.config_lock:  # read–modify–write: one at a time per cluster
+        config = current_config(client.serve_details())
+        apps = config.get("applications") or []
+        kept = [a for a in apps if a.get("name") not in prior]
+        back = [copy.deepcopy(c) for c in prior.values() if c is not None]
+        on_cluster = {a.get("name") for a in apps}
+        if not back and not on_cluster & set(prior):
+            return []  # none is on the cluster, none was before: nothing to put back
+        config["applications"] = kept + back
+        client.put_serve_config(config)
     return list(prior)

@@ -28,6 +28,7 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from hdrh.histogram import HdrHistogram
 
@@ -594,7 +595,9 @@ class ThreadLoadGenerator:
 
 
 def offer_for(gen: "LoadGenerator | ThreadLoadGenerator", seconds: float,
-              drain_s: float = 1.5, start_timeout_s: float = 10.0) -> None:
+              drain_s: float = 1.5, start_timeout_s: float = 10.0,
+              sleep: Callable[[float], None] = time.sleep,
+              at_end: Callable[[], None] | None = None) -> None:
     """Let a started generator send for *seconds* of its own sending, then stop offering
     and let what is in flight finish (up to *drain_s*), so that stop() cuts off nothing
     that was measured — for runs whose figures must count every request (benchmarks,
@@ -603,16 +606,21 @@ def offer_for(gen: "LoadGenerator | ThreadLoadGenerator", seconds: float,
     start() returns at once and a generator's process sends once it has started (~0.3 s
     on a busy machine), so the seconds are counted from its first request. Its stats are
     the child's snapshot (≤ 100 ms old) and set_rate reaches it by a pipe: done means
-    nothing in flight and nothing sent across two fresh snapshots."""
+    nothing in flight and nothing sent across two fresh snapshots.
+
+    *sleep* does the waiting (a cancel token's sleep ends it early by raising);
+    *at_end* is called when the sends end, before the drain."""
     deadline = time.monotonic() + start_timeout_s
     while gen.stats().sent == 0 and time.monotonic() < deadline:
-        time.sleep(0.01)
-    time.sleep(seconds)
+        sleep(0.01)
+    sleep(seconds)
+    if at_end is not None:
+        at_end()
     gen.set_rate(0)
     deadline = time.monotonic() + drain_s
     last_sent = -1
     while time.monotonic() < deadline:
-        time.sleep(0.25)
+        sleep(0.25)
         st = gen.stats()
         if st.in_flight == 0 and st.sent == last_sent:
             return

@@ -21,7 +21,7 @@ import requests
 
 from backend.cancel import CancelToken
 from backend.load_model import LoadModel, LoadTarget
-from backend.loadgen import LoadGenerator, request_parts
+from backend.loadgen import LoadGenerator, offer_for, request_parts
 
 
 @dataclass(frozen=True)
@@ -74,26 +74,17 @@ def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
     gen = LoadGenerator(target, model=LoadModel(rate=rate),
                         seed=int(rate * 1000) if seed is None else seed)
     figures: dict[str, float] = {}
-    gen.start()
-    try:
-        deadline = time.monotonic() + 10
-        while gen.stats().sent == 0 and time.monotonic() < deadline:
-            cancel.sleep(0.01)
-        cancel.sleep(seconds)
+
+    def observe_now() -> None:
         if observe is not None:
             try:
-                figures = dict(observe())
+                figures.update(observe())
             except Exception:  # noqa: BLE001 - a figure is optional; the verdict is not
-                figures = {}
-        gen.set_rate(0)
-        deadline = time.monotonic() + spec.drain_s
-        last_sent = -1
-        while time.monotonic() < deadline:
-            cancel.sleep(0.25)
-            st = gen.stats()
-            if st.in_flight == 0 and st.sent == last_sent:
-                break
-            last_sent = st.sent
+                pass
+
+    gen.start()
+    try:
+        offer_for(gen, seconds, spec.drain_s, sleep=cancel.sleep, at_end=observe_now)
     finally:
         gen.stop()
     s = gen.summary()

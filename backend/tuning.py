@@ -44,36 +44,37 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
     controller's loop, then the replicas' reconfigure), so polls 0.2 s apart made most
     changes wait for the third poll, 0.4 s after the PUT; a change that rolls or adds
     replicas takes seconds, and there the slower rate spares the dashboard."""
-    details = client.serve_details()
-    app_details = (details.get("applications") or {}).get(app)
-    if app_details is None:
-        raise ApplyFailed(f"Application '{app}' is no longer on the cluster.")
-    app_config = app_details.get("deployed_app_config")
-    if app_config is None:
-        raise ApplyFailed(f"'{app}' was deployed from code (serve.run); it cannot be "
-                          "changed through the REST API.")
-    dep_details = (app_details.get("deployments") or {}).get(deployment)
-    if dep_details is None:
-        raise ApplyFailed(f"Deployment '{deployment}' is no longer in '{app}'.")
-    running = dep_details.get("deployment_config") or {}
-    replicas = sum(1 for r in dep_details.get("replicas") or [] if r.get("state") == "RUNNING")
-    new_app = patch_app_config(app_config, running, deployment, changes, replicas)
-    old_options = running.get("ray_actor_options") or {}
-    old_replicas = frozenset()
-    if dep_details.get("status") == "HEALTHY":
-        # Healthy: every replica runs the options the cluster reports (Ray 2.60 says
-        # HEALTHY only when all running replicas are at the target version). If the
-        # cluster then reports other options, Ray rolls them all: each must be replaced.
-        # (Mid-roll — e.g. undoing a change whose replicas wait for room — some replicas
-        # may already run what this change asks for: then Ray's HEALTHY alone decides.)
-        old_replicas = frozenset(r.get("replica_id") for r in dep_details.get("replicas") or []
-                                 if r.get("replica_id"))
-    cancel = cancel or CancelToken()
-    cancel.check()  # the last moment at which cancelling leaves the cluster untouched
-    try:
-        client.put_serve_config(with_application(details, new_app))
-    except ApiError as e:
-        raise ApplyFailed(str(e)) from None
+    with client.config_lock:  # read–modify–write: one at a time per cluster
+        details = client.serve_details()
+        app_details = (details.get("applications") or {}).get(app)
+        if app_details is None:
+            raise ApplyFailed(f"Application '{app}' is no longer on the cluster.")
+        app_config = app_details.get("deployed_app_config")
+        if app_config is None:
+            raise ApplyFailed(f"'{app}' was deployed from code (serve.run); it cannot be "
+                              "changed through the REST API.")
+        dep_details = (app_details.get("deployments") or {}).get(deployment)
+        if dep_details is None:
+            raise ApplyFailed(f"Deployment '{deployment}' is no longer in '{app}'.")
+        running = dep_details.get("deployment_config") or {}
+        replicas = sum(1 for r in dep_details.get("replicas") or [] if r.get("state") == "RUNNING")
+        new_app = patch_app_config(app_config, running, deployment, changes, replicas)
+        old_options = running.get("ray_actor_options") or {}
+        old_replicas = frozenset()
+        if dep_details.get("status") == "HEALTHY":
+            # Healthy: every replica runs the options the cluster reports (Ray 2.60 says
+            # HEALTHY only when all running replicas are at the target version). If the
+            # cluster then reports other options, Ray rolls them all: each must be replaced.
+            # (Mid-roll — e.g. undoing a change whose replicas wait for room — some replicas
+            # may already run what this change asks for: then Ray's HEALTHY alone decides.)
+            old_replicas = frozenset(r.get("replica_id") for r in dep_details.get("replicas") or []
+                                     if r.get("replica_id"))
+        cancel = cancel or CancelToken()
+        cancel.check()  # the last moment at which cancelling leaves the cluster untouched
+        try:
+            client.put_serve_config(with_application(details, new_app))
+        except ApiError as e:
+            raise ApplyFailed(str(e)) from None
     sent = time.monotonic()
     deadline = None if timeout_s is None else sent + timeout_s
 

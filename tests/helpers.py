@@ -166,3 +166,64 @@ def connect_remote_and_wait(qtbot, connect, session, timeout_ms: int = 90_000) -
     finally:
         session.connect_failed.disconnect(failed.append)
     assert not failed, f"connect failed: {failed[0]}"
+
+
+class DashboardProxy:
+    """A pass-through to a real dashboard on a port of its own, for clusters that are
+    slow (every call waits *delay_s* first) or go away for a while (`go_down(seconds)`:
+    from the first call it then receives, connections are dropped unanswered for that
+    long). `url` is its address; `close()` stops it."""
+
+    def __init__(self, target_url: str, delay_s: float = 0.0) -> None:
+        import http.server
+        import threading
+
+        import requests
+
+        proxy = self
+        self.delay_s = delay_s
+        self.down_for_s: float | None = None   # set by go_down, armed by the next call
+        self.up_at = 0.0                        # monotonic time it answers again
+        self.dropped = 0
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def _forward(self):
+                if proxy._down():
+                    proxy.dropped += 1
+                    self.close_connection = True
+                    self.connection.close()
+                    return
+                time.sleep(proxy.delay_s)
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
+                headers = {k: v for k, v in self.headers.items()
+                           if k.lower() in ("authorization", "content-type", "user-agent")}
+                r = requests.request(self.command, target_url + self.path, data=body or None,
+                                     headers=headers, timeout=60)
+                self.send_response(r.status_code)
+                self.send_header("Content-Type", r.headers.get("Content-Type", "text/plain"))
+                self.send_header("Content-Length", str(len(r.content)))
+                self.end_headers()
+                self.wfile.write(r.content)
+
+            do_GET = do_PUT = _forward
+
+            def log_message(self, *args):
+                pass
+
+        self._server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        threading.Thread(target=self._server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self._server.server_address[1]}"
+
+    def go_down(self, seconds: float) -> None:
+        self.down_for_s = seconds
+
+    def _down(self) -> bool:
+        if self.down_for_s is not None:
+            self.up_at = time.monotonic() + self.down_for_s
+            self.down_for_s = None
+        return time.monotonic() < self.up_at
+
+    def close(self) -> None:
+        self._server.shutdown()
+        self._server.server_close()

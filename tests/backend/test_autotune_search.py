@@ -98,15 +98,19 @@ def test_configs_that_cannot_fill_a_batch_are_skipped_not_tried():
     fake = Fake(START)
 
     def invalid(config):
+        config = {MAX_ONGOING: 4, **config}
         if config[MAX_BATCH_SIZE] > config[MAX_ONGOING]:
             return "max_batch_size > max_ongoing_requests"
         return None
 
-    tuner = AutoTuner(AXES, Objective(100), START, apply=fake.apply, trial=fake.trial,
-                      invalid=invalid)
+    start = {**START, MAX_ONGOING: 4}
+    fake = Fake(start)
+    tuner = AutoTuner([axis_for(MAX_BATCH_SIZE, 1, high=64)], Objective(100), start,
+                      apply=fake.apply, trial=fake.trial, invalid=invalid)
     out = tuner.run()
     skipped = [c for c in out.candidates if c.skipped]
-    assert skipped
+    assert skipped and all(c.config[MAX_BATCH_SIZE] > 4 for c in skipped)
+    assert out.best.config[MAX_BATCH_SIZE] <= 4
     assert all(c.measurements == [] for c in skipped)
     assert fake.applies == len([c for c in out.candidates if not c.skipped])
 
@@ -197,3 +201,26 @@ def test_an_apply_error_that_is_not_a_refusal_ends_the_search():
         tuner.run()
     # What it had found stays readable for the caller that puts the cluster back.
     assert tuner.best is tuner.candidates[0]
+
+
+def test_knobs_that_help_only_together_are_found():
+    """A batch size needs a batch wait: from (1, no wait) no single step helps."""
+    def cap(config):
+        if config[BATCH_WAIT] == 0 or config[MAX_BATCH_SIZE] == 1:
+            return 25.0
+        return 25.0 * min(config[MAX_BATCH_SIZE], 4) * (1 + config[BATCH_WAIT])
+
+    class Pair(Fake):
+        def trial(self, rate):
+            self.trials += 1
+            ok = rate <= cap(self.config)
+            return RateTrial(rate=rate, sustained=ok, achieved_rps=rate, sent=100, ok=100,
+                             errors=0, unfinished=0, p50_ms=20.0, p99_ms=50.0, seconds=5.0)
+
+    start = {MAX_BATCH_SIZE: 1, BATCH_WAIT: 0.0}
+    fake = Pair(start)
+    tuner = AutoTuner([axis_for(MAX_BATCH_SIZE, 1, high=8), axis_for(BATCH_WAIT, 0.0, high=0.05)],
+                      Objective(100), start, apply=fake.apply, trial=fake.trial)
+    out = tuner.run()
+    assert out.best.config[MAX_BATCH_SIZE] >= 4 and out.best.config[BATCH_WAIT] > 0
+    assert out.best.rps >= 0.9 * 100

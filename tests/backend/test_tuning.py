@@ -112,3 +112,29 @@ def test_code_deployed_application_is_read_only():
     ks = knobs_for(parse_serve_status(details, 0.0), "code", "D")
     assert "deployed from code" in ks.read_only_reason.lower()
     assert ks.knob("max_ongoing_requests").value == 5
+
+
+def test_changes_to_two_applications_at_once_both_land(cluster_client, tuning_app,
+                                                       batched_demo):
+    """Each apply reads the whole config, changes one deployment and writes the whole
+    back: two at once (a slider here, the advisor's Apply there) used to write back each
+    other's old value, losing one (the advisor's helper saw it 4 times in 4). The
+    client's config lock makes them take turns."""
+    app, dep, _ = tuning_app
+    status = cluster_client.serve_status()
+    before = {a: status.deployment(a, dep).config["max_ongoing_requests"]
+              for a in (app, "batched")}
+    want = {a: v + 3 for a, v in before.items()}
+    try:
+        with concurrent.futures.ThreadPoolExecutor(2) as pool:
+            done = [pool.submit(apply_changes, cluster_client, a, dep,
+                                {"max_ongoing_requests": v}, timeout_s=60)
+                    for a, v in want.items()]
+            for f in done:
+                f.result()
+        status = cluster_client.serve_status()
+        assert {a: status.deployment(a, dep).config["max_ongoing_requests"]
+                for a in want} == want
+    finally:
+        for a, v in before.items():
+            apply_changes(cluster_client, a, dep, {"max_ongoing_requests": v})

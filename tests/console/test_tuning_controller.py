@@ -2,20 +2,18 @@
 
 from __future__ import annotations
 
-import http.server
 import json
 import random
-import threading
 import time
 
 import pytest
-import requests
 
 from backend.loadgen import LoadGenerator, LoadTarget
 from console.connection import ConnectionState
 from console.session import Session
 from tests.console.test_connect import StallMeter
 from tests.figures import figure
+from tests.helpers import DashboardProxy
 
 
 @pytest.fixture
@@ -81,43 +79,13 @@ def test_thirty_random_changes_under_load(qtbot, session, cluster_client, tuning
     assert len(applied) < 30
 
 
-class SlowDashboard(http.server.ThreadingHTTPServer):
-    """Forwards to the real dashboard after a delay: a cluster that is slow to answer."""
-
-    def __init__(self, target: str, delay_s: float) -> None:
-        target_url, delay = target, delay_s
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def _forward(self):
-                time.sleep(delay)
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0) or 0))
-                headers = {k: v for k, v in self.headers.items()
-                           if k.lower() in ("authorization", "content-type", "user-agent")}
-                r = requests.request(self.command, target_url + self.path, data=body or None,
-                                     headers=headers, timeout=60)
-                self.send_response(r.status_code)
-                self.send_header("Content-Type", r.headers.get("Content-Type", "text/plain"))
-                self.send_header("Content-Length", str(len(r.content)))
-                self.end_headers()
-                self.wfile.write(r.content)
-
-            do_GET = do_PUT = _forward
-
-            def log_message(self, *args):
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.daemon_threads = True
-
-
 def test_gui_stays_responsive_while_a_slow_cluster_applies(qtbot, ray_cluster, tuning_app):
     app, dep, _ = tuning_app
-    slow = SlowDashboard(ray_cluster.dashboard_url, delay_s=0.7)
-    threading.Thread(target=slow.serve_forever, daemon=True).start()
+    slow = DashboardProxy(ray_cluster.dashboard_url, delay_s=0.7)
     s = Session()
     try:
         with qtbot.waitSignal(s.connected, timeout=30_000):
-            s.connect_remote(f"http://127.0.0.1:{slow.server_address[1]}", ray_cluster.token)
+            s.connect_remote(slow.url, ray_cluster.token)
         qtbot.waitUntil(lambda: s.status is not None, timeout=30_000)
         current = s.knob_values(app, dep)["max_ongoing_requests"]
         states = []
@@ -135,7 +103,7 @@ def test_gui_stays_responsive_while_a_slow_cluster_applies(qtbot, ray_cluster, t
         assert ConnectionState.LOST not in states, states
     finally:
         s.shutdown()
-        slow.shutdown()
+        slow.close()
 
 
 def test_refused_change_reports_the_reason(qtbot, session, tuning_app):
