@@ -60,8 +60,9 @@ def cfg_text(config: dict) -> str:
 
 
 def run_grid(client: ClusterClient, app: str, slo_ms: float) -> dict:
-    run = TuneRun(client, request(app, slo_ms))
+    run = TuneRun(client, request(app, slo_ms), demos=load_catalog().values())
     _, axes = run.begin()
+    print(f"    load: {run.target.describe()}", flush=True)
     t0 = time.monotonic()
     points = []
     for config in grid(axes):
@@ -87,7 +88,7 @@ def run_tuner(client: ClusterClient, app: str, slo_ms: float) -> dict:
                 f"({len(c.measurements)} trials)"
             print(f"    tuner #{c.index} {cfg_text(c.config)}: {what}", flush=True)
 
-    run = TuneRun(client, request(app, slo_ms), on_event=say)
+    run = TuneRun(client, request(app, slo_ms), demos=load_catalog().values(), on_event=say)
     # The tuner starts from the unbatched corner, as a user's untuned deployment would.
     run.begin()
     run.apply_config(START)
