@@ -84,7 +84,9 @@ def _num(v: Any) -> float:
 
 
 def axis_for(path: str, current: Any = None, low: Any = None, high: Any = None) -> KnobAxis:
-    """The ladder of *path* within [low, high], with the current value on it."""
+    """The ladder of *path* within [low, high], with the current value on it when it lies
+    there (a current value outside the range is where the search starts, not a value
+    it tries)."""
     if path not in LADDERS:
         raise ValueError(f"the auto-tuner cannot search {path!r}; it searches "
                          f"{', '.join(LADDERS)}")
@@ -96,8 +98,6 @@ def axis_for(path: str, current: Any = None, low: Any = None, high: Any = None) 
         values = [v for v in values if v >= low]
     if high is not None:
         values = [v for v in values if v <= high]
-    if current is not None and current not in values and isinstance(current, (int, float)):
-        values = sorted(set(values) | {current})
     if not values:
         raise ValueError(f"{path}: no value lies in [{low}, {high}]")
     return KnobAxis(path, tuple(values))

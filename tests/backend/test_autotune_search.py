@@ -179,6 +179,8 @@ def test_axes_keep_the_current_value_and_the_limits():
     a = axis_for(MAX_BATCH_SIZE, 24, low=4, high=64)
     assert a.values == (4, 8, 16, 24, 32, 64)
     assert a.index(24) == 3 and a.index(30) == 4
+    # A current value outside the range is where the search starts, not a value it tries.
+    assert axis_for(BATCH_WAIT, 0.03, low=0.005, high=0.02).values == (0.005, 0.01, 0.02)
     with pytest.raises(ValueError, match="cannot search"):
         axis_for("user_config.foo")
     with pytest.raises(ValueError, match="no value"):
