@@ -151,9 +151,14 @@ class AutoTuneController(QObject):
                 return
             config = self.start_config
         running = self._s.knob_values(*key)
-        for path, value in config.items():
-            if running.get(path) != value:
-                self._s.tuning.request(key[0], key[1], path, value, source=SOURCE)
+        changes = {p: v for p, v in config.items() if running.get(p) != v}
+        if not changes:
+            where = "the best config" if which == "best" else "its starting config"
+            self.status.emit(f"{key[0]}/{key[1]} already runs {where}; nothing to change.")
+            return
+        for path, value in changes.items():
+            self._s.tuning.request(key[0], key[1], path, value, source=SOURCE,
+                                   immediate=True)
 
     def export_yaml(self, path: str) -> None:
         """Write the best config as a Serve config YAML (asks the cluster: on a worker)."""
