@@ -184,7 +184,7 @@ def get_path(entry: dict[str, Any], path: str) -> Any:
 # -- building the knobs of a deployment from what the cluster reports --------------------
 
 _ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts", "multiplexing",
-          "user_config", "other")
+          "traffic", "user_config", "other")
 READ_ONLY_FROM_CODE = ("Deployed from code (serve.run): Serve's REST API can neither "
                        "reproduce nor change it, so it is read-only here.")
 

@@ -350,6 +350,58 @@ class LoadPlan:
 
 # ---------------------------------------------------------------------------- results
 
+VERSION_HEADER = "x-serve-version"  # traffic router convention: who served a response
+
+
+@dataclass(frozen=True)
+class VersionLoad:
+    """What the generator saw of one version over its last window (responses whose
+    `x-serve-version` header named it): completions/s, errors, p50/p99 of the ok ones."""
+
+    version: str
+    rps: float
+    ok: int
+    errors: int
+    p50_ms: float | None
+    p99_ms: float | None
+
+    @property
+    def error_pct(self) -> float:
+        n = self.ok + self.errors
+        return 100.0 * self.errors / n if n else 0.0
+
+
+def version_window(records, end: float, window_s: float) -> tuple[VersionLoad, ...]:
+    """VersionLoad per version from {version: [(done, latency s, ok), …] oldest first}
+    over the *window_s* seconds before *end* (same clock as done); reads each list from
+    its newest end, so the cost is the window's."""
+    out = []
+    start = end - window_s
+    for version in sorted(records):
+        ok_lat, errors = [], 0
+        for done, latency, ok in reversed(records[version]):  # newest first
+            if done < start:
+                break
+            if done < end:
+                if ok:
+                    ok_lat.append(latency)
+                else:
+                    errors += 1
+        n = len(ok_lat) + errors
+        if not n:
+            continue
+        ok_lat.sort()
+
+        def pct(q: float) -> float | None:
+            if not ok_lat:
+                return None
+            return 1000.0 * ok_lat[min(len(ok_lat) - 1, int(q * len(ok_lat)))]
+
+        out.append(VersionLoad(version, n / window_s, len(ok_lat), errors, pct(0.50),
+                               pct(0.99)))
+    return tuple(out)
+
+
 @dataclass(frozen=True)
 class SecondStats:
     """One second of a run (completions binned by the second they completed in)."""
@@ -456,6 +508,9 @@ class LoadStats:
     model_ids_sent: tuple[tuple[str, int], ...] = ()
     history: tuple[SecondStats, ...] = ()  # every finished second of the run (bounded)
     summary: RunSummary | None = None  # as of the last finished second
+    # Per version of a traffic-split target (responses naming it in x-serve-version), over
+    # the last window.
+    versions: tuple[VersionLoad, ...] = ()
 
     @classmethod
     def of(cls, running: bool, model: "LoadModel", window: tuple, **counts) -> "LoadStats":
@@ -489,6 +544,6 @@ def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
 __all__ = [
     "BATCHED_FEATURES", "CLOSED", "CONSTANT", "MODEL_ID_HEADER", "OPEN", "POISSON",
     "PROFILE_KINDS", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
-    "Profile", "RunSummary", "SecondStats", "check_target", "demo_target", "format_headers",
+    "Profile", "RunSummary", "SecondStats", "VERSION_HEADER", "VersionLoad", "version_window", "check_target", "demo_target", "format_headers",
     "parse_headers", "render_body", "seconds_to_csv", "url_problem",
 ]

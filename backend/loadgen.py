@@ -44,7 +44,9 @@ from backend.load_model import (
     Profile,
     RunSummary,
     SecondStats,
+    VERSION_HEADER,
     render_body,
+    version_window,
 )
 
 __all__ = ["LoadGenerator", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
@@ -56,6 +58,8 @@ _US_MAX = 3_600_000_000  # one hour, in microseconds: the histograms' range
 _SIG_FIGS = 3  # HDR precision: values within 0.1 %
 _PCTS = (50.0, 90.0, 99.0, 99.9)
 _TICK_S = 0.1  # how often idle seconds are closed
+MAX_VERSIONS = 16  # versions told apart per run (x-serve-version values)
+VERSION_RECORDS = 50_000  # recent completions kept per version (≥ the window's)
 _EARLY_S = 0.0015  # open loop: wake this much before a send is due…
 _SPIN_MAX_RPS = 200.0  # …at rates up to this
 
@@ -84,6 +88,7 @@ class DeltaCursor:
     ids: dict = field(default_factory=dict)
     window: object = None
     summary: object = None
+    versions: object = None
 
 
 class _Second:
@@ -153,6 +158,10 @@ class ThreadLoadGenerator:
         self._run_hist = _hist()
         self._run_ttfb: HdrHistogram | None = None
         self._summary: RunSummary | None = None
+        # Traffic-split targets: recent completions per version named by the response's
+        # x-serve-version header, (done, latency s, ok), and their last window's figures.
+        self._by_version: dict[str, deque] = {}
+        self._versions: tuple = ()
 
     # -- control (any thread) -------------------------------------------------------
     @property
@@ -229,7 +238,7 @@ class ThreadLoadGenerator:
                         errors_by_kind=tuple(sorted(self._errors_by_kind.items())),
                         model_ids_sent=tuple(self._model_ids_sent.items()),
                         history=self._history_t, summary=self._summary,
-                        users=self._users_now)
+                        users=self._users_now, versions=self._versions)
         return LoadStats.of(self.running, model, window, **snap)
 
     def summary(self) -> RunSummary:
@@ -268,6 +277,8 @@ class ThreadLoadGenerator:
                 ids = cur.ids
             if self._window_stats is not cur.window:
                 d["window"] = self._window_stats
+            if self._versions is not cur.versions:
+                d["versions"] = self._versions
             summary = self._summary
             if summary is None:
                 # Nothing closed yet: the run so far (cheap while the run's histogram is
@@ -278,7 +289,7 @@ class ThreadLoadGenerator:
                 d["summary"] = summary
             nxt = DeltaCursor(closed=self._closed_total, errors=self._errors,
                               sent=self._sent, ids=ids, window=self._window_stats,
-                              summary=self._summary)
+                              summary=self._summary, versions=self._versions)
         return d, nxt
 
     # -- the generator's own thread ----------------------------------------------------
@@ -454,9 +465,10 @@ class ThreadLoadGenerator:
             self._last_sent = start_t
             idx = int(start_t - self._t0)
             self._offered[max(idx, self._cur_idx)] += 1
-        ok, kind, detail, ttfb = False, None, None, None
+        ok, kind, detail, ttfb, version = False, None, None, None, None
         try:
             async with session.request(t.method, t.url, data=body, headers=headers) as resp:
+                version = resp.headers.get(VERSION_HEADER)
                 if t.stream:
                     async for _chunk in resp.content.iter_any():
                         if ttfb is None:
@@ -485,12 +497,21 @@ class ThreadLoadGenerator:
             kind = type(e).__name__
             detail = f"{kind}: {e}" if str(e) else kind
         done = time.monotonic()
-        self._record(start_t, done, ok, kind, detail, ttfb)
+        self._record(start_t, done, ok, kind, detail, ttfb, version)
 
     def _record(self, start_t: float, done: float, ok: bool, kind: str | None,
-                detail: str | None, ttfb: float | None) -> None:
+                detail: str | None, ttfb: float | None, version: str | None = None) -> None:
         with self._lock:
             self._in_flight -= 1
+            if version is not None:
+                records = self._by_version.get(version)
+                if records is None:
+                    if len(self._by_version) >= MAX_VERSIONS:
+                        version = None  # a header that names something new every time
+                    else:
+                        records = self._by_version[version] = deque(maxlen=VERSION_RECORDS)
+                if records is not None:
+                    records.append((done, done - start_t, ok))
             self._roll(done)
             cur = self._cur
             if ok:
@@ -553,6 +574,9 @@ class ThreadLoadGenerator:
         self._window_stats = (sum(c for _, c, _ in self._window) / n,
                               sum(o for _, _, o in self._window) / n, _pcts_ms(merged))
         self._summary = self._make_summary(self._t0 + idx + 1)
+        if self._by_version:
+            self._versions = version_window(self._by_version, self._t0 + idx + 1,
+                                            float(max(1, len(self._window))))
 
     def _merge_into_run(self, sec: _Second) -> None:
         self._run_hist.add(sec.hist)

@@ -93,6 +93,7 @@ class ProcessLoadGenerator:
             self._history_t: tuple = ()
             self._window: tuple = (0.0, 0.0, None)
             self._summary: RunSummary | None = None
+            self._versions: tuple = ()
             self._final = False
             self._t_start = time.monotonic()
             self._started_at = _dt.datetime.now().astimezone()
@@ -209,7 +210,8 @@ class ProcessLoadGenerator:
                         last_error=c["last_error"], users=c["users"],
                         errors_by_kind=self._errors_by_kind,
                         model_ids_sent=tuple(self._model_ids.items()),
-                        history=self._history_t, summary=self._summary)
+                        history=self._history_t, summary=self._summary,
+                        versions=self._versions)
         return LoadStats.of(self.running, model, window, **snap)
 
     def summary(self) -> RunSummary:
@@ -284,6 +286,8 @@ class ProcessLoadGenerator:
                 self._history_t = tuple(self._history)
             if "window" in d:
                 self._window = d["window"]
+            if "versions" in d:
+                self._versions = d["versions"]
             if "summary" in d:
                 self._summary = d["summary"]
             if final:

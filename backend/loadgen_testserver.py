@@ -15,6 +15,9 @@ does not share the generator's GIL. Routes (any method):
   /model-counts              GET: {"model-1": n, …}; /reset clears the counts
   /stream?first_ms=F&chunks=N&gap_ms=G   chunked: first chunk after F ms, then N-1 more
                              every G ms
+  /versions                  a traffic split as the router convention answers it: every
+                             4th request is "v2" (20 ms, every other one of them HTTP
+                             500), the rest "v1" (2 ms); x-serve-version names it
 """
 
 from __future__ import annotations
@@ -113,7 +116,20 @@ def make_app():
             pass  # the client went away (a stopped generator): nothing to report
         return resp
 
+    versions_n = [0]
+
+    async def versions(request):
+        await request.read()
+        i = versions_n[0]
+        versions_n[0] += 1
+        v2 = i % 4 == 0
+        await asyncio.sleep(0.020 if v2 else 0.002)
+        failed = v2 and (i // 4) % 2 == 1
+        return web.Response(status=500 if failed else 200, text="v2" if v2 else "v1",
+                            headers={"x-serve-version": "v2" if v2 else "v1"})
+
     app = web.Application()
+    app.router.add_route("*", "/versions", versions)
     app.router.add_route("*", "/fast", fast)
     app.router.add_route("*", "/sleep/{ms}", sleep)
     app.router.add_route("*", "/stall", stall)

@@ -84,6 +84,7 @@ class MainWindow(QMainWindow):
         self.recording = SessionRecording(session, self)
         self._sessions = None  # console.sessions.SessionsUi, made on first use
         self._autotune = None  # console.autotune_ui.AutoTuneUi, made on first use
+        self._traffic = None   # console.traffic_ui.TrafficUi, made on first use
         self.knob_panel = KnobPanel()
 
         splitter = QSplitter(Qt.Orientation.Horizontal)
@@ -216,6 +217,11 @@ class MainWindow(QMainWindow):
             "requests/s with p99 under an SLO (or the lowest p99 at a rate), with the "
             "console's own load; every trial is a marker on the plots",
             self._on_autotune_triggered)
+        self.traffic_action = self._action(
+            tune, "&Traffic…", "Ctrl+Shift+W",
+            "Split an application's traffic between its versions (router convention): "
+            "shares, session affinity, each version's live numbers, and a guarded "
+            "rollout that rolls itself back", self._on_traffic_triggered)
 
         self.deploy_menu = self.menuBar().addMenu("&Deploy demo")
         self.deploy_actions: dict[str, QAction] = {}
@@ -382,6 +388,7 @@ class MainWindow(QMainWindow):
         self.copy_promql_action.setEnabled(self.plots.key() is not None)
         self.export_action.setEnabled(connected and self.plots.key() is not None)
         self.autotune_action.setEnabled(connected)
+        self.traffic_action.setEnabled(connected)
         for action in self.deploy_actions.values():
             action.setEnabled(connected)
         self._update_load_target()
@@ -1035,12 +1042,27 @@ class MainWindow(QMainWindow):
     def _on_autotune_triggered(self) -> None:
         self.autotune_ui().show(self.plots.key())
 
+    def traffic_ui(self):
+        """The traffic window and controller (console.traffic_ui), made on first use."""
+        if self._traffic is None:
+            from console.traffic_ui import TrafficUi
+            self._traffic = TrafficUi(self)
+        return self._traffic
+
+    @Slot()
+    def _on_traffic_triggered(self) -> None:
+        key = self.plots.key()
+        self.traffic_ui().show(key[0] if key else None)
+
     def closeEvent(self, event: QCloseEvent) -> None:
         self._closing = True
         if self._autotune is not None:
             # A search running now puts the starting config back before the console goes
             # (bounded): never leave a trial's config on the cluster.
             self._autotune.shutdown()
+        if self._traffic is not None:
+            # A rollout running now puts the starting weights back (bounded).
+            self._traffic.shutdown()
         self._redraw.stop()
         self.advisor.stop()
         # What is queued reaches the file now (the process exits without joining), and

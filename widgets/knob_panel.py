@@ -39,10 +39,10 @@ from backend.knobs import FIXED, ROLLS, Knob, KnobSet
 
 EMPTY_TEXT = "Select a deployment to tune it"
 GROUP_ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts",
-               "multiplexing", "user_config", "other")
+               "multiplexing", "traffic", "user_config", "other")
 GROUP_TITLES = {"batching": "Batching", "concurrency": "Concurrency",
                 "autoscaling": "Autoscaling", "resources": "Resources (per replica)",
-                "timeouts": "Timeouts", "multiplexing": "Multiplexing",
+                "timeouts": "Timeouts", "multiplexing": "Multiplexing", "traffic": "Traffic",
                 "user_config": "user_config", "other": "Other"}
 NUMBER_KINDS = ("int", "float", "optional_int", "optional_float")
 LIVE_TIP = "Applies live without restarting replicas."

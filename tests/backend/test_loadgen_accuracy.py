@@ -329,3 +329,36 @@ def test_summary_exports_as_csv_and_json(server):
     assert lines[0] == "metric,value"
     assert any(line.startswith("achieved req/s,") for line in lines)
     assert "coordinated-omission" in s.to_text()
+
+
+def test_responses_are_counted_per_version_they_name(server):
+    """A traffic split (the router convention's x-serve-version header): every 4th
+    response is v2 (20 ms, half of them HTTP 500), the rest v1 (2 ms)."""
+    gen = LoadGenerator(LoadTarget(url=f"{server}/versions"), seed=3)
+    gen.start(80)
+    try:
+        offer_for(gen, 4.0, 0.0)
+        live = {v.version: v for v in gen.stats().versions}
+    finally:
+        gen.stop()
+    assert set(live) == {"v1", "v2"}
+    v1, v2 = live["v1"], live["v2"]
+    total = v1.rps + v2.rps
+    assert 0.18 < v2.rps / total < 0.32, (v1, v2)
+    assert v1.errors == 0 and 30 <= v2.error_pct <= 70
+    assert v2.p50_ms >= 20 and v1.p50_ms < v2.p50_ms
+    # A target that names no version has no per-version figures.
+    plain = run_open(f"{server}/fast", 20, 1.5)
+    assert plain.stats().versions == ()
+
+
+def test_version_window_reads_only_its_seconds():
+    from backend.load_model import version_window
+
+    records = {"a": [(t / 10, 0.010 + t / 1000, t % 5 != 0) for t in range(100)],
+               "b": [(1.0, 0.5, True)]}
+    got = {v.version: v for v in version_window(records, end=10.0, window_s=2.0)}
+    a = got["a"]
+    assert a.ok + a.errors == 20 and a.errors == 4 and a.rps == 10.0
+    assert 95 <= a.p50_ms <= 105 and a.p99_ms == pytest.approx(109)  # latencies 90…109 ms
+    assert "b" not in got  # nothing of b in the window
