@@ -87,8 +87,18 @@ def check_streaming(url: str) -> dict:
             "ttfo_ms": {m: d["ttfo_ms"] for m, d in done.items()}}
 
 
+def check_versions(url: str) -> dict:
+    out = _post_many(url, [{"seed": i} for i in range(40)], [{}] * 40)
+    assert all(r["version"] in ("ModelV1", "ModelV2") and 0 <= r["label"] < 10
+               for r in out), out[:3]
+    devices = {r["device"] for r in out}
+    return {"device": "cuda" if devices == {"cuda"} else sorted(devices)[0],
+            "versions_seen": sorted({r["version"] for r in out})}
+
+
 CHECKS = {"batched": check_batched, "multiplexed": check_multiplexed,
-          "streaming": check_streaming, "combined": check_combined}
+          "streaming": check_streaming, "combined": check_combined,
+          "versions": check_versions}
 
 
 def main() -> int:

@@ -377,7 +377,9 @@ class ReplicaView(QWidget):
             line = pg.InfiniteLine(
                 pos=t, angle=90, movable=False,
                 pen=pg.mkPen(_MARKER, width=1, style=Qt.PenStyle.DashLine),
-                label=label if i == 0 else None,
+                # pyqtgraph formats the label (str.format, for {value}): a knob's
+                # JSON value in it ({'ModelV1': 90}) must come out literally.
+                label=label.replace("{", "{{").replace("}", "}}") if i == 0 else None,
                 # At the very top, without a box: an opaque label hid the data under
                 # it (a steady 40 req/s vanished behind a row of scaling markers).
                 labelOpts={"position": 1.0, "color": _MARKER, "anchors": [(0, 0), (0, 0)]},

@@ -194,6 +194,17 @@ def test_markers_appear_on_every_plot_and_do_not_move_the_view(plots):
         assert not [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
 
 
+def test_a_marker_with_braces_shows_them_literally(plots):
+    """A JSON knob value (the traffic router's weights) in a marker's label: pyqtgraph
+    formats labels with str.format, which raised KeyError on "{'ModelV1': 90}"."""
+    text = "weights {'ModelV1': 90} → {'ModelV1': 65, 'ModelV2': 35}"
+    plots.add_marker(T0 + 100, text)
+    assert plots.markers() == [(T0 + 100, text)]
+    top = next(iter(plots.plots().values()))
+    [line] = [i for i in top.items if i.__class__.__name__ == "InfiniteLine"]
+    assert line.label.toPlainText() == text
+
+
 def test_auto_refresh_draws_live_data(qtbot, store):
     import time
     w = LivePlots()
