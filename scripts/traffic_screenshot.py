@@ -33,8 +33,8 @@ from console.session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
 
 APP = "versions"
-SPEC = {"app": APP, "new": "ModelV2", "steps": (0, 10, 25, 50, 100), "hold_s": 8,
-        "p99_pct": 100, "error_pct": 2, "min_requests": 15}
+SPEC = {"new": "ModelV2", "steps": (0, 10, 25, 50, 100), "hold_s": 8, "p99_pct": 100,
+        "error_pct": 2}
 GIVE_UP_MS = 240_000
 
 
@@ -72,7 +72,16 @@ def main() -> int:
             ui.show(APP)
             ui.dialog.move(900, 150)
             ui.controller.finished.connect(lambda _r: QTimer.singleShot(3_000, shoot))
-            if not ui.controller.start_rollout(SPEC):
+            # As a user does: fill the form, press Start rollout.
+            panel = ui.panel
+            panel.new_box.setCurrentText(SPEC["new"])
+            panel.steps_edit.setText(", ".join(f"{s:g}" for s in SPEC["steps"]))
+            panel.hold_box.setValue(SPEC["hold_s"])
+            panel.p99_box.setValue(SPEC["p99_pct"])
+            panel.error_box.setValue(SPEC["error_pct"])
+            panel.start_button.click()
+            if not ui.controller.running:
+                print(f"the rollout did not start: {panel.rollout_label.text()}", flush=True)
                 app.exit(1)
 
         def shoot():
