@@ -25,6 +25,9 @@ EMPTY_TEXT = ("No application on the cluster follows the traffic router conventi
               "(a deployment whose user_config.weights maps its sibling deployments to "
               "shares). Deploy demo → Model versions deploys one.")
 DEFAULT_STEPS = "0, 5, 10, 25, 50, 100"
+AFFINITY_TIP = ("On: requests with the same X-Serve-Shard-Key header reach the same version "
+                "for as long as the weights stay the same; requests without it are split at "
+                "random.")
 
 
 def parse_steps(text: str) -> tuple[float, ...]:
@@ -105,9 +108,7 @@ class TrafficPanel(QWidget):
         self.empty_label.setWordWrap(True)
         self.grid = QGridLayout()
         self.affinity_box = QCheckBox("Session affinity (X-Serve-Shard-Key header)")
-        self.affinity_box.setToolTip(
-            "On: requests with the same X-Serve-Shard-Key header reach the same version for "
-            "as long as the weights stay the same; requests without it are split at random.")
+        self.affinity_box.setToolTip(AFFINITY_TIP)
         self.affinity_box.clicked.connect(self._on_affinity_box_clicked)
         self.state_label = QLabel("")
         self.state_label.setWordWrap(True)
@@ -202,7 +203,11 @@ class TrafficPanel(QWidget):
             return
         self._router = router
         self.empty_label.setVisible(router is None)
-        self.affinity_box.setEnabled(router is not None and router.session_affinity is not None)
+        can = router is not None and router.session_affinity is not None
+        self.affinity_box.setEnabled(can)
+        self.affinity_box.setToolTip(AFFINITY_TIP if can or router is None else
+                                     f"{router.router}'s user_config has no "
+                                     "session_affinity key: this router does not offer it.")
         self._roll_group.setEnabled(router is not None)
         if router is None:
             self._rebuild([])

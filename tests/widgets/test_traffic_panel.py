@@ -68,6 +68,13 @@ def test_affinity_and_numbers(panel, qtbot):
     assert panel._rows["ModelV1"].client.text() == ""
 
 
+def test_a_router_without_affinity_says_so(panel):
+    panel.set_router(TrafficRouter("colours", "Split", {"Blue": 80.0, "Green": 20.0}, None))
+    assert sorted(panel._rows) == ["Blue", "Green"]
+    assert not panel.affinity_box.isEnabled()
+    assert "no session_affinity key" in panel.affinity_box.toolTip()
+
+
 def test_without_a_router_the_panel_says_how_to_get_one(qtbot):
     p = TrafficPanel()
     qtbot.addWidget(p)
