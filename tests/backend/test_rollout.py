@@ -95,6 +95,21 @@ def test_a_rollout_to_a_failing_version_trips_and_returns_to_zero(live, cluster_
     assert [k for k, _ in events].count("rolled_back") == 1
 
 
+def test_a_rollout_to_a_slow_version_trips_on_p99(live, cluster_client):
+    _reset(cluster_client)
+    apply_changes(cluster_client, APP, "ModelV2", {"user_config.extra_latency_ms": 300})
+    try:
+        run, events = _run(cluster_client, live,
+                           Guard(max_p99_increase_pct=100, max_error_rate_pct=50,
+                                 min_requests=10), hold_s=6)
+        report = run.run()
+        assert report.outcome == ROLLED_BACK, report
+        assert "p99" in report.reason and "above the old version's" in report.reason
+        assert router_of(cluster_client.serve_status(), APP).shares == START
+    finally:
+        apply_changes(cluster_client, APP, "ModelV2", {"user_config.extra_latency_ms": 0})
+
+
 def test_a_rollout_to_a_healthy_version_ends_at_100(live, cluster_client):
     _reset(cluster_client)
     run, events = _run(cluster_client, live,

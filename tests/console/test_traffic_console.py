@@ -9,6 +9,7 @@ import pytest
 
 from backend.catalog import load_catalog
 from backend.deployer import deploy_demo
+from backend.recording.reader import open_session
 from backend.traffic import WEIGHTS, router_of, weights_change
 from backend.tuning import apply_changes
 from tests.helpers import remove_apps
@@ -111,9 +112,15 @@ def test_a_rollout_from_the_window_ends_at_100_and_quitting_mid_rollout_reverts(
                         timeout=30_000)
         assert c.start_rollout({**spec, "hold_s": 600})
         qtbot.waitUntil(lambda: _shares(cluster_client)["ModelV2"] == 50.0, timeout=60_000)
+        path = win.recording.path
         win.close()
         assert not c.running
         assert _shares(cluster_client) == {"ModelV1": 100.0, "ModelV2": 0.0}
+        # The session recording holds the steps as knob changes made by the rollout.
+        steps = [k.new for k in open_session(path).knob_changes
+                 if (k.app, k.path, k.source) == (APP, WEIGHTS, "rollout")]
+        assert {"ModelV1": 0, "ModelV2": 100} in steps and {"ModelV1": 50,
+                                                            "ModelV2": 50} in steps, steps
     finally:
         s.load.stop()
         apply_changes(cluster_client, APP, ROUTER, weights_change({"ModelV1": 90.0,
