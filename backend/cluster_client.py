@@ -358,7 +358,13 @@ class ClusterClient:
         n = max(1, int(lines))
         where = self._controller_log_where(timeout_s, fresh=False)
         try:
-            return self._read_log_file(where, n, timeout_s)
+            text = self._read_log_file(where, n, timeout_s)
+            if not text.strip():
+                # The controller writes its log from its first second: nothing at all is
+                # a file that is gone as much as a "not found" is (Ray 2.60's log API
+                # answered a missing file with an empty 200 in a CI run).
+                raise _LogFileGone(f"{where[1]}: empty answer")
+            return text
         except _LogFileGone:
             where = self._controller_log_where(timeout_s, fresh=True)
             try:
