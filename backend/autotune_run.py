@@ -15,7 +15,6 @@ they were.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -29,7 +28,7 @@ from backend.load_model import LoadTarget
 from backend.load_targets import app_target, serve_http_base
 from backend.rate_trial import (RateTrial, TrialSpec, idle_latency_ms, run_rate_trial,
                                 settle)
-from backend.tuning import ApplyFailed, apply_changes, check_change_fit
+from backend.tuning import ApplyFailed, apply_changes, check_change_fit, put_back
 
 BEST, START = "best", "start"
 
@@ -265,28 +264,22 @@ class TuneRun:
         """Put *config* on the deployment (only what differs from what it runs), asking
         again while the cluster does not answer, up to leave_timeout_s."""
         self._event("leaving", config)
-        deadline = time.monotonic() + self._leave_timeout_s
-        last = ""
-        while True:
-            try:
-                status = self.client.serve_status()
-                knob_set = knobs_for(status, self.request.app, self.request.deployment)
-                if knob_set is None:
-                    return False, (f"{self.request.app}/{self.request.deployment} is no "
-                                   "longer on the cluster.")
-                running = values_of(knob_set)
-                changes = {p: v for p, v in config.items() if running.get(p) != v}
-                if changes:
-                    apply_changes(self.client, self.request.app, self.request.deployment,
-                                  changes, timeout_s=60.0)
-                self._current.update(config)
-                self._event("left", config)
-                return True, ""
-            except (Cancelled, ConsoleError, OSError) as e:
-                last = str(e) or type(e).__name__
-            if time.monotonic() > deadline:
-                return False, f"could not put the config back: {last}"
-            time.sleep(1.0)
+        r = self.request
+
+        def write() -> tuple[bool, str]:
+            knob_set = knobs_for(self.client.serve_status(), r.app, r.deployment)
+            if knob_set is None:
+                return False, f"{r.app}/{r.deployment} is no longer on the cluster."
+            running = values_of(knob_set)
+            changes = {p: v for p, v in config.items() if running.get(p) != v}
+            if changes:
+                apply_changes(self.client, r.app, r.deployment, changes, timeout_s=60.0)
+            self._current.update(config)
+            self._event("left", config)
+            return True, ""
+
+        return put_back(write, self._leave_timeout_s, "the config",
+                        retry_on=(Cancelled, ConsoleError, OSError))
 
     def _event(self, kind: str, payload: Any) -> None:
         try:

@@ -22,7 +22,7 @@ from backend.cluster_client import ClusterClient
 from backend.errors import ConsoleError
 from backend.rollout_guard import OK, TRIP, Guard, VersionStats, Verdict, judge
 from backend.traffic import router_of, two_way, weights_change
-from backend.tuning import apply_changes
+from backend.tuning import apply_changes, put_back
 
 DEFAULT_STEPS = (0.0, 5.0, 10.0, 25.0, 50.0, 100.0)
 COMPLETED, ROLLED_BACK, ABORTED, FAILED = "completed", "rolled back", "aborted", "failed"
@@ -159,7 +159,6 @@ class RolloutRun:
         held = 0.0
         if self.shares.get(self.plan.new, 0.0) <= 0:
             return None  # nothing reaches the new version: nothing to judge
-        verdict: Verdict | None = None
         last = time.monotonic()
         while True:
             self.cancel.check()
@@ -193,23 +192,17 @@ class RolloutRun:
     def _leave(self, shares: dict[str, float]) -> tuple[bool, str]:
         """Put *shares* on the router (whatever was cancelled), asking again while the
         cluster does not answer, up to leave_timeout_s."""
-        deadline = time.monotonic() + self._leave_timeout_s
-        last = ""
-        while True:
-            try:
-                router = router_of(self.client.serve_status(), self.plan.app)
-                if router is None:
-                    return False, f"{self.plan.app} is no longer on the cluster"
-                if router.shares != shares:
-                    apply_changes(self.client, self.plan.app, self.plan.router,
-                                  weights_change(shares), timeout_s=60.0)
-                self.shares = dict(shares)
-                return True, ""
-            except (ConsoleError, OSError) as e:
-                last = str(e) or type(e).__name__
-            if time.monotonic() > deadline:
-                return False, f"could not put the weights back: {last}"
-            time.sleep(1.0)
+        def write() -> tuple[bool, str]:
+            router = router_of(self.client.serve_status(), self.plan.app)
+            if router is None:
+                return False, f"{self.plan.app} is no longer on the cluster"
+            if router.shares != shares:
+                apply_changes(self.client, self.plan.app, self.plan.router,
+                              weights_change(shares), timeout_s=60.0)
+            self.shares = dict(shares)
+            return True, ""
+
+        return put_back(write, self._leave_timeout_s, "the weights")
 
     def _event(self, kind: str, payload: Any) -> None:
         try:

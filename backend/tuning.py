@@ -25,6 +25,26 @@ class ApplyFailed(ConsoleError):
     pass
 
 
+def put_back(write: Callable[[], tuple[bool, str]], timeout_s: float, what: str,
+             pause_s: float = 1.0,
+             retry_on: tuple[type[BaseException], ...] = (ConsoleError, OSError),
+             sleep: Callable[[float], None] = time.sleep) -> tuple[bool, str]:
+    """Run *write* (which puts a config back and answers (ok, why)) until it answers,
+    asking again every *pause_s* while it raises one of *retry_on* (the cluster does not
+    answer), for *timeout_s* at most. (False, "could not put <what> back: <last error>")
+    when the time ran out. A stopped tuner or rollout leaves the cluster this way."""
+    deadline = time.monotonic() + timeout_s
+    last = ""
+    while True:
+        try:
+            return write()
+        except retry_on as e:
+            last = str(e) or type(e).__name__
+        if time.monotonic() > deadline:
+            return False, f"could not put {what} back: {last}"
+        sleep(pause_s)
+
+
 def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dict[str, Any],
                   *, timeout_s: float | None = 120.0, poll_s: float = 0.2,
                   fast_poll_s: float = 0.05, fast_for_s: float = 1.0,

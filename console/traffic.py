@@ -56,7 +56,7 @@ class TrafficController(QObject):
         self._thread: threading.Thread | None = None
         self.report: RolloutReport | None = None
         self._event.connect(self._on_worker_event)
-        session.status_changed.connect(self._on_session_status_changed)
+        session.status_changed.connect(self.refresh)
         session.load.stats.connect(self._on_load_stats)
         self._client_versions: tuple = ()
         self._timer = QTimer(self)
@@ -77,7 +77,9 @@ class TrafficController(QObject):
         self.router_changed.emit(self.router())
         self._refresh_stats()
 
-    def _on_session_status_changed(self, *_args) -> None:
+    def refresh(self, *_args) -> None:
+        """Re-read which apps split traffic and the selected app's router from the
+        session's last polled status (no network call)."""
         apps = splittable_apps(self._s.status)
         if apps != self._apps:
             self._apps = apps

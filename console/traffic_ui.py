@@ -39,7 +39,7 @@ class TrafficUi(QObject):
         c.finished.connect(self._on_controller_finished)
         tuning = window.session.tuning
         tuning.knob_state.connect(self._on_tuning_knob_state)
-        c._on_session_status_changed()
+        c.refresh()
 
     def show(self, app: str | None = None) -> TrafficPanel:
         if app and not self.controller.running and app in [

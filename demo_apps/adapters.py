@@ -144,3 +144,13 @@ def row_from_body(body) -> tuple[np.ndarray | None, str]:
         except (TypeError, ValueError):
             return None, "'seed' must be an integer"
     return None, f"send {{'features': [{FEATURES} floats]}} or {{'seed': int}}"
+
+
+async def row_from_request(request) -> tuple[np.ndarray | None, str]:
+    """The input row of an HTTP request's JSON body, or (None, reason); a body that is
+    not JSON reads as an empty one (and gets row_from_body's reason)."""
+    try:
+        body = await request.json()
+    except ValueError:
+        body = {}
+    return row_from_body(body)

@@ -8,7 +8,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import row_from_body
+from demo_apps.adapters import row_from_request
 
 DEFAULT_MAX_MODELS = 4
 MISSING_MODEL_ID = "name the model in the 'serve_multiplexed_model_id' header"
@@ -20,11 +20,7 @@ async def read_multiplexed_request(request: Request
     model_id = serve.get_multiplexed_model_id()
     if not model_id:
         return "", None, JSONResponse({"error": MISSING_MODEL_ID}, status_code=400)
-    try:
-        body = await request.json()
-    except ValueError:
-        body = {}
-    row, error = row_from_body(body)
+    row, error = await row_from_request(request)
     if row is None:
         return model_id, None, JSONResponse({"error": error}, status_code=400)
     return model_id, row, None

@@ -33,7 +33,7 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import row_from_body
+from demo_apps.adapters import row_from_request
 from demo_apps.batched import ModelSpec, build_model, classify
 from demo_apps.device import replica_device
 from demo_apps.traffic_split import SHARD_KEY_HEADER, check_weights, pick
@@ -86,11 +86,7 @@ class ModelVersion:
 
     async def __call__(self, row) -> dict | JSONResponse:
         if isinstance(row, Request):  # called over HTTP as an ingress (build_direct)
-            try:
-                body = await row.json()
-            except ValueError:
-                body = {}
-            parsed, error = row_from_body(body)
+            parsed, error = await row_from_request(row)
             if parsed is None:
                 return JSONResponse({"error": error}, status_code=400)
             try:
@@ -130,11 +126,7 @@ class VersionRouter:
             return JSONResponse({"weights": self.weights,
                                  "session_affinity": self.session_affinity,
                                  "versions": sorted(self.versions)})
-        try:
-            body = await request.json()
-        except ValueError:
-            body = {}
-        row, error = row_from_body(body)
+        row, error = await row_from_request(request)
         if row is None:
             return JSONResponse({"error": error}, status_code=400)
         version = self.choose(request)
