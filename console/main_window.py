@@ -36,6 +36,7 @@ from widgets.load_panel import LoadPanel
 from widgets.replica_view import ReplicaView
 
 REDRAW_HZ = 10
+NO_LOAD_TARGET = "No application with an HTTP route to send load to"
 
 
 def _verify(target: ConnectTarget) -> bool | str:
@@ -860,8 +861,9 @@ class MainWindow(QMainWindow):
             return None
         return next((d for d in self.catalog.values() if d.app_name == key[0]), None)
 
-    def _load_presets(self) -> list[tuple[str, LoadTarget]]:
-        """Every application's route as a load target; demos with their own payloads."""
+    def _app_presets(self) -> list[tuple[str, str, LoadTarget]]:
+        """(application, label, request) for every application with an HTTP route: a
+        bundled demo's own payload, else GET on the route."""
         status, base = self.session.status, self.session.load.serve_http_base()
         if status is None or base is None:
             return []
@@ -873,34 +875,53 @@ class MainWindow(QMainWindow):
             if demo is not None:
                 target = self.session.load.target_for(demo)
                 if target is not None:
-                    presets.append((f"{demo.title} ({app.name})", target))
+                    presets.append((app.name, f"{demo.title} ({app.name})", target))
                     continue
             prefix = "" if app.route_prefix == "/" else app.route_prefix
-            presets.append((f"{app.name} {app.route_prefix}",
+            presets.append((app.name, f"{app.name} {app.route_prefix}",
                             LoadTarget(url=f"{base}{prefix}", method="GET", body="",
                                        headers=())))
         return presets
 
-    def _update_load_target(self) -> None:
+    def _load_presets(self) -> list[tuple[str, LoadTarget]]:
+        """Every application's route as a load target; demos with their own payloads."""
+        return [(label, target) for _, label, target in self._app_presets()]
+
+    def _load_target(self) -> tuple[LoadTarget | None, list[tuple[str, str, LoadTarget]]]:
+        """Where a plain start sends load: the selected demo's own request, else the
+        selected application's route, else the first application with a route (demos
+        first); and every preset."""
+        presets = self._app_presets()
         demo = self._selected_demo()
-        presets = self._load_presets()
-        key = self.plots.key()
-        select = next((label for label, _ in presets
-                       if key is not None and label.endswith(f"({key[0]})")), None)
-        self.load_panel.set_target_presets(presets, select=select)
         target = self.session.load.target_for(demo) if demo else None
+        if target is not None:
+            return target, presets
+        key = self.plots.key()
+        chosen = next((t for app, _, t in presets if key is not None and app == key[0]),
+                      None)
+        return chosen or (presets[0][2] if presets else None), presets
+
+    def _update_load_target(self) -> None:
+        target, presets = self._load_target()
+        key = self.plots.key()
+        select = next((label for app, label, _ in presets
+                       if key is not None and app == key[0]), None)
+        self.load_panel.set_target_presets([(label, t) for _, label, t in presets],
+                                           select=select)
         if target is None:
-            self.load_panel.set_target("No demo application to send load to")
-            self.load_panel.set_enabled_for_target(bool(presets) or self.session.load.running)
+            self.load_panel.set_target(NO_LOAD_TARGET)
+            self.load_panel.set_enabled_for_target(self.session.load.running)
         else:
             self.load_panel.set_target(f"{target.method} {target.url}")
             self.load_panel.set_enabled_for_target(True)
 
     def start_load(self, rps: float) -> bool:
-        demo = self._selected_demo()
-        target = self.session.load.target_for(demo) if demo else None
+        """Send open-loop load at *rps* to the selected application (a demo with its own
+        request; any other application with GET on its route). False when there is
+        nothing to send it to."""
+        target, _ = self._load_target()
         if target is None:
-            self.event_log.add("No demo application to send load to.", "warning")
+            self.event_log.add(f"{NO_LOAD_TARGET}.", "warning")
             self.load_panel.set_running(False)
             return False
         self.settings.set_load_rps(rps)

@@ -250,3 +250,21 @@ def test_omp_num_threads_from_the_panel_reaches_the_replicas(qtbot, window, clie
     for r in probe_replies(probe_url, 2).values():
         assert (r["omp"], r["keep"]) == ("1", "yes"), r
     assert others(snapshot(client)) == others(before)
+
+
+def test_load_goes_to_an_application_the_console_did_not_deploy(qtbot, window, probe_url):
+    """'probe' is not a bundled demo: with it selected, the load panel aims at its route
+    (GET), and a plain start sends load there and gets answers."""
+    win = window
+    qtbot.waitUntil(lambda: win.load_panel._target_label.text() == f"GET {probe_url}",
+                    timeout=20_000)
+    assert win.load_panel._button.isEnabled()
+    stats = []
+    win.session.load.stats.connect(stats.append)
+    assert win.start_load(8.0)
+    try:
+        qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 12, timeout=30_000)
+        assert stats[-1].errors == 0, stats[-1].last_error
+    finally:
+        win.session.load.stop()
+    assert "No application" not in win.event_log.text()
