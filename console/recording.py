@@ -197,6 +197,10 @@ class SessionRecording(QObject):
     def _on_load_run_stats(self, run_id: int, started_t: float, stats) -> None:
         if self.recorder is not None and stats.history:
             self.recorder.load_seconds(run_id, started_t, stats.history)
+            if stats.versions:
+                # The versions' window ends with the run's newest finished second.
+                self.recorder.load_versions(run_id, started_t + stats.history[-1].t,
+                                            stats.versions)
 
     def _on_tuning_requested(self, app: str, deployment: str, path: str, value,
                              source: str) -> None:

@@ -24,7 +24,7 @@ from backend.errors import ConsoleError
 from backend.metrics.series import SERIES, SeriesStore
 from backend.recording import svg_plot
 from backend.recording.compare import CLIENT, Comparison, TimeRange, compare, format_value
-from backend.recording.reader import LOAD_COLUMNS, SessionData
+from backend.recording.reader import LOAD_COLUMNS, LOAD_VERSION_COLUMNS, SessionData
 from backend.recording.summary import format_duration
 from backend.recording.svg_plot import Band, Line, VMarker
 
@@ -46,6 +46,20 @@ _LOAD_HELP = {
     "ttfb_p50_ms": ("ms", "Streaming: median time to the first chunk."),
     "ttfb_p99_ms": ("ms", "Streaming: 99th percentile time to the first chunk."),
 }
+_VERSION_DOCS = [
+    ("run_id", "", "The load run (one per start of the load generator)."),
+    ("app", "", "The application the run sent to (a traffic router)."),
+    ("time", "", "The second, ISO 8601 local time with its UTC offset."),
+    ("t", "s", "Start of the second, unix time: the figures are the load generator's "
+               "last window (up to 5 s) ending with this second."),
+    ("version", "", "The version the responses named in their x-serve-version header."),
+    ("rps", "1/s", "Responses from this version per second over the window."),
+    ("ok", "requests", "Successful responses from this version in the window."),
+    ("errors", "requests", "Failed responses from this version in the window."),
+    ("p50_ms", "ms", "Median client-side latency of this version's ok responses."),
+    ("p99_ms", "ms", "99th percentile client-side latency of this version's ok responses."),
+]
+_VERSION_COUNTS = {"ok", "errors"}
 #: How far around the applied knob changes the report's own comparison looks.
 AUTO_COMPARE_S = 60.0
 
@@ -80,8 +94,9 @@ def _series_order(names: Iterable[str]) -> list[str]:
 # -- CSV -----------------------------------------------------------------------------------
 def export_csv(data: SessionData, folder: str, time_range: TimeRange | None = None
                ) -> list[str]:
-    """metrics.csv, replicas.csv (when there are replica series), load.csv, events.csv,
-    knob_changes.csv and COLUMNS.md into *folder*; returns the paths written."""
+    """metrics.csv, replicas.csv (when there are replica series), load_versions.csv (when
+    the load saw versions of a traffic split), load.csv, events.csv, knob_changes.csv and
+    COLUMNS.md into *folder*; returns the paths written."""
     os.makedirs(folder, exist_ok=True)
     lo, hi = span(data, time_range)
     docs: list[tuple[str, list[tuple[str, str, str]]]] = []
@@ -93,6 +108,11 @@ def export_csv(data: SessionData, folder: str, time_range: TimeRange | None = No
         path = os.path.join(folder, name)
         _write_seconds(path, columns)
         docs.append((name, _series_docs(columns)))
+        written.append(path)
+    if any(data.load_versions.values()):
+        path = os.path.join(folder, "load_versions.csv")
+        _write_load_versions(data, path, lo, hi)
+        docs.append(("load_versions.csv", _VERSION_DOCS))
         written.append(path)
     for name, writer, doc in (("load.csv", _write_load, _load_docs()),
                               ("events.csv", _write_events, _EVENT_DOCS),
@@ -178,6 +198,21 @@ def _write_load(data: SessionData, path: str, lo: float, hi: float) -> None:
             cells = [_cell(float(sec[c][i]), c) for c in LOAD_COLUMNS]
             rows.append([run.id, run.app or "", iso(float(sec["t"][i]))] + cells)
     _write_csv(path, ["run_id", "app", "time", *LOAD_COLUMNS], rows)
+
+
+def _write_load_versions(data: SessionData, path: str, lo: float, hi: float) -> None:
+    rows = []
+    apps = {run.id: run.app or "" for run in data.load_runs}
+    for run_id, versions in sorted(data.load_versions.items()):
+        for version, cols in sorted(versions.items()):
+            for i in np.nonzero(_inside(cols["t"], lo, hi))[0]:
+                cells = [_cell(float(cols[c][i]), c) if c not in _VERSION_COUNTS
+                         else str(int(cols[c][i])) for c in LOAD_VERSION_COLUMNS]
+                rows.append([run_id, apps.get(run_id, ""), iso(float(cols["t"][i])),
+                             cells[0], version, *cells[1:]])
+    rows.sort(key=lambda r: (r[0], float(r[3]), r[4]))
+    _write_csv(path, ["run_id", "app", "time", "t", "version",
+                      *LOAD_VERSION_COLUMNS[1:]], rows)
 
 
 def _note_markers(data: SessionData) -> set[tuple[float, str]]:

@@ -48,6 +48,10 @@ class LoadRun:
 LOAD_COLUMNS = ("t", "level", "offered", "completed", "ok", "errors", "in_flight",
                 "p50_ms", "p90_ms", "p99_ms", "p999_ms", "ttfb_p50_ms", "ttfb_p99_ms")
 
+#: Columns of what the load saw of one version of a traffic split (load_versions): the
+#: load generator's last-window figures as of the second starting at t.
+LOAD_VERSION_COLUMNS = ("t", "rps", "ok", "errors", "p50_ms", "p99_ms")
+
 
 @dataclass
 class SessionData:
@@ -64,6 +68,9 @@ class SessionData:
     load_runs: list[LoadRun] = field(default_factory=list)
     #: run id → {column: numpy array} (LOAD_COLUMNS; t is wall-clock time)
     load_seconds: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    #: run id → {version: {column: numpy array}} (LOAD_VERSION_COLUMNS), for runs whose
+    #: responses named a version (x-serve-version)
+    load_versions: dict[int, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
     notes: list[Note] = field(default_factory=list)
     #: The first and last sample times (None without samples).
     data_span: tuple[float, float] | None = None
@@ -193,6 +200,14 @@ def _read(conn: sqlite3.Connection, path: str, version: int) -> SessionData:
                           (run.id,)).fetchall()
         arr = np.array(rs, dtype=float).reshape(len(rs), len(LOAD_COLUMNS))
         data.load_seconds[run.id] = {c: arr[:, i] for i, c in enumerate(LOAD_COLUMNS)}
+    vcols = ", ".join(LOAD_VERSION_COLUMNS)
+    for run_id, version in conn.execute(
+            "SELECT DISTINCT run_id, version FROM load_versions ORDER BY run_id, version"):
+        rs = conn.execute(f"SELECT {vcols} FROM load_versions WHERE run_id = ? AND "
+                          "version = ? ORDER BY t", (run_id, version)).fetchall()
+        arr = np.array(rs, dtype=float).reshape(len(rs), len(LOAD_VERSION_COLUMNS))
+        data.load_versions.setdefault(run_id, {})[version] = {
+            c: arr[:, i] for i, c in enumerate(LOAD_VERSION_COLUMNS)}
     data.notes = [Note(t, text, written, nid) for nid, t, text, written in conn.execute(
         "SELECT id, t, text, written_t FROM notes ORDER BY t, id")]
     return data

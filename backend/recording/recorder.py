@@ -143,6 +143,12 @@ class Recorder:
         handed over every time."""
         self._q.put(("load_seconds", run_id, started_t, tuple(history)))
 
+    def load_versions(self, run_id: int, t: float, versions: Iterable) -> None:
+        """What the load saw of each version (backend.load_model.VersionLoad: its last
+        window's figures) as of the second starting at *t* (unix time); a second already
+        written is skipped."""
+        self._q.put(("load_versions", run_id, t, tuple(versions)))
+
     def note(self, t: float, text: str) -> None:
         self._q.put(("note", t, text, time.time()))
 
@@ -352,6 +358,11 @@ class Recorder:
         self._load_last_t[run_id] = last
         c.executemany("INSERT OR IGNORE INTO load_seconds VALUES "
                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+
+    def _w_load_versions(self, c, run_id, t, versions) -> None:
+        c.executemany("INSERT OR IGNORE INTO load_versions VALUES (?,?,?,?,?,?,?,?)",
+                      [(run_id, t, v.version, v.rps, v.ok, v.errors, v.p50_ms, v.p99_ms)
+                       for v in versions])
 
     def _w_note(self, c, t, text, written_t) -> None:
         c.execute("INSERT INTO notes (t, text, written_t) VALUES (?, ?, ?)",

@@ -20,7 +20,7 @@ import numpy as np
 
 from backend.errors import ConsoleError
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 #: One sample value in a packed blob: series-name id, value (little-endian, unaligned).
 SAMPLE_DTYPE = np.dtype([("name", "<u2"), ("value", "<f8")])
 
@@ -58,8 +58,17 @@ CREATE TABLE notes (id INTEGER PRIMARY KEY, t REAL NOT NULL, text TEXT NOT NULL,
                     written_t REAL NOT NULL);
 """
 
+# Version 3: what the console's load saw of each version of a traffic-split application
+# (responses naming it in x-serve-version): the load generator's last-window figures as of
+# each finished second.
+_V2_TO_V3 = """
+CREATE TABLE load_versions (run_id INTEGER NOT NULL, t REAL NOT NULL, version TEXT NOT NULL,
+                            rps REAL, ok INTEGER, errors INTEGER, p50_ms REAL, p99_ms REAL,
+                            PRIMARY KEY (run_id, t, version));
+"""
+
 #: MIGRATIONS[v] brings a file at version v to v + 1.
-MIGRATIONS: dict[int, str] = {1: _V1_TO_V2}
+MIGRATIONS: dict[int, str] = {1: _V1_TO_V2, 2: _V2_TO_V3}
 
 
 class SessionFileError(ConsoleError):

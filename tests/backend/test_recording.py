@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from backend.errors import ConsoleError
-from backend.load_model import SecondStats
+from backend.load_model import SecondStats, VersionLoad
 from backend.recording import library, schema
 from backend.recording.reader import open_session
 from backend.recording.recorder import REPLICA, KnobChange, Marker, Recorder
@@ -70,6 +70,14 @@ def _record_everything(path: Path, flush_s: float = 0.05) -> dict:
         want["history"].append(_second(i))
         rec.load_seconds(7, T0 - 0.5, tuple(want["history"]))
         rec.load_seconds(7, T0 - 0.5, tuple(want["history"]))
+        # What the load saw of each version, as of this second (handed over twice too;
+        # v2 answers only from the third second on).
+        versions = [VersionLoad("ModelV1", 45.0 - i / 3, 220 + i, i % 2, 31.5, 60.25 + i)]
+        if i >= 2:
+            versions.append(VersionLoad("ModelV2", 5.0 + i / 3, 20 + i, 0,
+                                        None if i == 2 else 40.0, None if i == 2 else 90.5))
+        for _ in range(2):
+            rec.load_versions(7, T0 - 0.5 + i, versions)
         if i == 3:
             assert rec.flush()  # a transaction boundary in the middle of it all
     rec.load_run(7, T0 - 0.5, "POST http://127.0.0.1:8000/batched", "open 50 req/s",
@@ -167,7 +175,19 @@ def test_every_record_type_reads_back_exactly_as_handed_over(tmp_path):
     assert np.isnan(secs["p50_ms"][2]) and secs["p50_ms"][3] == hist[3].p50_ms
     assert _bits(secs["p999_ms"][3:]) == _bits([s.p999_ms for s in hist[3:]])
     assert np.isnan(secs["ttfb_p99_ms"][:3]).all() and secs["ttfb_p99_ms"][3] == 9.25
+    # Each version's seconds once; a version's figures as handed over (None: NaN).
+    v1, v2 = data.load_versions[7]["ModelV1"], data.load_versions[7]["ModelV2"]
+    assert sorted(data.load_versions[7]) == ["ModelV1", "ModelV2"]
+    assert v1["t"].tolist() == [T0 - 0.5 + i for i in range(8)]
+    assert v1["rps"].tolist() == [45.0 - i / 3 for i in range(8)]
+    assert v1["ok"].tolist() == [220 + i for i in range(8)]
+    assert v1["errors"].tolist() == [i % 2 for i in range(8)]
+    assert v1["p99_ms"].tolist() == [60.25 + i for i in range(8)]
+    assert v2["t"].tolist() == [T0 - 0.5 + i for i in range(2, 8)]
+    assert np.isnan(v2["p50_ms"][0]) and np.isnan(v2["p99_ms"][0])
+    assert v2["p99_ms"][1:].tolist() == [90.5] * 5
     conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM load_versions").fetchone() == (14,)
     assert conn.execute("SELECT count(*) FROM load_seconds").fetchone() == (8,)
     assert conn.execute("SELECT error_kinds FROM load_seconds WHERE t = ?",
                         (T0 - 0.5 + 1,)).fetchone() == ('[["HTTP 503", 1]]',)

@@ -19,7 +19,7 @@ import yaml
 
 from backend.config_io import parse_config
 from backend.errors import ConsoleError
-from backend.load_model import SecondStats
+from backend.load_model import SecondStats, VersionLoad
 from backend.metrics.series import SERIES
 from backend.recording import export, svg_plot
 from backend.recording.compare import TimeRange, compare
@@ -158,6 +158,42 @@ def test_csv_files_and_metrics_equal_the_store(session, tmp_path):
     rps = {int(r["t"]): float(r[f"{APP}/{DEP}/requests_per_s"]) for r in rows}
     assert rps[int(t0) + 5] == 123.456789012345678  # the later poll of that second won
     assert rps[int(t0) + 7] == 50 + 7 / 3 + math.pi / 1e6
+
+
+def test_load_versions_csv_holds_what_the_load_saw_of_each_version(tmp_path):
+    """A load run against a traffic split: each second's per-version figures, in
+    load_versions.csv with its columns documented; a range keeps only its seconds."""
+    path = str(tmp_path / "split.db")
+    t0 = float(int(time.time()) - 100)
+    rec = Recorder(path, {"cluster_url": "http://head:8265"}, flush_s=0.05)
+    rec.samples(t0, {("versions", "VersionRouter"): {"requests_per_s": 30.0}})
+    rec.load_run(3, t0, "POST http://127.0.0.1:8000/versions", "open 30 req/s", "versions")
+    for i in range(6):
+        rec.load_versions(3, t0 + i, [
+            VersionLoad("ModelV1", 27.0 - i, 130 + i, 0, 15.5, 31.0),
+            VersionLoad("ModelV2", 3.0 + i, 15 + i, i, None if i == 0 else 18.25, 40.5)])
+    rec.samples(t0 + 6, {("versions", "VersionRouter"): {"requests_per_s": 30.0}})
+    rec.close()
+    data = open_session(path)
+    out = tmp_path / "csv"
+    written = export.export_csv(data, str(out))
+    assert str(out / "load_versions.csv") in written
+    header, rows = _read_csv(str(out / "load_versions.csv"))
+    assert header == ["run_id", "app", "time", "t", "version", "rps", "ok", "errors",
+                      "p50_ms", "p99_ms"]
+    assert len(rows) == 12
+    assert [(r["version"], float(r["t"])) for r in rows[:2]] == [("ModelV1", t0),
+                                                                  ("ModelV2", t0)]
+    v2 = [r for r in rows if r["version"] == "ModelV2"]
+    assert v2[0]["p50_ms"] == "" and v2[1]["p50_ms"] == "18.25"
+    assert [r["errors"] for r in v2] == ["0", "1", "2", "3", "4", "5"]
+    assert {r["app"] for r in rows} == {"versions"} and rows[0]["ok"] == "130"
+    assert "## load_versions.csv" in (out / "COLUMNS.md").read_text()
+
+    part = tmp_path / "part"
+    export.export_csv(data, str(part), TimeRange(t0 + 2, t0 + 3))
+    _, rows = _read_csv(str(part / "load_versions.csv"))
+    assert sorted({float(r["t"]) for r in rows}) == [t0 + 2, t0 + 3]
 
 
 def test_csv_time_column_is_local_iso_with_offset(session, tmp_path):

@@ -116,11 +116,16 @@ def test_a_rollout_from_the_window_ends_at_100_and_quitting_mid_rollout_reverts(
         win.close()
         assert not c.running
         assert _shares(cluster_client) == {"ModelV1": 100.0, "ModelV2": 0.0}
-        # The session recording holds the steps as knob changes made by the rollout.
-        steps = [k.new for k in open_session(path).knob_changes
+        # The session recording holds the steps as knob changes made by the rollout,
+        # and what the console's load saw of each version.
+        data = open_session(path)
+        steps = [k.new for k in data.knob_changes
                  if (k.app, k.path, k.source) == (APP, WEIGHTS, "rollout")]
         assert {"ModelV1": 0, "ModelV2": 100} in steps and {"ModelV1": 50,
                                                             "ModelV2": 50} in steps, steps
+        seen = {v for run in data.load_versions.values() for v, cols in run.items()
+                if cols["ok"].max() > 0}
+        assert seen == {"ModelV1", "ModelV2"}, data.load_versions.keys()
     finally:
         s.load.stop()
         apply_changes(cluster_client, APP, ROUTER, weights_change({"ModelV1": 90.0,
