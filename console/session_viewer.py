@@ -283,6 +283,11 @@ class SessionViewer(QMainWindow):
             menu, "Export &CSV…", "Ctrl+Shift+E",
             "One row per second, one column per series (with COLUMNS.md), plus the load "
             "generator's seconds, knob changes and events", self._on_export_csv)
+        self.export_range_actions = [self._action(
+            menu, f"Export range {label} as CSV…", None,
+            f"The same CSV files, only the seconds inside range {label} (the shaded "
+            "region on the plots)", lambda checked=False, i=i: self._on_export_range(i))
+            for i, label in enumerate("AB")]
         self.export_html_action = self._action(
             menu, "Export &HTML report…", "Ctrl+Shift+H",
             "A self-contained report (plots, the comparison of A and B, config diffs, "
@@ -314,10 +319,15 @@ class SessionViewer(QMainWindow):
     def _stem(self) -> str:
         return os.path.splitext(os.path.basename(self.data.path))[0]
 
-    def export_csv(self, folder: str, on_done=None) -> None:
+    def export_csv(self, folder: str, on_done=None, time_range: TimeRange | None = None
+                   ) -> None:
+        """CSV files of the session (of *time_range* only, when given) into *folder*,
+        on a worker thread."""
         from backend.recording.export import export_csv
-        self._export(lambda: export_csv(self.data, folder), f"CSV files in {folder}",
-                     on_done)
+        what = f"CSV files in {folder}" + (
+            f" (range {time_range.label}: {_clock(time_range.start)}–"
+            f"{_clock(time_range.end)})" if time_range is not None else "")
+        self._export(lambda: export_csv(self.data, folder, time_range), what, on_done)
 
     def export_html(self, path: str, on_done=None) -> None:
         from backend.recording.export import export_html
@@ -356,6 +366,14 @@ class SessionViewer(QMainWindow):
                                 folder=True)
         if folder:
             self.export_csv(os.path.join(folder, self._stem() + "_csv"))
+
+    def _on_export_range(self, index: int) -> None:
+        r = self.ranges()[index]
+        folder = self._ask_path(f"Export range {r.label} as CSV into a folder",
+                                os.path.expanduser("~"), "", folder=True)
+        if folder:
+            self.export_csv(os.path.join(folder, f"{self._stem()}_{r.label}_csv"),
+                            time_range=r)
 
     @Slot()
     def _on_export_html(self) -> None:

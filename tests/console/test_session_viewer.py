@@ -91,3 +91,24 @@ def test_one_session_against_another(qtbot, two):
                                                .getData()))
     assert ta[0] == 0.0 and tb[0] == 0.0  # aligned at each range's start
     assert set(va) == {40.0} and set(vb) == {45.0}
+
+
+def test_a_range_exports_only_its_seconds(qtbot, two, tmp_path):
+    data, _ = two
+    v = SessionViewer(data)
+    qtbot.addWidget(v)
+    t0 = data.started_t
+    v.set_ranges((t0 + 10, t0 + 19), (t0 + 200, t0 + 230))
+    assert [a.text() for a in v.export_range_actions] == ["Export range A as CSV…",
+                                                          "Export range B as CSV…"]
+    done = []
+    v.export_csv(str(tmp_path / "a_csv"), on_done=lambda ok, what: done.append((ok, what)),
+                 time_range=v.ranges()[0])
+    qtbot.waitUntil(lambda: bool(done), timeout=10_000)
+    ok, what = done[0]
+    assert ok and "range A" in what
+    import csv
+    with open(tmp_path / "a_csv" / "metrics.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [int(r["t"]) for r in rows] == [int(t0) + i for i in range(10, 20)]
+    assert "range A" in v.statusBar().currentMessage()
