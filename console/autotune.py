@@ -21,7 +21,7 @@ from PySide6.QtCore import QObject, Signal
 from backend.autotune import Candidate, Objective
 from backend.autotune_run import (BEST, START, TuneReport, TuneRequest, TuneRun,
                                   candidate_text, config_yaml)
-from console.tasks import user_message
+from console.tasks import start_run, user_message
 
 if TYPE_CHECKING:
     from console.session import Session
@@ -98,16 +98,7 @@ class AutoTuneController(QObject):
                       leave_timeout_s=60.0)
         self._run = run
 
-        def work() -> None:
-            try:
-                report = run.run()
-            except Exception as e:  # noqa: BLE001 - shown to the user
-                self._event.emit("error", user_message(e))
-                return
-            self._event.emit("report", report)
-
-        self._thread = threading.Thread(target=work, name="autotune", daemon=True)
-        self._thread.start()
+        self._thread = start_run("autotune", run.run, self._event.emit, "report")
         self.running_changed.emit(True)
         self._s.event.emit(f"Auto-tune of {request.app}/{request.deployment} started: "
                            f"{request.objective.describe()}, knobs "

@@ -7,6 +7,7 @@ later on the thread that owns the runner (the GUI thread), via a queued signal.
 from __future__ import annotations
 
 import logging
+import threading
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
@@ -22,6 +23,24 @@ def user_message(error: BaseException) -> str:
     if isinstance(error, ConsoleError):
         return str(error)
     return f"{type(error).__name__}: {error}"
+
+
+def start_run(name: str, run: Callable[[], Any], emit: Callable[[str, Any], None],
+              done_kind: str) -> threading.Thread:
+    """Run a long job (an auto-tune search, a rollout) on a daemon thread of its own:
+    its result reaches *emit* as (done_kind, result), an error as ("error", message). The
+    caller's *emit* is a queued signal, so both arrive on the GUI thread."""
+    def work() -> None:
+        try:
+            result = run()
+        except Exception as e:  # noqa: BLE001 - shown to the user
+            emit("error", user_message(e))
+            return
+        emit(done_kind, result)
+
+    thread = threading.Thread(target=work, name=name, daemon=True)
+    thread.start()
+    return thread
 
 
 class TaskRunner(QObject):

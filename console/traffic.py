@@ -22,7 +22,7 @@ from backend.rollout import (ABORTED, COMPLETED, FAILED, ROLLED_BACK, RolloutPla
 from backend.rollout_guard import Guard, Verdict, stats_since
 from backend.traffic import AFFINITY, WEIGHTS, TrafficRouter, router_of, splittable_apps, \
     weights_change
-from console.tasks import user_message
+from console.tasks import start_run
 
 if TYPE_CHECKING:
     from console.session import Session
@@ -174,16 +174,7 @@ class TrafficController(QObject):
                          on_event=lambda kind, payload: self._event.emit(kind, payload))
         self._run, self.report = run, None
 
-        def work() -> None:
-            try:
-                report = run.run()
-            except Exception as e:  # noqa: BLE001 - shown to the user
-                self._event.emit("error", user_message(e))
-                return
-            self._event.emit("done", report)
-
-        self._thread = threading.Thread(target=work, name="rollout", daemon=True)
-        self._thread.start()
+        self._thread = start_run("rollout", run.run, self._event.emit, "done")
         self.running_changed.emit(True)
         self._s.event.emit(f"Rollout of {plan.new} in {plan.app} started: steps "
                            f"{', '.join(f'{s:g}' for s in plan.steps)} %, {plan.hold_s:g} s "
