@@ -925,6 +925,7 @@ class MainWindow(QMainWindow):
             self.load_panel.set_running(False)
             return False
         self.settings.set_load_rps(rps)
+        self.load_panel.set_rate(rps)  # before running: shows the rate, sends nothing
         self.session.load.start(target, rps)
         self.load_panel.set_running(True)
         return True

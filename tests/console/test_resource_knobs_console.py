@@ -262,6 +262,7 @@ def test_load_goes_to_an_application_the_console_did_not_deploy(qtbot, window, p
     stats = []
     win.session.load.stats.connect(stats.append)
     assert win.start_load(8.0)
+    assert win.load_panel.rate() == 8.0  # the panel shows the rate it runs at
     try:
         qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 12, timeout=30_000)
         assert stats[-1].errors == 0, stats[-1].last_error
