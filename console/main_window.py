@@ -13,6 +13,7 @@ from PySide6.QtWidgets import (QDockWidget, QFileDialog, QInputDialog, QLabel, Q
 from backend.catalog import Demo
 from backend.diagnose import ConnectionSpec
 from backend.load_model import LoadTarget
+from backend.load_targets import app_target
 from backend.knobs import check_values, values_of
 from backend.model import ServeStatus
 from backend.replica_table import build_rows, latest_from_store
@@ -863,29 +864,21 @@ class MainWindow(QMainWindow):
 
     def _app_presets(self) -> list[tuple[str, str, LoadTarget]]:
         """(application, label, request) for every application with an HTTP route: a
-        bundled demo's own payload, else GET on the route."""
+        bundled demo's own payload, else GET on the route (backend.load_targets)."""
         status, base = self.session.status, self.session.load.serve_http_base()
         if status is None or base is None:
             return []
         presets = []
         for app in status.applications:
-            if app.route_prefix is None:
-                continue
             demo = next((d for d in self.catalog.values() if d.app_name == app.name), None)
-            if demo is not None:
-                target = self.session.load.target_for(demo)
-                if target is not None:
-                    presets.append((app.name, f"{demo.title} ({app.name})", target))
-                    continue
-            prefix = "" if app.route_prefix == "/" else app.route_prefix
-            presets.append((app.name, f"{app.name} {app.route_prefix}",
-                            LoadTarget(url=f"{base}{prefix}", method="GET", body="",
-                                       headers=())))
+            target = self.session.load.target_for(demo) if demo is not None else None
+            if target is not None:
+                presets.append((app.name, f"{demo.title} ({app.name})", target))
+                continue
+            target = app_target(status, base, app.name)  # GET on its route
+            if target is not None:
+                presets.append((app.name, f"{app.name} {app.route_prefix}", target))
         return presets
-
-    def _load_presets(self) -> list[tuple[str, LoadTarget]]:
-        """Every application's route as a load target; demos with their own payloads."""
-        return [(label, target) for _, label, target in self._app_presets()]
 
     def _load_target(self) -> tuple[LoadTarget | None, list[tuple[str, str, LoadTarget]]]:
         """Where a plain start sends load: the selected demo's own request, else the

@@ -156,7 +156,7 @@ def test_load_presets_and_a_full_load_plan(qtbot, window):
     qtbot.waitUntil(lambda: window.session.status is not None
                     and window.session.status.application("batched") is not None,
                     timeout=20_000)
-    presets = dict(window._load_presets())
+    presets = {label: t for _, label, t in window._app_presets()}
     label = next(lbl for lbl in presets if lbl.endswith("(batched)"))
     target = presets[label]
     assert "{features:256}" in target.body or "features" in target.body
