@@ -28,7 +28,7 @@ class ModelInfo:
 
     def summary(self) -> str:
         """One line for a tree row: 'cpu · 135M params · 1: 23 ms, 16: 25 ms'."""
-        parts = [self.device, f"{_count(self.params)} params"]
+        parts = [self.device, f"{count_text(self.params)} params"]
         if self.ms_per_batch:
             parts.append(", ".join(f"{n}: {_ms(ms)} ms" for n, ms in self.ms_per_batch))
         return " · ".join(parts)
@@ -91,7 +91,7 @@ def parse_model_info(app: str, data: Any, deployment: str | None = None) -> Mode
         replica=replica if isinstance(replica, str) else None)
 
 
-def _count(n: int) -> str:
+def count_text(n: int) -> str:
     if n >= 10**9:
         return f"{n / 1e9:.1f}B"
     if n >= 10**6:

@@ -94,7 +94,7 @@ def main() -> None:
         session.connect_remote(cluster.dashboard_url, cluster.token)
         wait_for(session.connected, 120)
         wait_for(session.status_changed, 120)
-        app, dep = demo.app_name, "BatchedClassifier"
+        app, dep = demo.app_name, "BatchedGenerator"
         print(f"ready after {time.monotonic() - t_start:.0f} s; 30 req/s of load running")
 
         live_plan = [("user_config.max_batch_size", v) for v in (4, 8, 16, 32)] + \

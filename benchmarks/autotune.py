@@ -53,7 +53,7 @@ from backend.local_cluster import LocalCluster  # noqa: E402
 from backend.rate_search import bisect_max_rate  # noqa: E402
 from benchmarks.common import Spread, load_text, machine_load  # noqa: E402
 
-DEPLOYMENT = "BatchedClassifier"
+DEPLOYMENT = "BatchedGenerator"
 SLO_MS = 300.0
 RANGES = {MAX_BATCH_SIZE: (1, 32), BATCH_WAIT: (0.005, 0.02)}
 START = {MAX_BATCH_SIZE: 1, BATCH_WAIT: 0.005}

@@ -46,7 +46,7 @@ from backend.local_cluster import LocalCluster  # noqa: E402
 from backend.tuning import apply_changes  # noqa: E402
 from benchmarks.common import Spread, bisect_max_rate, load_text, machine_load  # noqa: E402
 
-DEPLOYMENT = "BatchedClassifier"
+DEPLOYMENT = "BatchedGenerator"
 SLO_MS = 300.0  # client-side p99, coordinated-omission corrected
 TRIAL_S = 5.0  # at least this long…
 MIN_REQUESTS = 300  # …and at least this many requests per trial, for a meaningful p99…

@@ -99,10 +99,10 @@ def main() -> int:
         events = []
         session.replica_event.connect(events.append)
         wait_until(app, lambda: len(session.store.snapshot(
-            ("batched", "BatchedClassifier"), "requests_per_s")[1]) >= 3, 60, "live plots")
+            ("batched", "BatchedGenerator"), "requests_per_s")[1]) >= 3, 60, "live plots")
 
         for i in range(args.repeats):
-            dep = session.status.deployment("batched", "BatchedClassifier")
+            dep = session.status.deployment("batched", "BatchedGenerator")
             victim = next(r for r in dep.replicas if r.state == "RUNNING" and r.pid)
             markers = len(win.plots.markers())
             t0 = time.monotonic()

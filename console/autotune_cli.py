@@ -103,7 +103,7 @@ def build_request(args: argparse.Namespace) -> TuneRequest:
     """The run the arguments describe; ValueError saying what is wrong."""
     app, sep, dep = args.autotune.partition("/")
     if not sep or not app or not dep:
-        raise ValueError("--autotune takes APP/DEPLOYMENT, e.g. batched/BatchedClassifier")
+        raise ValueError("--autotune takes APP/DEPLOYMENT, e.g. batched/BatchedGenerator")
     if args.slo_p99_ms <= 0:
         raise ValueError("--slo-p99-ms must be > 0")
     if not 0 <= args.max_error_rate < 1:

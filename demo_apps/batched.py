@@ -1,39 +1,41 @@
-"""Batched classifier: a model sized for its device behind `@serve.batch`, tunable live
-through user_config.
+"""Batched generator: a small decoder-only transformer generating tokens behind
+`@serve.batch`, tunable live through user_config.
 
 Batching pays when a batch of many requests costs little more than one request. That is
-the case for real models, whose cost per request is reading their weights (an LLM's or a
-vision model's forward pass at batch 1 is memory-bound), and it is what this demo's model
-is chosen to be, by the replica's device at start (`model_spec_for`):
+the case for generation: every decode step reads all of the model's weights and runs the
+same kernels whether it advances one sequence or 32 (demo_apps/decoder.py). The model is
+sized per device at the replica's start (`spec_for`):
 
-* CPU: a wide MLP whose weights (~390 MB) are read once per forward pass — a batch of 1
-  costs tens of milliseconds (~35 on one core of the reference machine), almost all of
-  it reading weights, and a batch of 16 costs little more (bf16 where the CPU multiplies
-  it natively, AVX512-BF16/AMX; else float32 of the same weight bytes). Through Serve
-  every request also costs a few ms of Python (proxy, replica) whatever the batch: the
-  single-request cost has to dwarf that for batching to show its several-fold gain.
-* GPU: a transformer encoder at BERT-large width (12 × 1024, fp16) over the request's
-  features as 32 tokens: a batch of 1 is bound by kernel launches and weight reads, a
-  batch of 16 costs about the same — batching is worth an order of magnitude.
+* GPU: 6 layers × 768 (49M parameters, bf16 where the GPU has it, else fp16), a prompt of
+  8 tokens and 128 generated: 136 steps, each captured once as a CUDA graph, so the GPU
+  runs kernels back to back. On an H100 one request costs ~48 ms and a batch of 32
+  ~61 ms (1.28×); the GPU is busy the whole time a batch runs.
+* CPU: 6 layers × 32 in float32 (no bf16 needed), 8 + 24 tokens: a step's cost there is
+  PyTorch's per-operation work, which like a GPU's kernel launches barely grows with the
+  batch (~45 ms for one request on one core, a batch of 16 ≈ 1.3×). A CPU model with
+  large weights would be bound by reading them at batch 1 and by arithmetic at batch 16
+  wherever the CPU lacks native bf16 (3× for 16 then).
 
-At start the replica times a batch of 1 and of 16 (median of a few calls each); every
-response and `GET` on the route carry those figures (the "model" object).
+At start the replica builds the buffers (and graphs) of every batch size it may see and
+times batches of 1, 8, 16 and 32 after a warm-up (synchronised: the tokens are read
+back); every response and `GET` on the route carry those figures (the "model" object).
 
 Tunable convention (README "Making your own app tunable"): a deployment whose
 `user_config` carries `max_batch_size` / `batch_wait_timeout_s` applies them in
 `reconfigure` through the `@serve.batch` setters, so the console's sliders change them
 without restarting replicas.
 
-HTTP: POST {"features": [FEATURES floats]} or {"seed": int} → {"label", "score",
-"batch_size", "compute_ms", "device", "model"}; GET → {"model", "deployment", "replica",
-"user_config"}.
+HTTP: POST {"seed": int}, {"prompt": [token ids]} or {"features": [256 floats]} (the
+first 8, read as standard-normal scores, pick the prompt's tokens: what the console's load
+sends) → {"tokens", "batch_size", "compute_ms", "device", "model"}; GET → {"model",
+"deployment", "replica", "user_config"}.
 """
 
 from __future__ import annotations
 
-import statistics
+import dataclasses
+import math
 import time
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -41,152 +43,67 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
+from demo_apps.decoder import BUCKETS, DecoderSpec, Generator
 from demo_apps.device import replica_device
 
 FEATURES = 256
-CLASSES = 10
-PROBE_BATCHES = (1, 16)  # the batch sizes a replica times at start
+PROBE_BATCHES = (1, 8, 16, 32)  # the batch sizes a replica times at start
 PROBE_CALLS = 5  # timed calls per batch size (the median is reported)
 
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """What to build: an MLP (`depth` hidden layers of `width`) or a transformer encoder
-    (`depth` layers of `width`, the features cut into `tokens` tokens)."""
-
-    kind: str  # "mlp" | "transformer"
-    dtype: str  # a torch dtype's name: "bfloat16", "float32", "float16"
-    width: int
-    depth: int
-    tokens: int = 0  # transformer only
-    heads: int = 0
-    ff: int = 0
-
-    @property
-    def name(self) -> str:
-        if self.kind == "mlp":
-            return f"MLP {self.depth}×{self.width}"
-        return f"transformer encoder {self.depth}×{self.width}, {self.tokens} tokens"
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return getattr(torch, self.dtype)
+GPU = DecoderSpec(width=768, depth=6, heads=12, dtype="bfloat16", vocab=4096,
+                  prompt_tokens=8, new_tokens=128)
+CPU = DecoderSpec(width=32, depth=6, heads=1, dtype="float32", vocab=256,
+                  prompt_tokens=8, new_tokens=24)
 
 
-# ~390 MB of weights each: a batch of 1 reads them all (tens of ms on one core).
-CPU_BF16 = ModelSpec("mlp", "bfloat16", width=4096, depth=12)  # 202M parameters
-CPU_FP32 = ModelSpec("mlp", "float32", width=4096, depth=6)  # 102M parameters
-# BERT-large width and depth, 151M parameters (~300 MB in fp16).
-GPU = ModelSpec("transformer", "float16", width=1024, depth=12, tokens=32, heads=16, ff=4096)
+def spec_for(device: torch.device | str, bf16: bool | None = None) -> DecoderSpec:
+    """The model a replica on *device* serves (see the module docstring); a GPU without
+    bf16 (before Ampere) computes in fp16."""
+    if torch.device(device).type != "cuda":
+        return CPU
+    if bf16 is None:
+        bf16 = torch.cuda.is_bf16_supported()
+    return GPU if bf16 else dataclasses.replace(GPU, dtype="float16")
 
 
-def cpu_has_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively (AVX512-BF16 or AMX-BF16). Then bf16
-    weights halve what a batch of 1 reads and a batch of 16 costs about the same; without
-    it bf16 is emulated and float32 is the better choice."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as f:
-            for line in f:
-                if line.startswith("flags"):
-                    flags = set(line.partition(":")[2].split())
-                    return bool(flags & {"avx512_bf16", "amx_bf16"})
-    except OSError:
-        pass
-    return False
+def prompt_from_body(body: dict, spec: DecoderSpec) -> tuple[list[int] | None, str]:
+    """(the prompt's token ids, "") or (None, what is wrong with the body)."""
+    if "prompt" in body:
+        p = body["prompt"]
+        if (not isinstance(p, list) or not 1 <= len(p) <= spec.prompt_tokens
+                or not all(isinstance(t, int) and not isinstance(t, bool)
+                           and 0 <= t < spec.vocab for t in p)):
+            return None, (f"'prompt' must be 1 to {spec.prompt_tokens} token ids in "
+                          f"0…{spec.vocab - 1}")
+        return [p[i % len(p)] for i in range(spec.prompt_tokens)], ""
+    if "features" in body:
+        row = np.asarray(body["features"], dtype=np.float32)
+        if row.shape != (FEATURES,) or not np.isfinite(row).all():
+            return None, (f"'features' must be {FEATURES} finite numbers, "
+                          f"got shape {row.shape}")
+        # A standard-normal score's quantile picks a token: uniform over the vocabulary.
+        return [min(spec.vocab - 1, int(0.5 * (1 + math.erf(float(f) / math.sqrt(2)))
+                                        * spec.vocab))
+                for f in row[:spec.prompt_tokens]], ""
+    if "seed" in body:
+        try:
+            seed = int(body["seed"])
+        except (TypeError, ValueError):
+            return None, "'seed' must be an integer"
+        rng = np.random.default_rng(abs(seed))
+        return rng.integers(0, spec.vocab, spec.prompt_tokens).tolist(), ""
+    return None, (f"send {{'seed': int}}, {{'prompt': [up to {spec.prompt_tokens} token "
+                  f"ids]}} or {{'features': [{FEATURES} floats]}}, or GET for the model's "
+                  "figures")
 
 
-def model_spec_for(device: torch.device | str, cpu_bf16: bool | None = None) -> ModelSpec:
-    """The model a replica on *device* serves (see the module docstring)."""
-    if torch.device(device).type == "cuda":
-        return GPU
-    if cpu_bf16 is None:
-        cpu_bf16 = cpu_has_bf16()
-    return CPU_BF16 if cpu_bf16 else CPU_FP32
-
-
-class TokenEncoder(torch.nn.Module):
-    """The features as `tokens` tokens → linear embedding + learned positions →
-    transformer encoder → mean over tokens → class logits."""
-
-    def __init__(self, spec: ModelSpec, **factory) -> None:
-        super().__init__()
-        self.tokens = spec.tokens
-        self.embed = torch.nn.Linear(FEATURES // spec.tokens, spec.width, **factory)
-        self.position = torch.nn.Parameter(torch.randn(spec.tokens, spec.width, **factory)
-                                           * 0.02)
-        layer = torch.nn.TransformerEncoderLayer(
-            spec.width, spec.heads, spec.ff, dropout=0.0, activation="gelu",
-            batch_first=True, **factory)
-        self.encoder = torch.nn.TransformerEncoder(layer, spec.depth,
-                                                   enable_nested_tensor=False)
-        self.head = torch.nn.Linear(spec.width, CLASSES, **factory)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = self.embed(x.reshape(x.shape[0], self.tokens, -1)) + self.position
-        return self.head(self.encoder(h).mean(dim=1))
-
-
-def build_model(spec: ModelSpec, device: torch.device | str = "cpu",
-                seed: int = 0) -> torch.nn.Module:
-    """Fixed weights (the same input gives the same answer), built on *device* in the
-    spec's dtype."""
-    torch.manual_seed(seed)
-    factory = {"device": device, "dtype": spec.torch_dtype}
-    if spec.kind == "transformer":
-        return TokenEncoder(spec, **factory).eval()
-    widths = [FEATURES] + [spec.width] * (spec.depth + 1)
-    layers: list[torch.nn.Module] = []
-    for n_in, n_out in zip(widths, widths[1:]):
-        # skip_init: the weights are set once below, not twice (the default init of
-        # ~100M parameters would cost a second on one core).
-        linear = torch.nn.utils.skip_init(torch.nn.Linear, n_in, n_out, **factory)
-        # He init keeps activations at scale through the depth (the default init
-        # shrinks them layer by layer until every input gets the same label).
-        torch.nn.init.kaiming_uniform_(linear.weight, nonlinearity="relu")
-        torch.nn.init.zeros_(linear.bias)
-        layers += [linear, torch.nn.GELU()]
-    head = torch.nn.utils.skip_init(torch.nn.Linear, spec.width, CLASSES, **factory)
-    torch.nn.init.kaiming_uniform_(head.weight, nonlinearity="linear")
-    torch.nn.init.zeros_(head.bias)
-    return torch.nn.Sequential(*layers, head).eval()
-
-
-def features_from_seed(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(FEATURES).astype(np.float32)
-
-
-def classify(model: torch.nn.Module, spec: ModelSpec, device: torch.device,
-             rows: list[np.ndarray]) -> torch.Tensor:
-    """Class probabilities (float32, on the CPU) of a batch of feature rows."""
-    x = torch.from_numpy(np.stack(rows)).to(device=device, dtype=spec.torch_dtype)
-    with torch.inference_mode():
-        return torch.softmax(model(x).float(), dim=1).cpu()  # .cpu() waits for a GPU
-
-
-def time_batches(model: torch.nn.Module, spec: ModelSpec, device: torch.device,
-                 sizes=PROBE_BATCHES, calls: int = PROBE_CALLS) -> dict[int, float]:
-    """{batch size: median ms of `calls` calls of `classify`}, after one warm-up call."""
-    out = {}
-    for n in sizes:
-        rows = [features_from_seed(i) for i in range(n)]
-        classify(model, spec, device, rows)
-        times = []
-        for _ in range(calls):
-            started = time.perf_counter()
-            classify(model, spec, device, rows)
-            times.append((time.perf_counter() - started) * 1000)
-        out[n] = statistics.median(times)
-    return out
-
-
-def describe_model(model: torch.nn.Module, spec: ModelSpec, device: torch.device,
-                   timings: dict[int, float]) -> dict:
+def describe_model(gen: Generator, timings: dict[int, float]) -> dict:
     """The "model" object of responses and of GET."""
-    params = sum(p.numel() for p in model.parameters())
-    info = {"name": spec.name, "kind": spec.kind, "device": device.type, "dtype": spec.dtype,
-            "params": params,
-            "weights_mb": round(sum(p.numel() * p.element_size()
-                                    for p in model.parameters()) / 2**20),
+    spec, device = gen.spec, gen.device
+    info = {"name": spec.name, "kind": "decoder", "device": device.type,
+            "dtype": spec.dtype, "params": gen.params, "weights_mb": gen.weights_mb,
+            "prompt_tokens": spec.prompt_tokens, "new_tokens": spec.new_tokens,
+            "cuda_graphs": gen.graphs_used,
             "threads": torch.get_num_threads() if device.type == "cpu" else None}
     info.update({f"ms_batch_{n}": round(ms, 2) for n, ms in timings.items()})
     return info
@@ -202,13 +119,13 @@ def _replica_names() -> tuple[str | None, str | None]:
 
 
 @serve.deployment
-class BatchedClassifier:
+class BatchedGenerator:
     def __init__(self) -> None:
         self.device = replica_device()
-        self.spec = model_spec_for(self.device)
-        self.model = build_model(self.spec, self.device)
-        self.model_info = describe_model(self.model, self.spec, self.device,
-                                         time_batches(self.model, self.spec, self.device))
+        self.gen = Generator(spec_for(self.device), self.device)
+        self.gen.warm(BUCKETS)  # every bucket's buffers (and graph) before any request
+        self.model_info = describe_model(
+            self.gen, self.gen.time_batches(PROBE_BATCHES, PROBE_CALLS))
         self.deployment, self.replica = _replica_names()
         self.max_batch_size = 8
         self.batch_wait_timeout_s = 0.01
@@ -219,24 +136,21 @@ class BatchedClassifier:
         self.batch_wait_timeout_s = float(
             user_config.get("batch_wait_timeout_s", self.batch_wait_timeout_s)
         )
-        self.predict.set_max_batch_size(self.max_batch_size)
-        self.predict.set_batch_wait_timeout_s(self.batch_wait_timeout_s)
+        self.generate.set_max_batch_size(self.max_batch_size)
+        self.generate.set_batch_wait_timeout_s(self.batch_wait_timeout_s)
 
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
-    async def predict(self, rows: list[np.ndarray]) -> list[dict]:
+    async def generate(self, prompts: list[list[int]]) -> list[dict]:
         started = time.perf_counter()
         # On the event loop, on purpose: while a batch computes, no new batch is cut, so
         # the requests arriving meanwhile make the next batch full. (Run in a thread,
         # @serve.batch cuts the next batches during the compute, each after its wait
         # with the few requests there are then: batches of 1–2 and half the throughput.)
-        probs = classify(self.model, self.spec, self.device, rows)
-        score, label = probs.max(dim=1)
+        tokens = self.gen.generate(torch.tensor(prompts, dtype=torch.long)).tolist()
         compute_ms = (time.perf_counter() - started) * 1000
-        return [
-            {"label": int(label[i]), "score": float(score[i]), "batch_size": len(rows),
-             "compute_ms": compute_ms, "device": self.device.type, "model": self.model_info}
-            for i in range(len(rows))
-        ]
+        return [{"tokens": row, "batch_size": len(prompts), "compute_ms": compute_ms,
+                 "device": self.device.type, "model": self.model_info}
+                for row in tokens]
 
     def info(self) -> dict:
         return {"model": self.model_info, "deployment": self.deployment,
@@ -251,24 +165,11 @@ class BatchedClassifier:
             body = await request.json()
         except ValueError:
             body = {}
-        if not isinstance(body, dict):
-            body = {}
-        if "features" in body:
-            row = np.asarray(body["features"], dtype=np.float32)
-            if row.shape != (FEATURES,):
-                return JSONResponse(
-                    {"error": f"'features' must be {FEATURES} numbers, got shape {row.shape}"},
-                    status_code=400,
-                )
-        elif "seed" in body:
-            row = features_from_seed(int(body["seed"]))
-        else:
-            return JSONResponse(
-                {"error": f"send {{'features': [{FEATURES} floats]}} or {{'seed': int}}, "
-                          "or GET for the model's figures"},
-                status_code=400,
-            )
-        return JSONResponse(await self.predict(row))
+        prompt, error = prompt_from_body(body if isinstance(body, dict) else {},
+                                         self.gen.spec)
+        if prompt is None:
+            return JSONResponse({"error": error}, status_code=400)
+        return JSONResponse(await self.generate(prompt))
 
 
-app = BatchedClassifier.bind()
+app = BatchedGenerator.bind()

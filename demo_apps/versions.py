@@ -34,7 +34,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from demo_apps.adapters import row_from_request
-from demo_apps.batched import ModelSpec, build_model, classify
+from demo_apps.classifier import ModelSpec, build_model, classify
 from demo_apps.device import replica_device
 from demo_apps.traffic_split import SHARD_KEY_HEADER, check_weights, pick
 

@@ -33,7 +33,7 @@ from console.main_window import MainWindow  # noqa: E402
 from console.session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
 
-APP, DEP = "batched", "BatchedClassifier"
+APP, DEP = "batched", "BatchedGenerator"
 LOAD_RPS = 3.0
 APPLY_AFTER_S = 25   # of load: the empty-batch hint needs its 10 s of samples first
 SHOOT_AFTER_APPLY_S = 6

@@ -35,7 +35,7 @@ from console.main_window import MainWindow  # noqa: E402
 from console.session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
 
-APP, DEP = "batched", "BatchedClassifier"
+APP, DEP = "batched", "BatchedGenerator"
 LEVEL_RPS, STEPS, STEP_S = 40, 4, 20
 RETARGET_AT_S = 100
 SHOOT_AT_S = 170

@@ -34,7 +34,7 @@ from console.main_window import MainWindow  # noqa: E402
 from console.session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
 
-APP, DEP = "batched", "BatchedClassifier"
+APP, DEP = "batched", "BatchedGenerator"
 RPS = 40
 
 

@@ -109,7 +109,7 @@ def tuning_app(ray_cluster, cluster_client, batched_demo):
     status = deploy_app(cluster_client, app, timeout_s=240)
     url = f"http://127.0.0.1:{status.http_port}/tuning"
     assert requests.post(url, json={"seed": 0}, timeout=30).ok
-    return "tuning", "BatchedClassifier", url
+    return "tuning", "BatchedGenerator", url
 
 
 PROMETHEUS = shutil.which("prometheus")

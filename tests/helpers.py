@@ -47,7 +47,7 @@ def batched_copy(client, name: str, max_batch_size: int, batch_wait_timeout_s: f
         "import_path": "demo_apps.batched:app",
         "runtime_env": {"py_modules": [uri], "env_vars": {"OMP_NUM_THREADS": "1"}},
         "deployments": [{
-            "name": "BatchedClassifier", "num_replicas": 1,
+            "name": "BatchedGenerator", "num_replicas": 1,
             "user_config": {"max_batch_size": max_batch_size,
                             "batch_wait_timeout_s": batch_wait_timeout_s},
             "ray_actor_options": {"num_cpus": 0.25},

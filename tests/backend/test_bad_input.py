@@ -53,7 +53,7 @@ BASE = {"applications": [{
     "import_path": "demo_apps.batched:app",
     "runtime_env": {"env_vars": {"OMP_NUM_THREADS": "1"}},
     "deployments": [{
-        "name": "BatchedClassifier", "num_replicas": 1, "max_ongoing_requests": 8,
+        "name": "BatchedGenerator", "num_replicas": 1, "max_ongoing_requests": 8,
         "user_config": {"max_batch_size": 4, "batch_wait_timeout_s": 0.01},
         "ray_actor_options": {"num_cpus": 0.1},
     }],
@@ -430,7 +430,7 @@ def test_bad_knob_values_never_reach_the_cluster(cluster_client, unchanged, case
     from backend.tuning import apply_changes
 
     path, value = case
-    refused(KNOB, case, lambda: apply_changes(cluster_client, "batched", "BatchedClassifier",
+    refused(KNOB, case, lambda: apply_changes(cluster_client, "batched", "BatchedGenerator",
                                               {path: value}, timeout_s=5),
             allowed=(ConsoleError,))
     unchanged()

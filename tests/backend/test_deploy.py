@@ -15,15 +15,15 @@ from backend.serve_config import with_application
 from tests.helpers import batched_copy
 
 
-def test_demo_answers_with_a_prediction(batched_demo, cluster_client):
+def test_demo_answers_with_generated_tokens(batched_demo, cluster_client):
     r = requests.post(batched_demo, json={"seed": 42}, timeout=10)
     assert r.status_code == 200, r.text
     body = r.json()
-    assert 0 <= body["label"] < 10 and 0 < body["score"] <= 1
+    assert len(body["tokens"]) == body["model"]["new_tokens"] > 0
     # The device the cluster really has: CUDA when it lent the replica a GPU share.
     assert body["device"] == ("cuda" if cluster_client.cluster_gpus() else "cpu")
     # The same input gives the same answer: a real, deterministic model.
-    assert requests.post(batched_demo, json={"seed": 42}, timeout=10).json()["label"] == body["label"]
+    assert requests.post(batched_demo, json={"seed": 42}, timeout=10).json()["tokens"] == body["tokens"]
 
 
 def test_demo_rejects_bad_input_clearly(batched_demo):

@@ -15,7 +15,7 @@ OFFERED_RPS = 60.0
 @pytest.fixture
 def demo_key() -> tuple[str, str]:
     demo = load_catalog()["batched"]
-    return demo.app_name, "BatchedClassifier"
+    return demo.app_name, "BatchedGenerator"
 
 
 def test_direct_source_sees_the_offered_load(cluster_client, load_on, demo_key):

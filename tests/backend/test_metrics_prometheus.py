@@ -20,7 +20,7 @@ def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, loa
     prom = PrometheusSource(prometheus_url, window_s=10)
     assert prom.check()
     direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=10)
-    key = ("batched", "BatchedClassifier")
+    key = ("batched", "BatchedGenerator")
     samples = {"prom": [], "direct": []}
     try:
         # Both windows fill with loaded data. The direct source's window is made of its
@@ -60,8 +60,8 @@ def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, loa
 def test_promql_can_be_copied_per_deployment(prometheus_url):
     prom = PrometheusSource(prometheus_url, window_s=10)
     try:
-        q = prom.queries(("batched", "BatchedClassifier"))
-        assert 'application="batched",deployment="BatchedClassifier"' in q["latency_p99_ms"]
+        q = prom.queries(("batched", "BatchedGenerator"))
+        assert 'application="batched",deployment="BatchedGenerator"' in q["latency_p99_ms"]
         assert q["latency_p99_ms"].startswith("histogram_quantile(0.99")
         # The query is valid PromQL: Prometheus itself accepts it.
         r = requests.get(prometheus_url + "/api/v1/query",

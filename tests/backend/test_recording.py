@@ -25,7 +25,7 @@ from backend.recording.reader import open_session
 from backend.recording.recorder import REPLICA, KnobChange, Marker, Recorder
 
 T0 = 1_790_000_000.0
-DEP_A, DEP_B = ("batched", "BatchedClassifier"), ("mux", "Adapters")
+DEP_A, DEP_B = ("batched", "BatchedGenerator"), ("mux", "Adapters")
 # Values no rounding survives: 17 significant digits, NaN, infinities, a negative zero,
 # the smallest subnormal.
 ODD = [math.pi / 3, float("nan"), float("inf"), -float("inf"), -0.0, 5e-324, 1e308,
@@ -85,12 +85,12 @@ def _record_everything(path: Path, flush_s: float = 0.05) -> dict:
     rec.event(T0 + 1.5, "info", "Deployed batched — ✓ ünïcode 'quotes' \"too\"")
     rec.event(T0 + 2.5, "error", "Replica died\nsecond line")
     rec.marker(Marker(T0 + 3, "max_batch_size 8 → 32", "user_config.max_batch_size", "change",
-                      "batched", "BatchedClassifier"))
+                      "batched", "BatchedGenerator"))
     rec.marker(Marker(T0 + 4, "scaled to 2"))
     changes = [
-        KnobChange("batched", "BatchedClassifier", "user_config.max_batch_size", 8, 32,
+        KnobChange("batched", "BatchedGenerator", "user_config.max_batch_size", 8, 32,
                    T0 + 2.9, T0 + 3.0, "applied", "slider"),
-        KnobChange("batched", "BatchedClassifier", "num_replicas", None, 2, T0 + 3.5, None,
+        KnobChange("batched", "BatchedGenerator", "num_replicas", None, 2, T0 + 3.5, None,
                    "failed", "import", "not enough CPUs: needs 2, 1 free"),
         KnobChange("mux", "Adapters", "user_config", {"a": [1, 2.5]}, {"a": None}, T0 + 5,
                    None, "cancelled", "auto-tune"),
@@ -151,7 +151,7 @@ def test_every_record_type_reads_back_exactly_as_handed_over(tmp_path):
                            (T0 + 2.5, "error", "Replica died\nsecond line")]
     assert data.markers == [
         Marker(T0 + 3, "max_batch_size 8 → 32", "user_config.max_batch_size", "change",
-               "batched", "BatchedClassifier"),
+               "batched", "BatchedGenerator"),
         Marker(T0 + 4, "scaled to 2", "", "change", None, None)]
     assert data.knob_changes == want["changes"]
     assert [(d.t, d.app, d.ok, d.message) for d in data.deploys] == [

@@ -24,7 +24,7 @@ from backend.recording import library
 from backend.recording.reader import open_session
 
 ROOT = Path(__file__).resolve().parents[2]
-KEY = ("batched", "BatchedClassifier")
+KEY = ("batched", "BatchedGenerator")
 REP = KEY + ("td8rq1cp",)
 
 # The values of sample i (the child and the test compute them alike): 17 significant
@@ -43,8 +43,8 @@ CHILD = textwrap.dedent("""
     i = 0
     while True:
         t = time.time()
-        rec.samples(t, {("batched", "BatchedClassifier"): values(i)})
-        rec.samples(t, {("batched", "BatchedClassifier", "td8rq1cp"):
+        rec.samples(t, {("batched", "BatchedGenerator"): values(i)})
+        rec.samples(t, {("batched", "BatchedGenerator", "td8rq1cp"):
                         {"ongoing_requests": float(i % 5)}}, kind=REPLICA)
         rec.event(t, "info", f"tick {i}")
         print(i, repr(t), flush=True)

@@ -27,7 +27,7 @@ from backend.recording.reader import LOAD_COLUMNS, open_session
 from backend.recording.recorder import REPLICA, KnobChange, Marker, Recorder
 
 ROOT = Path(__file__).resolve().parents[2]
-APP, DEP = "batched", "BatchedClassifier"
+APP, DEP = "batched", "BatchedGenerator"
 MUX_APP, MUX_DEP = "mux", "Adapters"
 NOTE = "bs 32 <script>alert('x')</script> & wait"
 SECONDS = 30
@@ -94,7 +94,7 @@ def build_session(path: str) -> float:
     # Two polls in one second: the later one is that second's value.
     rec.samples(t0 + 5.75, {(APP, DEP): {"requests_per_s": 123.456789012345678}})
     _changes(rec, t0)
-    rec.marker(Marker(t0 + 12.4, "BatchedClassifier upscale 1 → 2", "queue above target",
+    rec.marker(Marker(t0 + 12.4, "BatchedGenerator upscale 1 → 2", "queue above target",
                       "scaling", APP, DEP))
     rec.note(t0 + 18.0, NOTE)
     rec.marker(Marker(t0 + 18.0, f"✎ {NOTE[:40]}", NOTE, "note", APP, DEP))

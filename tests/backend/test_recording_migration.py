@@ -19,7 +19,7 @@ from backend.recording.reader import open_session
 from backend.recording.recorder import KnobChange, Marker
 
 T0 = 1_780_000_000.0
-KEY = ["batched", "BatchedClassifier"]
+KEY = ["batched", "BatchedGenerator"]
 
 
 def _packed(pairs) -> bytes:
@@ -37,23 +37,23 @@ def _v1_file(path: Path) -> None:
     conn.executemany("INSERT INTO series_names VALUES (?, ?)",
                      [(1, "requests_per_s"), (2, "latency_p99_ms"), (3, "ongoing_requests")])
     conn.execute("INSERT INTO series_keys VALUES (1, 'deployment', ?)",
-                 ('["batched", "BatchedClassifier"]',))
+                 ('["batched", "BatchedGenerator"]',))
     conn.execute("INSERT INTO series_keys VALUES (2, 'replica', ?)",
-                 ('["batched", "BatchedClassifier", "td8rq1cp"]',))
+                 ('["batched", "BatchedGenerator", "td8rq1cp"]',))
     for i in range(5):
         conn.execute("INSERT INTO samples VALUES (?, 1, ?)",
                      (T0 + i, _packed([(1, 50 + i / 3), (2, float("nan") if i == 2 else 61.5)])))
         conn.execute("INSERT INTO samples VALUES (?, 2, ?)", (T0 + i + 0.5, _packed([(3, i)])))
     conn.execute("INSERT INTO events VALUES (?, 'info', 'Deployed batched')", (T0 + 1,))
     conn.execute("INSERT INTO markers VALUES (?, 'bs 8 → 32', 'user_config.max_batch_size', "
-                 "'change', 'batched', 'BatchedClassifier')", (T0 + 2,))
+                 "'change', 'batched', 'BatchedGenerator')", (T0 + 2,))
     conn.execute("INSERT INTO knob_changes (app, deployment, path, old, new, requested_t, "
-                 "applied_t, state, source) VALUES ('batched', 'BatchedClassifier', "
+                 "applied_t, state, source) VALUES ('batched', 'BatchedGenerator', "
                  "'user_config.max_batch_size', '8', '32', ?, ?, 'applied', 'slider')",
                  (T0 + 1.9, T0 + 2))
     conn.execute("INSERT INTO knob_changes (app, deployment, path, old, new, requested_t, "
                  "applied_t, state, source, message) VALUES ('batched', "
-                 "'BatchedClassifier', 'num_replicas', NULL, '3', ?, NULL, 'failed', "
+                 "'BatchedGenerator', 'num_replicas', NULL, '3', ?, NULL, 'failed', "
                  "'slider', 'no room')", (T0 + 3,))
     conn.execute("INSERT INTO deploys VALUES (?, 'batched', 1, 'deployed')", (T0,))
     conn.execute("INSERT INTO configs VALUES (?, ?)",
@@ -87,11 +87,11 @@ def _check_v1_data(data) -> None:
     assert t.tolist() == [T0 + i + 0.5 for i in range(5)] and v.tolist() == list(range(5))
     assert data.events == [(T0 + 1, "info", "Deployed batched")]
     assert data.markers == [Marker(T0 + 2, "bs 8 → 32", "user_config.max_batch_size",
-                                   "change", "batched", "BatchedClassifier")]
+                                   "change", "batched", "BatchedGenerator")]
     assert data.knob_changes == [
-        KnobChange("batched", "BatchedClassifier", "user_config.max_batch_size", 8, 32,
+        KnobChange("batched", "BatchedGenerator", "user_config.max_batch_size", 8, 32,
                    T0 + 1.9, T0 + 2, "applied", "slider", ""),
-        KnobChange("batched", "BatchedClassifier", "num_replicas", None, 3, T0 + 3, None,
+        KnobChange("batched", "BatchedGenerator", "num_replicas", None, 3, T0 + 3, None,
                    "failed", "slider", "no room")]
     assert [(d.t, d.app, d.ok) for d in data.deploys] == [(T0, "batched", True)]
     assert data.configs == [(T0, {"applications": [{"name": "batched"}]})]

@@ -21,7 +21,7 @@ from backend.loadgen import LoadGenerator
 from backend.replica_watch import DIED, REPLACED, ReplicaWatcher, poll_replica_events
 from tests.helpers import batched_copy, own_cluster
 
-APP, DEP = "rwatch", "BatchedClassifier"
+APP, DEP = "rwatch", "BatchedGenerator"
 POLL_S = 1.0
 # The bar of issue 11: a killed replica is on the plots within 2 s. Polling once a
 # second, the GCS source sees it on the first poll after the kill (~0-1 s).

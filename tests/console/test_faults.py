@@ -131,7 +131,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert blocker.args[0], blocker.args
         target = session.load.target_for(demo)
         session.load.start(target, 30)
-        key = ("batched", "BatchedClassifier")
+        key = ("batched", "BatchedGenerator")
         qtbot.waitUntil(lambda: len(session.store.snapshot(key, "requests_per_s")[1]) >= 3,
                         timeout=60_000)
         assert win.knob_panel.unavailable_reason() == ""
@@ -293,7 +293,7 @@ def test_a_blocked_node_metrics_port_is_named_in_the_status_bar(qtbot, tmp_path,
         assert "failing since" in win._metrics_label.text()
         assert any(f"127.0.0.1:{port}" in e.message for e in win.event_log.entries())
         # The other node's data still flows, and the cluster itself is fine.
-        key = ("batched", "BatchedClassifier")
+        key = ("batched", "BatchedGenerator")
         qtbot.waitUntil(lambda: len(session.store.snapshot(key, "requests_per_s")[1]) >= 3,
                         timeout=30_000)
         assert session.connection.state == ConnectionState.CONNECTED

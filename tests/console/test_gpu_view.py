@@ -53,7 +53,7 @@ def test_a_cpu_cluster_shows_no_gpu_view(qtbot, tmp_path, ray_cluster, batched_d
     try:
         # Several metrics polls with Serve data: the GPU part had its chances.
         def polled():
-            _, y = session.store.snapshot(("batched", "BatchedClassifier"), "replicas_running")
+            _, y = session.store.snapshot(("batched", "BatchedGenerator"), "replicas_running")
             return len(y) >= 4
         qtbot.waitUntil(polled, timeout=30_000)
         assert session.status is not None and session.status.application("batched")

@@ -35,7 +35,7 @@ def test_deploy_menu_load_and_live_curves(qtbot, window):
         action.trigger()
     ok, app, message = blocker.args
     assert ok, message
-    assert window.plots.key() == ("batched", "BatchedClassifier")
+    assert window.plots.key() == ("batched", "BatchedGenerator")
 
     assert window.start_load(40.0)
     try:
@@ -61,7 +61,7 @@ def test_tree_shows_applications_and_replicas(qtbot, window):
     def listed():
         status = window.session.status
         assert status is not None and status.application("batched") is not None
-        dep = status.deployment("batched", "BatchedClassifier")
+        dep = status.deployment("batched", "BatchedGenerator")
         assert dep.running_replicas >= 1
         assert window.tree.topLevelItemCount() >= 1
         names = [window.tree.topLevelItem(i).text(0)
@@ -116,7 +116,7 @@ def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window
     assert len(window.plots.markers()) == markers_before + 1
     assert "max_ongoing_requests" in window.plots.markers()[-1][1]
     assert panel.state("max_ongoing_requests") == "applied"
-    assert any("Applied to tuning/BatchedClassifier" in e.message
+    assert any("Applied to tuning/BatchedGenerator" in e.message
                for e in window.event_log.entries())
 
 

@@ -14,12 +14,12 @@ from PySide6.QtCore import QObject, Signal
 import console.model_info
 from backend.errors import ConsoleError
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
-from backend.model_info import ModelInfo
+from backend.model_info import ModelInfo, count_text
 from console.model_info import ModelInfoWatch
 from console.tasks import TaskRunner
 from widgets.app_tree import COL_NAME
 
-KEY = ("batched", "BatchedClassifier")
+KEY = ("batched", "BatchedGenerator")
 
 
 @pytest.fixture
@@ -57,11 +57,12 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
     device = "cuda" if cluster_client.cluster_gpus() else "cpu"
     model = requests.get(batched_demo, timeout=30).json()["model"]
     text = shown()
-    m = re.fullmatch(rf"↳ {device} · (\d+)M params · 1: ([\d.]+) ms, 16: ([\d.]+) ms", text)
+    m = re.fullmatch(rf"↳ {device} · (\S+) params · 1: ([\d.]+) ms, 8: ([\d.]+) ms, "
+                     r"16: ([\d.]+) ms, 32: ([\d.]+) ms", text)
     assert m, text
-    assert int(m[1]) == round(model["params"] / 1e6)
-    assert float(m[2]) == pytest.approx(model["ms_batch_1"], abs=0.51)
-    assert float(m[3]) == pytest.approx(model["ms_batch_16"], abs=0.51)
+    assert m[1] == count_text(model["params"])
+    for i, n in enumerate((1, 8, 16, 32), start=2):
+        assert float(m[i]) == pytest.approx(model[f"ms_batch_{n}"], abs=0.51), (n, text)
     tip = tree.deployment_item(*KEY).toolTip(COL_NAME)
     assert model["name"] in tip and "measured by the replica at its start" in tip
     assert window.session.model_info.infos[KEY].device == device

@@ -82,14 +82,14 @@ def test_prometheus_source_feeds_the_plots(qtbot, prometheus_url, ray_cluster, l
                              prometheus_url=prometheus_url)
         assert s.metrics_source == "prometheus"
         load_on(30)
-        key = ("batched", "BatchedClassifier")
+        key = ("batched", "BatchedGenerator")
 
         def plotted():
             _, rps = s.store.snapshot(key, "requests_per_s")
             assert len(rps) >= 2 and 15 < rps[-1] < 45, rps[-5:]
         qtbot.waitUntil(plotted, timeout=60_000)
         promql = s.promql(key)
-        assert 'deployment="BatchedClassifier"' in promql["requests_per_s"]
+        assert 'deployment="BatchedGenerator"' in promql["requests_per_s"]
         # Per session, the source can be switched; data keeps arriving.
         s.set_metrics_source("direct")
         assert s.metrics_source == "direct"

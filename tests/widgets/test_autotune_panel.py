@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 
 from widgets.autotune_panel import MAX_RPS, MIN_P99, AutoTunePanel, config_text, validate_spec
 
-KEY = ("batched", "BatchedClassifier")
+KEY = ("batched", "BatchedGenerator")
 
 
 def row(index, rps, p99, **extra):

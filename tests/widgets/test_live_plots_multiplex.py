@@ -8,7 +8,7 @@ import pytest
 from backend.metrics.series import SeriesStore
 from widgets.live_plots import PLOTS, LivePlots
 
-BATCHED = ("batched", "BatchedClassifier")
+BATCHED = ("batched", "BatchedGenerator")
 MUX = ("multiplexed", "MultiplexedAdapters")
 T0 = 1_700_000_000.0
 MUX_PLOTS = ["Model cache hit rate", "Model loads", "Model load latency", "Models per replica"]
