@@ -107,7 +107,9 @@ class AdaptedModel:
 
 def load_adapted(model_id: str, base: torch.nn.Sequential, device: torch.device,
                  on_unload=None) -> AdaptedModel:
-    """A cache miss: read the adapter from the node's store and merge it (blocking)."""
+    """A cache miss: read the adapter from the node's store, move it and the base weights
+    to *device* and merge them there (blocking). On a GPU the time includes the copies
+    to it and waits for the merge to finish, so `load_ms` is the whole cold load."""
     started = time.perf_counter()
     path = ensure_in_store(model_id, base)
     tensors = torch.load(path, map_location="cpu", weights_only=True)
@@ -115,12 +117,17 @@ def load_adapted(model_id: str, base: torch.nn.Sequential, device: torch.device,
     with torch.inference_mode():
         for i, layer in enumerate(base):
             if isinstance(layer, torch.nn.Linear):
-                merged = torch.nn.Linear(layer.in_features, layer.out_features)
-                merged.weight.copy_(layer.weight + tensors[f"{i}.B"] @ tensors[f"{i}.A"])
+                a = tensors[f"{i}.A"].to(device, non_blocking=True)
+                b = tensors[f"{i}.B"].to(device, non_blocking=True)
+                merged = torch.nn.Linear(layer.in_features, layer.out_features,
+                                         device=device)
+                merged.weight.copy_(layer.weight.to(device) + b @ a)
                 merged.bias.copy_(layer.bias)
-                layers.append(merged.to(device).eval())
+                layers.append(merged.eval())
             else:
                 layers.append(layer)
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)
     load_ms = (time.perf_counter() - started) * 1000
     return AdaptedModel(model_id, layers, load_ms, on_unload)
 

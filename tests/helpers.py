@@ -17,6 +17,20 @@ def group_gone(pgid: int) -> bool:
 
 
 @contextmanager
+def nvml_gpu_count() -> int:
+    """NVIDIA GPUs NVML sees on this machine (0 without a driver or a GPU): what Ray's
+    reporter puts on a node's metrics page whatever Ray's own GPU resources say."""
+    try:
+        from ray._private.thirdparty.pynvml import pynvml
+        pynvml.nvmlInit()
+        try:
+            return int(pynvml.nvmlDeviceGetCount())
+        finally:
+            pynvml.nvmlShutdown()
+    except Exception:  # noqa: BLE001 - no library, no driver, no GPU: all mean none
+        return 0
+
+
 def own_cluster(**options):
     """A Ray head of a test's own (LocalCluster(**options)), started and, at the end,
     stopped — asserting that nothing of its process group is left behind."""
