@@ -64,7 +64,7 @@ step gpu_tests 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts= \
   tests/backend/test_demo_batched.py tests/backend/test_gpu_view_real.py \
   tests/backend/test_gpu_shares.py tests/backend/test_metrics_gpu.py
 step batching 330 "$PY" benchmarks/batching_speedup.py 3
-step streaming 90 "$PY" benchmarks/streaming_pipeline.py "" 3
+step streaming 90 "$PY" benchmarks/streaming_pipeline.py 1920 3
 step multiplex 90 "$PY" benchmarks/multiplex_hit_rate.py 300 1
 echo "{\"step\": \"all\", \"rc\": ${#failed[@]}, \"steps\": \"${summary[*]}\", \"failed\": \"${failed[*]}\"}"
 rm -rf "$LOGS"
