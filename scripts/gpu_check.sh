@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# The demos on a GPU machine, without Qt: smoke test, the GPU tests that need no Qt, the
-# batching benchmark (3 repeats), the streaming and multiplex benchmarks. Each step prints
-# its own output and then one line `{"step": NAME, "rc": N, "seconds": S, "result": {…}}`
-# (result: the step's own last JSON line, or null); the last line sums them up. Exit 0
-# when every step passed. Made to finish within ~8 minutes on a 16-core H100 machine.
+# The demos on a GPU machine, without Qt: the batching benchmark (3 repeats) first, alone
+# on the machine (its figures are the headline), then side by side, each with a Ray head
+# of its own: the smoke test followed by the GPU tests that need no Qt, the streaming
+# benchmark and the multiplex benchmark (their figures are taken while the others run).
+# Each step's output goes to stderr; stdout gets one line per step,
+# `{"step": NAME, "rc": N, "seconds": S, "result": {…}}` (result: the step's own last JSON
+# line, or null), and a last line that sums them up. Exit 0 when every step passed.
+# About 8 minutes on a 16-core H100 machine.
 #
 #   scripts/gpu_check.sh                     # in the project's root, Ray + torch importable
-#   scripts/gpu_check.sh batching smoke      # only those steps (smoke gpu_tests batching
-#                                            # streaming multiplex), in that order
+#   scripts/gpu_check.sh gpu_tests multiplex # only those of the steps (batching smoke
+#                                            # gpu_tests streaming multiplex)
 #
 # A GPU machine without network or Qt: pack Ray, pytest and this tree with
 # scripts/gpu_pack.sh here, copy .gpu/ there, then
@@ -22,32 +25,31 @@ export PYTHONUNBUFFERED=1 QT_QPA_PLATFORM=offscreen
 # ≥ 100 requests (defaults 5 s, 300), so a trial's p99 is about its slowest request.
 export BATCHING_TRIAL_S=${BATCHING_TRIAL_S:-3} BATCHING_MIN_REQUESTS=${BATCHING_MIN_REQUESTS:-100}
 LOGS=$(mktemp -d)
-failed=()
-summary=()
-
 want=" ${*:-smoke gpu_tests batching streaming multiplex} "
 
-step() {  # step NAME TIMEOUT_S COMMAND…
+step() {  # step NAME TIMEOUT_S COMMAND…  (its rc lands in $LOGS/NAME.rc)
   local name=$1 limit=$2; shift 2
   [[ "$want" == *" $name "* ]] || return 0
   echo "== $name: $*" >&2
   local t0=$SECONDS
-  timeout --signal=TERM --kill-after=20 "$limit" "$@" 2>&1 | tee "$LOGS/$name.log" >&2
-  local rc=${PIPESTATUS[0]}
-  local result
-  result=$(grep -E '^\{' "$LOGS/$name.log" | tail -n 1)
-  "$PY" - "$name" "$rc" "$((SECONDS - t0))" "$result" <<'PY'
+  timeout --signal=TERM --kill-after=20 "$limit" "$@" > "$LOGS/$name.log" 2>&1
+  local rc=$?
+  cat "$LOGS/$name.log" >&2
+  echo "$rc" > "$LOGS/$name.rc"
+  "$PY" - "$name" "$rc" "$((SECONDS - t0))" "$LOGS/$name.log" <<'PY'
 import json, sys
-name, rc, secs, last = sys.argv[1:5]
-try:
-    result = json.loads(last) if last else None
-except ValueError:
-    result = None
+name, rc, secs, log = sys.argv[1:5]
+result = None
+with open(log, encoding="utf-8", errors="replace") as f:
+    for line in f:
+        if line.startswith("{"):
+            try:
+                result = json.loads(line)
+            except ValueError:
+                pass
 print(json.dumps({"step": name, "rc": int(rc), "seconds": int(secs), "result": result}),
       flush=True)
 PY
-  summary+=("$name=$rc")
-  [ "$rc" -eq 0 ] || failed+=("$name")
 }
 
 "$PY" - <<'PY'
@@ -59,13 +61,25 @@ print(json.dumps({"step": "device", "rc": 0, "result": {
     "gpus": torch.cuda.device_count() if cuda else 0}}), flush=True)
 PY
 
-step smoke 150 "$PY" scripts/demo_smoke.py
-step gpu_tests 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts= \
-  tests/backend/test_demo_batched.py tests/backend/test_gpu_view_real.py \
-  tests/backend/test_gpu_shares.py tests/backend/test_metrics_gpu.py
 step batching 330 "$PY" benchmarks/batching_speedup.py 3
-step streaming 90 "$PY" benchmarks/streaming_pipeline.py 1920 3
-step multiplex 90 "$PY" benchmarks/multiplex_hit_rate.py 300 1
-echo "{\"step\": \"all\", \"rc\": ${#failed[@]}, \"steps\": \"${summary[*]}\", \"failed\": \"${failed[*]}\"}"
+# Side by side; the starts a few seconds apart, so the Ray heads do not race for ports.
+{ step smoke 150 "$PY" scripts/demo_smoke.py
+  step gpu_tests 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts= \
+    tests/backend/test_demo_batched.py tests/backend/test_gpu_view_real.py \
+    tests/backend/test_gpu_shares.py tests/backend/test_metrics_gpu.py; } &
+sleep 10
+step streaming 200 "$PY" benchmarks/streaming_pipeline.py 960 3 &
+sleep 10
+step multiplex 200 "$PY" benchmarks/multiplex_hit_rate.py 300 1 &
+wait
+failed=()
+steps=()
+for f in "$LOGS"/*.rc; do
+  [ -e "$f" ] || continue
+  name=$(basename "$f" .rc); rc=$(cat "$f")
+  steps+=("$name=$rc")
+  [ "$rc" -eq 0 ] || failed+=("$name")
+done
+echo "{\"step\": \"all\", \"rc\": ${#failed[@]}, \"steps\": \"${steps[*]}\", \"failed\": \"${failed[*]}\"}"
 rm -rf "$LOGS"
 [ ${#failed[@]} -eq 0 ]

@@ -84,7 +84,7 @@ def test_gpu_view_data_on_a_real_gpu(batched_demo, cluster_client):
     uses = cluster_client.replica_process_gpus(actors)
     raw = requests.get(f"{cluster_client.url}/logical/actors",
                        params={"ids": ",".join(actors), "nocache": "1"},
-                       headers=cluster_client.auth_headers(), timeout=10).json()
+                       headers=cluster_client.auth_headers, timeout=10).json()
     detail = {a: {"pid": d.get("pid"), "gpus": d.get("gpus")}
               for a, d in ((raw.get("data") or {}).get("actors") or {}).items()}
     print("GPU view on a real GPU:", {"shares": shares, "busy": busy, "uses": uses,
