@@ -48,7 +48,7 @@ from demo_apps.device import replica_device
 
 FEATURES = 256
 PROBE_BATCHES = (1, 8, 16, 32)  # the batch sizes a replica times at start
-PROBE_CALLS = 5  # timed calls per batch size (the median is reported)
+PROBE_CALLS = 7  # timed calls per batch size, sizes in turn (the median is reported)
 
 GPU = DecoderSpec(width=768, depth=6, heads=12, dtype="bfloat16", vocab=4096,
                   prompt_tokens=8, new_tokens=128)

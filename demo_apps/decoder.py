@@ -247,18 +247,18 @@ class Generator:
                 for s in seeds]
         return torch.stack(rows)
 
-    def time_batches(self, sizes=(1, 8, 16, 32), calls: int = 5) -> dict[int, float]:
-        """{batch size: median ms of `calls` generations}, each after a warm-up call (and
-        the graph capture that comes with a bucket's first use); synchronised, since
-        `generate` reads its tokens back."""
-        out = {}
+    def time_batches(self, sizes=(1, 8, 16, 32), calls: int = 7) -> dict[int, float]:
+        """{batch size: median ms of `calls` generations}, after a warm-up call of each
+        size (and the graph capture that comes with a bucket's first use); synchronised,
+        since `generate` reads its tokens back. The sizes take turns, call by call, so a
+        busy moment of the machine (a replica starts beside this one) hits all of them."""
+        prompts = {n: self.prompts_from_seeds(list(range(n))) for n in sizes}
         for n in sizes:
-            prompts = self.prompts_from_seeds(list(range(n)))
-            self.generate(prompts)
-            times = []
-            for _ in range(calls):
+            self.generate(prompts[n])
+        times: dict[int, list[float]] = {n: [] for n in sizes}
+        for _ in range(calls):
+            for n in sizes:
                 started = time.perf_counter()
-                self.generate(prompts)
-                times.append((time.perf_counter() - started) * 1000)
-            out[n] = statistics.median(times)
-        return out
+                self.generate(prompts[n])
+                times[n].append((time.perf_counter() - started) * 1000)
+        return {n: statistics.median(t) for n, t in times.items()}

@@ -16,7 +16,6 @@ def group_gone(pgid: int) -> bool:
     return False
 
 
-@contextmanager
 def nvml_gpu_count() -> int:
     """NVIDIA GPUs NVML sees on this machine (0 without a driver or a GPU): what Ray's
     reporter puts on a node's metrics page whatever Ray's own GPU resources say."""
@@ -31,6 +30,7 @@ def nvml_gpu_count() -> int:
         return 0
 
 
+@contextmanager
 def own_cluster(**options):
     """A Ray head of a test's own (LocalCluster(**options)), started and, at the end,
     stopped — asserting that nothing of its process group is left behind."""
