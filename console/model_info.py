@@ -1,8 +1,8 @@
 """The model figures of demo applications, for the app tree.
 
-A demo whose catalog entry says `model_info: true` (the batched classifier) answers `GET`
+A demo whose catalog entry says `model_info: true` (the batched generator) answers `GET`
 on its route with the model its replica chose for its device, the parameter count and the
-milliseconds a batch of 1 and of 16 cost there. Once such an application is RUNNING —
+milliseconds batches of 1, 8, 16 and 32 cost there. Once such an application is RUNNING —
 and again whenever its set of running replicas changes (a new replica timed itself at its
 start) — the console asks through the Serve proxy, on a worker thread, never on the GUI
 thread; the answers arrive as `changed`.
