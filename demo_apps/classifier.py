@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-FEATURES = 256
-CLASSES = 10
+from demo_apps.adapters import CLASSES, FEATURES
 
 
 @dataclass(frozen=True)
@@ -54,10 +53,6 @@ def build_model(spec: ModelSpec, device: torch.device | str = "cpu",
     torch.nn.init.kaiming_uniform_(head.weight, nonlinearity="linear")
     torch.nn.init.zeros_(head.bias)
     return torch.nn.Sequential(*layers, head).eval()
-
-
-def features_from_seed(seed: int) -> np.ndarray:
-    return np.random.default_rng(seed).standard_normal(FEATURES).astype(np.float32)
 
 
 def classify(model: torch.nn.Module, spec: ModelSpec, device: torch.device,

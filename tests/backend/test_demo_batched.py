@@ -73,6 +73,7 @@ def test_the_request_body_names_the_prompt():
     for bad in ({"prompt": []}, {"prompt": [CPU.vocab]}, {"prompt": [True]},
                 {"prompt": [1] * (n + 1)},
                 {"features": [1.0] * 3}, {"features": [float("nan")] * FEATURES},
+                {"features": ["x"] * FEATURES}, {"features": {"a": 1}},
                 {"seed": "x"}, {}):
         tokens, why = prompt_from_body(bad, CPU)
         assert tokens is None and why, bad
