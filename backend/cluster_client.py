@@ -17,7 +17,7 @@ from urllib.parse import urlsplit
 import requests
 
 from backend.addresses import address_problem, clip, token_problem
-from backend.errors import ApiError, AuthError, ConnectError
+from backend.errors import ApiError, AuthError, ConnectError, RefusedError
 from backend.gpu_shares import ProcessGpu, process_gpus_from_logical
 from backend.metrics.discovery import metrics_targets_from_summary
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
@@ -134,7 +134,7 @@ class ClusterClient:
         except requests.exceptions.ConnectionError as e:
             reason = _reason(e)
             if "refused" in reason.lower():
-                raise ConnectError(
+                raise RefusedError(
                     f"Connection refused by {self.url}: nothing is listening there. "
                     "Is the Ray head running, and is 8265 (or your --dashboard-port) the "
                     "right port?"

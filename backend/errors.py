@@ -11,6 +11,11 @@ class ConnectError(ConsoleError):
     """The address does not lead to a usable Ray dashboard."""
 
 
+class RefusedError(ConnectError):
+    """Nothing listens at the address (connection refused): a wrong port, or a head that
+    was running and has stopped."""
+
+
 class AuthError(ConnectError):
     """The dashboard refused the request (401 no token, 403 wrong token)."""
 

@@ -226,6 +226,7 @@ class MainWindow(QMainWindow):
             "rollout that rolls itself back", self._on_traffic_triggered)
 
         self.deploy_menu = self.menuBar().addMenu("&Deploy demo")
+        self.deploy_menu.setToolTipsVisible(True)  # a greyed demo says why
         self.deploy_actions: dict[str, QAction] = {}
         for i, demo in enumerate(self.catalog.values(), start=1):
             action = self._action(self.deploy_menu, demo.title, f"Ctrl+{i}", demo.summary,
@@ -391,8 +392,15 @@ class MainWindow(QMainWindow):
         self.export_action.setEnabled(connected and self.plots.key() is not None)
         self.autotune_action.setEnabled(connected)
         self.traffic_action.setEnabled(connected)
-        for action in self.deploy_actions.values():
+        why = ("" if connected else
+               "Connect to a cluster first (Cluster → Connect…)."
+               if self.session.client is None else
+               "The cluster is not answering; deploys wait until it does.")
+        for key, action in self.deploy_actions.items():
             action.setEnabled(connected)
+            tip = self.catalog[key].summary + (f"\n\nUnavailable: {why}" if why else "")
+            action.setToolTip(tip)
+            action.setStatusTip(tip)
         self._update_load_target()
 
     # -- session slots ------------------------------------------------------------------------------

@@ -16,7 +16,7 @@ from PySide6.QtCore import QObject, Signal
 
 from backend.cluster_client import ClusterClient
 from backend.knobs import KnobSet, knobs_for, load_knob_metadata, values_of
-from backend.errors import ConsoleError
+from backend.errors import ConsoleError, RefusedError
 from backend.local_cluster import LocalCluster
 from backend.diagnose import ConnectionSpec, diagnose
 from backend.metrics.direct import DirectScrapeSource
@@ -461,6 +461,11 @@ class Session(QObject):
 
     def _on_status_error(self, error: BaseException) -> None:
         text = user_message(error)
+        if isinstance(error, RefusedError):
+            # It answered before: the address was right, the head is what went away.
+            text = (f"The Ray head at {self.client.url if self.client else 'the address'} "
+                    "stopped answering (connection refused): it was stopped, or is "
+                    "restarting.")
         local = self._local
         if local is not None and not local.running:
             # Say what happened, not what it does to the next request ("refused").

@@ -224,3 +224,25 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
     finally:
         win.close()
         session.shutdown()
+
+
+def test_greyed_deploy_actions_say_why(qtbot, tmp_path):
+    """Before any connection the demos cannot be deployed, and each says so where the
+    user looks (its tooltip in the menu and the status-bar tip)."""
+    from backend.catalog import load_catalog
+    from console.main_window import MainWindow
+    from console.settings import Settings
+
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    qtbot.addWidget(win)
+    try:
+        assert win.deploy_menu.toolTipsVisible()
+        for key, action in win.deploy_actions.items():
+            assert not action.isEnabled(), key
+            assert "Connect to a cluster first" in action.toolTip(), (key, action.toolTip())
+            assert action.statusTip() == action.toolTip()
+            assert action.toolTip().startswith(load_catalog()[key].summary)
+    finally:
+        win.close()
+        session.shutdown()

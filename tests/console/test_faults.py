@@ -164,9 +164,13 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         figure(f"head killed: banner after {detect:.2f} s")
         assert detect <= 3.5, detect
         assert session.connection.state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
+        # Said as what happened: the head that answered went away, not "a wrong port?".
+        lost = [e.message for e in win.event_log.entries() if "not answering" in e.message]
+        assert lost and "stopped answering" in lost[-1] and "right port" not in lost[-1], lost
         # Changes are off, with the reason; the tree is marked stale.
         assert "not answering" in win.knob_panel.unavailable_reason()
         assert not win.deploy_actions["batched"].isEnabled()
+        assert "not answering" in win.deploy_actions["batched"].toolTip()
         assert not win.tree.isEnabled()
         # Not blamed on the metrics: the status bar says the plots are paused.
         assert "paused" in win._metrics_label.text(), win._metrics_label.text()
@@ -202,6 +206,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert "new cluster session" in session.connection.message
         assert "redeploy" in win.banner.action_keys()
         assert win.deploy_actions["batched"].isEnabled()
+        assert "Unavailable" not in win.deploy_actions["batched"].toolTip()
     finally:
         session.load.stop()
         win.close()
