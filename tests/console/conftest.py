@@ -8,6 +8,9 @@ from backend.catalog import load_catalog
 from console.main_window import MainWindow
 from console.session import Session
 from console.settings import Settings
+# The console tests' own real cluster, not the backend tests' (tests/cluster_fixtures.py).
+from tests.cluster_fixtures import (  # noqa: F401  (fixtures, found by name)
+    batched_demo, cluster_client, load_on, prometheus_url, ray_cluster, tuning_app)
 
 
 @pytest.fixture
