@@ -18,7 +18,6 @@ Usage: python benchmarks/apply_latency.py [live_changes] [replica_changes (= rou
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
@@ -32,7 +31,7 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEventLoop, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from common import Spread, load_text, machine_load  # noqa: E402
+from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
@@ -176,7 +175,7 @@ def main() -> None:
         print(f"load errors during all changes: {stats.errors} of {stats.sent} requests")
         print(f"before: {load_text(load_before)}")
         print(f"after:  {load_text(load_after)}")
-        print(json.dumps(result))
+        emit(result)
     finally:
         if gen:
             gen.stop()

@@ -35,7 +35,6 @@ Usage: python benchmarks/autotune.py [repeats] [slo_ms]
 
 from __future__ import annotations
 
-import json
 import signal
 import sys
 import time
@@ -51,7 +50,7 @@ from backend.cluster_client import ClusterClient  # noqa: E402
 from backend.deployer import deploy_demo  # noqa: E402
 from backend.local_cluster import LocalCluster  # noqa: E402
 from backend.rate_search import bisect_max_rate  # noqa: E402
-from benchmarks.common import Spread, load_text, machine_load  # noqa: E402
+from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 DEPLOYMENT = "BatchedGenerator"
 SLO_MS = 300.0
@@ -216,7 +215,7 @@ def main() -> None:
     print(f"time:        {time_ratio.text('{:.2f}')} (tuner ÷ grid; bar ≤ 0.25)")
     print(f"replica restarts by the tuner's live changes: {restarts}; "
           f"{time.monotonic() - t_start:.0f} s in all; {load_text(load)}")
-    print(json.dumps({
+    emit({
         "tuner_best_rps": round(tuner.median, 1), "grid_best_rps": round(grid_best.median, 1),
         "quality_ratio": round(quality.median, 3), "time_ratio": round(time_ratio.median, 3),
         "restarts": restarts, "quality": quality.json(3), "time": time_ratio.json(3),
@@ -226,7 +225,7 @@ def main() -> None:
         "search_quality": search_quality.json(3),
         "repeats": repeats, "slo_p99_ms": slo_ms, "ranges": {k: list(v) for k, v in RANGES.items()},
         "load": load, "seconds": round(time.monotonic() - t_start), "per_repeat": per_repeat,
-    }))
+    })
 
 
 if __name__ == "__main__":

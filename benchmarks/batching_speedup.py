@@ -37,7 +37,6 @@ Usage: python benchmarks/batching_speedup.py [repeats] [slo_ms]
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import statistics
@@ -58,7 +57,7 @@ from backend.loadgen import LoadGenerator, LoadTarget, offer_for  # noqa: E402
 from backend.local_cluster import LocalCluster  # noqa: E402
 from backend.metrics.direct import DirectScrapeSource  # noqa: E402
 from backend.tuning import apply_changes  # noqa: E402
-from benchmarks.common import Spread, bisect_max_rate, load_text, machine_load  # noqa: E402
+from benchmarks.common import Spread, bisect_max_rate, emit, load_text, machine_load  # noqa: E402
 
 DEPLOYMENT = "BatchedGenerator"
 PROBE_S = 3.0  # the closed-loop probe that sets a search's first offer
@@ -303,7 +302,7 @@ def main() -> None:
     print(f"one replica ({', '.join(replicas)}) served every trial: "
           f"{'yes' if same else 'NO: now ' + ', '.join(after)}; "
           f"{time.monotonic() - t_start:.0f} s in all; {load_text(load)}")
-    print(json.dumps({
+    emit({
         "throughput_ratio": round(ratios.median, 2), "repeats": repeats,
         "ratio_min": round(ratios.minimum, 2), "ratio_max": round(ratios.maximum, 2),
         "unbatched_rps": round(unb.median, 1), "batched_rps": round(bat.median, 1),
@@ -316,7 +315,7 @@ def main() -> None:
         "probe_s": PROBE_S, "probe_share": PROBE_SHARE,
         "load": load, "seconds": round(time.monotonic() - t_start),
         "per_repeat": per_repeat,
-    }))
+    })
 
 
 if __name__ == "__main__":

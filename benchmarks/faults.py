@@ -20,7 +20,6 @@ Everything it started is stopped at the end. The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import statistics
@@ -31,6 +30,7 @@ from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from benchmarks.common import emit  # noqa: E402
 
 PORTS = ("gcs_port", "dashboard_port", "metrics_port", "client_port", "agent_http_port",
          "agent_grpc_port", "runtime_env_port", "node_manager_port", "object_manager_port",
@@ -161,7 +161,7 @@ def main() -> int:
         "head_back_live_s_max": round(max(back), 3),
         "repeats": args.repeats,
     }
-    print(json.dumps(result), flush=True)
+    emit(result)
     return 0
 
 

@@ -32,7 +32,6 @@ The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -53,6 +52,7 @@ from backend.loadgen_testserver import ReferenceServer  # noqa: E402
 from console.main_window import MainWindow  # noqa: E402
 from console.session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
+from benchmarks.common import emit  # noqa: E402
 
 PROBE_MS = 5
 GOAL_P99_MS = 16.0
@@ -396,7 +396,7 @@ def main() -> None:
         "load_average_after": round(load_after[0], 2),
         "elapsed_s": round(elapsed, 1),
     })
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import http.client
-import json
 import os
 import re
 import shutil
@@ -34,7 +33,7 @@ from urllib.parse import urlsplit
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from common import Spread, load_text, machine_load  # noqa: E402
+from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.load_model import LoadModel, LoadTarget  # noqa: E402
 from backend.loadgen import LoadGenerator  # noqa: E402
@@ -159,7 +158,7 @@ def main() -> None:
         print(f"  (wrk -c1 flat out, for reference               {wrk_c1_p50:.3f} ms)")
     print(f"before: {load_text(load_before)}")
     print(f"after:  {load_text(load_after)}")
-    print(json.dumps({
+    emit({
         "loadgen_rps": round(gen_cap.median, 1),
         "wrk_rps": round(wrk_cap.median, 1) if wrk_cap else None,
         "ratio": round(ratio.median, 3) if ratio else None,
@@ -178,7 +177,7 @@ def main() -> None:
         "wrk_missing": not have_wrk,
         "load_average": load_before["load_1m"],
         "load_before": load_before, "load_after": load_after,
-    }))
+    })
 
 
 if __name__ == "__main__":

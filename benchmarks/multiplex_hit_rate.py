@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import json
 import sys
 import time
 from pathlib import Path
@@ -33,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import requests  # noqa: E402
-from common import Spread, load_text, machine_load  # noqa: E402
+from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
@@ -183,7 +182,7 @@ def main() -> None:
                   f"simulated {r['lru_hit_rate']:.3f}")
     print(f"before: {load_text(load_before)}")
     print(f"after:  {load_text(load_after)}  ({time.monotonic() - started:.0f} s in all)")
-    print(json.dumps({
+    emit({
         "hit_rate": round(observed.median, 4),
         "lru_hit_rate": round(simulated.median, 4),
         "hit_rate_min": round(observed.minimum, 4), "hit_rate_max": round(observed.maximum, 4),
@@ -195,7 +194,7 @@ def main() -> None:
         "runs": [{k: (round(v, 4) if isinstance(v, float) else v) for k, v in r.items()}
                  for r in rows],
         "load_before": load_before, "load_after": load_after,
-    }))
+    })
 
 
 if __name__ == "__main__":

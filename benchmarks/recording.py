@@ -18,7 +18,6 @@ as the writer commits once a second at real pace.
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import shutil
@@ -35,7 +34,7 @@ from backend.metrics.series import REPLICA_SERIES, SERIES, SeriesStore  # noqa: 
 from backend.recording.library import file_size  # noqa: E402
 from backend.recording.reader import open_session  # noqa: E402
 from backend.recording.recorder import REPLICA, Marker, Recorder  # noqa: E402
-from benchmarks.common import Spread, load_text, machine_load  # noqa: E402
+from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 APPS = {"batched": 3, "multiplexed": 3, "streaming": 3, "other": 1}  # 10 deployments
 REPLICAS = 3
@@ -257,7 +256,7 @@ def main() -> int:
     print(f"open one hour offline: {opened.text('{:.2f}', ' s')}")
     ok = added.median <= 1.0 and size.median < 50
     print("goals met" if ok else "GOALS MISSED")
-    print(json.dumps({
+    emit({
         "write_ms_per_tick": round(write.median, 3),
         "gui_ms_per_tick": round(added.median, 4),
         "mb_per_hour": round(size.median, 1),
@@ -273,7 +272,7 @@ def main() -> int:
         "session": {"apps": len(APPS), "deployments": len(deployments()),
                     "series": len(SERIES), "replicas": len(replicas()),
                     "replica_series": len(REPLICA_SERIES), "values_per_s": n_series},
-        "machine": load}))
+        "machine": load})
     return 0
 
 

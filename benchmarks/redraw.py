@@ -12,13 +12,15 @@ Usage: python benchmarks/redraw.py [ticks]
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import sys
 import time
+from pathlib import Path
 
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 import pyqtgraph as pg  # noqa: E402
@@ -26,6 +28,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from backend.metrics.series import SeriesStore  # noqa: E402
 from widgets.live_plots import PLOTS, LivePlots  # noqa: E402
+from benchmarks.common import emit  # noqa: E402
 
 KEY = ("multiplexed", "MultiplexedAdapters")
 APP = ("multiplexed", "")
@@ -119,7 +122,7 @@ def main() -> None:
               f"(p95 {result[f'tick_p95_ms_{label}']:.2f} ms) vs bare pyqtgraph "
               f"{b:6.2f} ms — {c / b:.2f}x; {shown} plots, "
               f"{100 * c / 100:.0f}% of the 100 ms tick")
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

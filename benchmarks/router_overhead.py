@@ -22,7 +22,6 @@ Usage: python benchmarks/router_overhead.py [repeats] [slo_ms]
 from __future__ import annotations
 
 import copy
-import json
 import signal
 import sys
 import time
@@ -37,7 +36,7 @@ from backend.load_model import LoadTarget  # noqa: E402
 from backend.local_cluster import LocalCluster  # noqa: E402
 from backend.rate_search import bisect_max_rate  # noqa: E402
 from backend.rate_trial import TrialSpec, idle_latency_ms, run_rate_trial, settle  # noqa: E402
-from benchmarks.common import Spread, load_text, machine_load  # noqa: E402
+from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 SLO_MS = 200.0
 P50_RATE = 20.0
@@ -127,14 +126,14 @@ def main() -> None:
           f"router {router_max.text('{:.1f}', ' req/s')}")
     print(f"rps ratio:   {ratio.text('{:.2f}')} (router ÷ direct)")
     print(f"{time.monotonic() - t_start:.0f} s in all; {load_text(load)}")
-    print(json.dumps({
+    emit({
         "direct_p50_ms": round(direct_p50.median, 1), "router_p50_ms": round(router_p50.median, 1),
         "added_p50_ms": round(added.median, 1), "rps_ratio": round(ratio.median, 3),
         "added": added.json(1), "ratio": ratio.json(3),
         "direct_max_rps": direct_max.json(1), "router_max_rps": router_max.json(1),
         "repeats": repeats, "slo_p99_ms": slo_ms, "p50_rate": P50_RATE, "load": load,
         "seconds": round(time.monotonic() - t_start), "per_repeat": rows,
-    }))
+    })
 
 
 if __name__ == "__main__":

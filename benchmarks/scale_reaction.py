@@ -29,7 +29,6 @@ stopped at the end. The last line is one JSON object.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import sys
@@ -40,7 +39,7 @@ from pathlib import Path
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.common import Spread, load_text, machine_load  # noqa: E402
+from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 APP, DEP = "scale_bench", "Scaler"
 LOW_RPS, HIGH_RPS = 2.0, 20.0
@@ -210,7 +209,7 @@ def main() -> int:
             s = Spread.of(values)
             print(f"  {k:28s} {s.text(unit=' s')}")
             out[k] = s.json()
-    print(json.dumps(out))
+    emit(out)
     return 0
 
 

@@ -18,7 +18,6 @@ Prints readable figures; the last line is one JSON object. Cleans up after itsel
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import requests  # noqa: E402
-from common import Spread, load_text, machine_load  # noqa: E402
+from common import Spread, emit, load_text, machine_load  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
@@ -192,7 +191,7 @@ def main() -> int:
     print(f"total {time.monotonic() - t_start:.0f} s")
     print(f"before: {load_text(load_before)}")
     print(f"after:  {load_text(load_after)}")
-    print(json.dumps({
+    emit({
         "page_kb": round(page_mb * 1e3, 1),
         "filtered_kb": round(filtered_kb, 1),
         "ms_per_scrape": round(d, 3),
@@ -211,7 +210,7 @@ def main() -> int:
         "offered_rps": args.rps,
         "measured_rps": round(dep_values.get("requests_per_s", float("nan")), 2),
         "load_before": load_before, "load_after": load_after,
-    }))
+    })
     return 0
 
 

@@ -11,7 +11,6 @@ Usage: python benchmarks/startup.py [runs]
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import Spread, load_text, machine_load  # noqa: E402
+from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).with_name("serve-console")
@@ -92,7 +91,7 @@ def main() -> None:
     print(f"bare PySide6 window:       {q_s.text('{:.3f}', ' s')}")
     print(f"console / bare, per pair:  {r_s.text('{:.2f}', 'x')}")
     print(f"after: {load_text(load_after)}")
-    print(json.dumps(result))
+    emit(result)
 
 
 if __name__ == "__main__":

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import requests  # noqa: E402
-from common import Spread, load_text, machine_load  # noqa: E402
+from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.catalog import load_catalog  # noqa: E402
 from backend.cluster_client import ClusterClient  # noqa: E402
@@ -125,7 +125,7 @@ def main() -> None:
     print(f"                             total                {total.text('{:.2f}', 'x')}")
     print(f"before: {load_text(load_before)}")
     print(f"after:  {load_text(load_after)}")
-    print(json.dumps({
+    emit({
         "ttfo_ratio": round(ttfo.median, 2), "total_ratio": round(total.median, 3),
         "ttfo_ratio_min": round(ttfo.minimum, 2), "ttfo_ratio_max": round(ttfo.maximum, 2),
         "total_ratio_min": round(total.minimum, 3), "total_ratio_max": round(total.maximum, 3),
@@ -138,7 +138,7 @@ def main() -> None:
         "streaming_total_ms": round(med(streaming, "total_ms"), 1),
         "naive_stage_ms": stage, "chunk_sweep": sweep, "device": naive[0]["device"],
         "load_before": load_before, "load_after": load_after,
-    }))
+    })
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ import requests
 from backend.autotune import MAX_BATCH_SIZE, Objective
 from backend.autotune_run import START, TuneRequest, TuneRun
 from backend.cluster_client import ClusterClient
+from backend.errors import ConsoleError
 from backend.ports import free_ports
 from tests.helpers import DashboardProxy, own_cluster
 
@@ -53,7 +54,16 @@ class Sleepy:
         return {"batch": await self.predict(1)}
 
 
+@serve.deployment
+class Plain:
+    """No batching convention: nothing in user_config, no reconfigure."""
+
+    async def __call__(self, request: Request) -> dict:
+        return {"plain": True}
+
+
 app = Sleepy.bind()
+plain_app = Plain.bind()
 '''
 
 CONFIG = '''
@@ -77,6 +87,13 @@ applications:
         max_ongoing_requests: 7
         ray_actor_options: {{num_cpus: 0.25}}
         user_config: {{max_batch_size: 3, batch_wait_timeout_s: 0.02}}
+  - name: plain
+    route_prefix: /plain
+    import_path: sleepy_app:plain_app
+    runtime_env: {{working_dir: "local://{dir}"}}
+    deployments:
+      - name: Plain
+        ray_actor_options: {{num_cpus: 0.1}}
 '''
 
 START_CONFIG = {"user_config.max_batch_size": 1, "user_config.batch_wait_timeout_s": 0.0,
@@ -100,10 +117,11 @@ def served(tmp_path_factory):
         while time.monotonic() < deadline:
             status = client.serve_status()
             apps = {a.name: a.status for a in status.applications}
-            if apps == {"sleepy": "RUNNING", "other": "RUNNING"}:
+            if apps == {"sleepy": "RUNNING", "other": "RUNNING", "plain": "RUNNING"}:
                 break
             time.sleep(1)
-        assert apps == {"sleepy": "RUNNING", "other": "RUNNING"}, status.applications
+        assert apps == {"sleepy": "RUNNING", "other": "RUNNING", "plain": "RUNNING"}, \
+            status.applications
         url = f"http://127.0.0.1:{status.http_port}/sleepy"
         assert requests.get(url, timeout=30).json() == {"batch": 1}
         yield cluster, client, url
@@ -229,13 +247,28 @@ def test_losing_the_cluster_mid_run_puts_the_starting_config_back(served):
 
 
 def test_an_app_without_the_batching_convention_is_refused_with_the_reason(served):
-    cluster, client, _ = served
+    """A deployment with no max_batch_size in its user_config cannot be searched over
+    its batching knobs, and the refusal says what the app would need."""
+    _cluster, client, _ = served
+    run = TuneRun(client, TuneRequest("plain", "Plain", Objective(100)))
+    with pytest.raises(ConsoleError) as refused:
+        run.prepare()
+    text = str(refused.value)
+    assert "plain/Plain has no user_config.max_batch_size" in text, text
+    assert "reconfigure" in text and "Making your own app tunable" in text, text
+    # The same app can still be searched over a knob it has (its replicas' limit).
+    TuneRun(client, TuneRequest("plain", "Plain", Objective(100),
+                                knobs=("max_ongoing_requests",))).prepare()
+
+
+def test_a_knob_the_tuner_cannot_search_or_a_missing_app_is_refused(served):
+    _cluster, client, _ = served
     run = TuneRun(client, TuneRequest("sleepy", "Sleepy", Objective(100),
                                       knobs=("user_config.max_batch_size", "num_cpus")))
-    with pytest.raises(ValueError, match="cannot search"):
+    with pytest.raises(ValueError, match="cannot search 'num_cpus'"):
         run.prepare()
     run = TuneRun(client, TuneRequest("nope", "Sleepy", Objective(100)))
-    with pytest.raises(Exception, match="not on the cluster"):
+    with pytest.raises(ConsoleError, match="not on the cluster"):
         run.prepare()
 
 

@@ -43,3 +43,27 @@ def test_machine_load_is_printed_with_the_cores():
     assert load["cpus"] >= 1 and load["load_1m"] >= 0
     assert load_text(load).startswith("load average ") and f"{load['cpus']} cores" in load_text(load)
     assert "noisy" in load_text(dict(load, load_1m=load["cpus"] + 1.0))
+
+
+def test_emit_prints_one_json_line_and_saves_it_with_its_provenance(tmp_path, monkeypatch,
+                                                                     capsys):
+    import json
+
+    import common
+
+    common.emit({"x": 1.5}, name="probe")
+    assert json.loads(capsys.readouterr().out) == {"x": 1.5}
+    assert not (tmp_path / "probe.jsonl").exists()
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(common, "SAVE", True)
+    common.emit({"x": 2}, name="probe")
+    common.emit({"x": 3}, name="probe")
+    lines = [json.loads(line) for line in
+             (tmp_path / "results" / "probe.jsonl").read_text().splitlines()]
+    assert [rec["result"] for rec in lines] == [{"x": 2}, {"x": 3}]  # appended, not replaced
+    rec = lines[0]
+    assert rec["benchmark"] == "probe" and rec["date"].startswith("20")
+    assert rec["machine"]["cores"] >= 1 and rec["machine"]["cpu"]
+    assert isinstance(rec["machine"]["gpus"], list)
+    assert rec["commit"] and len(rec["commit"].split("+")[0]) == 40

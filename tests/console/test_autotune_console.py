@@ -24,6 +24,8 @@ def test_auto_tune_from_the_window_marks_every_trial_and_leaves_the_best(
     start = s.knob_values(app, dep)
     asked = []
     s.tuning.requested.connect(lambda *a: asked.append(a))
+    applied = []  # (changes, t) of every change the cluster took during the search
+    s.tuning.applied.connect(lambda a, d, changes, t: applied.append((dict(changes), t)))
     ui = win.autotune_ui()
     panel = ui.show((app, dep))
     assert panel.deployment() == (app, dep)
@@ -38,6 +40,14 @@ def test_auto_tune_from_the_window_marks_every_trial_and_leaves_the_best(
         assert tried and all(a[:2] == (app, dep) and a[2] == MAX_BATCH_SIZE for a in tried)
         assert any(f"Applied to {app}/{dep}: max_batch_size=" in e.message
                    for e in win.event_log.entries())
+        # ... and marked on the plots: a marker at each applied trial's time, its value.
+        trial_changes = [(c, t) for c, t in applied if MAX_BATCH_SIZE in c]
+        assert len(trial_changes) >= 1, applied
+        markers = win.plots.markers()
+        for changes, t in trial_changes:
+            want = f"max_batch_size={changes[MAX_BATCH_SIZE]}"
+            assert any(mt == t and want in label for mt, label in markers), \
+                (want, t, markers)
         assert any(e.message.startswith("Auto-tune finished") for e in win.event_log.entries())
         # The panel: a row per config, points for those that sustained a rate, the SLO.
         rows = panel.rows()

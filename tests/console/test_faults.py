@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from backend.catalog import load_catalog
@@ -147,7 +148,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         qtbot.waitUntil(lambda: any(e.kind == "died" for e in events), timeout=20_000)
         seen = time.monotonic() - t_kill
         figure(f"replica killed under 50 req/s: marker and log entry after {seen:.2f} s")
-        assert seen <= 2.5, seen
+        assert seen <= 2.0, seen  # the bar: marked within 2 s
         assert any("died" in label for _, label in win.plots.markers())
         assert any("died" in e.message for e in win.event_log.entries())
         qtbot.waitUntil(lambda: any(e.kind == "replaced" for e in events), timeout=60_000)
@@ -162,7 +163,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         qtbot.waitUntil(lambda: "Disconnected since" in win.banner.text(), timeout=15_000)
         detect = time.monotonic() - t_kill
         figure(f"head killed: banner after {detect:.2f} s")
-        assert detect <= 3.5, detect
+        assert detect <= 3.0, detect  # the bar (README): the banner within 3 s
         assert session.connection.state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
         # Said as what happened: the head that answered went away, not "a wrong port?".
         lost = [e.message for e in win.event_log.entries() if "not answering" in e.message]
@@ -179,7 +180,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert len(rps_hist) >= 3
         qtbot.wait(3000)
         t_after, rps_after = session.store.snapshot(key, "requests_per_s")
-        assert len(t_after) >= len(t_hist)
+        assert np.array_equal(t_after[:len(t_hist)], t_hist)  # the history is all kept
         assert all(t <= time.time() - 2.5 for t in t_after[len(t_hist):]), \
             "samples kept arriving from a dead cluster"
         # The load keeps counting what the dead cluster does to it.
