@@ -17,7 +17,7 @@ import yaml
 
 from backend.cluster_client import ClusterClient
 from backend.errors import ConsoleError
-from backend.serve_config import current_config, with_applications
+from backend.serve_config import current_config, with_applications, write_config
 
 # Field names of Ray 2.60's ServeDeploySchema / ServeApplicationSchema / DeploymentSchema
 # (tests/backend/test_config_io.py checks them against Ray's own models).
@@ -518,7 +518,8 @@ def apply_config(client: ClusterClient, doc: dict[str, Any]) -> list[str]:
     with client.config_lock:  # read–modify–write: one at a time per cluster
         details = client.serve_details()
         config = with_applications(details, doc["applications"])
-        client.put_serve_config(config)
+        write_config(client, details, config,
+                     about={a["name"] for a in doc["applications"]})
     return [a["name"] for a in doc["applications"]]
 
 

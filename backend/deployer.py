@@ -12,7 +12,7 @@ from backend.cluster_client import ClusterClient
 from backend.errors import ConnectError, ConsoleError
 from backend.model import ServeStatus, unschedulable_reason
 from backend.packaging import build_package
-from backend.serve_config import current_config, with_applications
+from backend.serve_config import current_config, with_applications, write_config
 
 Progress = Callable[[str], None]
 
@@ -125,7 +125,8 @@ def put_applications(client: ClusterClient, apps: list[dict[str, Any]], *,
         config = with_applications(details, apps, http_options_if_new)
         if cancel is not None:
             cancel.check()  # the last moment at which cancelling leaves the cluster untouched
-        client.put_serve_config(config)
+        # Not over another writer's change made since the read (serve_config).
+        write_config(client, details, config, about={a["name"] for a in apps})
     return prior
 
 
@@ -134,7 +135,8 @@ def restore_applications(client: ClusterClient,
     """Read–modify–write: each application of *prior* back to its config there (None:
     removed); every other application is left exactly as it is. Returns the names."""
     with client.config_lock:  # read–modify–write: one at a time per cluster
-        config = current_config(client.serve_details())
+        details = client.serve_details()
+        config = current_config(details)
         apps = config.get("applications") or []
         kept = [a for a in apps if a.get("name") not in prior]
         back = [copy.deepcopy(c) for c in prior.values() if c is not None]
@@ -142,5 +144,5 @@ def restore_applications(client: ClusterClient,
         if not back and not on_cluster & set(prior):
             return []  # none is on the cluster, none was before: nothing to put back
         config["applications"] = kept + back
-        client.put_serve_config(config)
+        write_config(client, details, config, about=set(prior))
     return list(prior)

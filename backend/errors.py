@@ -27,3 +27,15 @@ class ApiError(ConsoleError):
         super().__init__(message)
         self.status = status
         self.body = body
+
+
+class WriteConflict(ConsoleError):
+    """Another writer (a second console, `serve deploy`) changed the Serve config around
+    this console's read–modify–write. `written` says whether this console's PUT was sent:
+    False — stopped before writing, nothing of the other writer's is lost; True — sent,
+    and the cluster then showed another writer's change."""
+
+    def __init__(self, message: str, written: bool, apps: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.written = written
+        self.apps = apps

@@ -11,11 +11,11 @@ from typing import Any, Callable
 
 from backend.cancel import CancelToken
 from backend.cluster_client import ClusterClient
-from backend.errors import ApiError, ConnectError, ConsoleError
+from backend.errors import ApiError, ConnectError, ConsoleError, WriteConflict
 from backend.knobs import NUM_CPUS, NUM_GPUS, changes_reported, patch_app_config
 from backend.model import unschedulable_reason
 from backend.preflight import FitReport, check_fit, deployment_needs
-from backend.serve_config import with_application
+from backend.serve_config import RaceHooks, with_application, write_config
 
 #: Knobs whose change can make a deployment reserve more of the cluster.
 RESOURCE_PATHS = (NUM_CPUS, NUM_GPUS, "num_replicas")
@@ -49,7 +49,8 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
                   *, timeout_s: float | None = 120.0, poll_s: float = 0.2,
                   fast_poll_s: float = 0.05, fast_for_s: float = 1.0,
                   cancel: CancelToken | None = None,
-                  progress: Callable[[str], None] = lambda _: None) -> float:
+                  progress: Callable[[str], None] = lambda _: None,
+                  race: RaceHooks | None = None) -> float:
     """Apply *changes* to one deployment; return the time (time.time()) at which the
     cluster was first seen running them. Raises ApplyFailed with the reason.
 
@@ -92,8 +93,10 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
         cancel = cancel or CancelToken()
         cancel.check()  # the last moment at which cancelling leaves the cluster untouched
         try:
-            client.put_serve_config(with_application(details, new_app))
-        except ApiError as e:
+            # Not over another writer's change made since the read (serve_config).
+            write_config(client, details, with_application(details, new_app),
+                         about={app}, race=race)
+        except (ApiError, WriteConflict) as e:
             raise ApplyFailed(str(e)) from None
     sent = time.monotonic()
     deadline = None if timeout_s is None else sent + timeout_s
