@@ -18,8 +18,9 @@ import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from backend.autotune import (DEFAULT_KNOBS, LADDERS, NUM_REPLICAS, AutoTuner, Candidate,
-                              KnobAxis, Objective, TuneOutcome, axis_for, batching_seed)
+from backend.autotune import (DEFAULT_KNOBS, LADDERS, MAX_BATCH_SIZE, MAX_ONGOING, NUM_REPLICAS,
+                              AutoTuner, Candidate, KnobAxis, Objective, TuneOutcome, axis_for,
+                              batching_seed)
 from backend.cancel import CancelToken, Cancelled
 from backend.cluster_client import ClusterClient
 from backend.errors import ConsoleError
@@ -65,6 +66,7 @@ class TuneReport:
     restarts: int = 0                 # replicas replaced while the tuner changed live knobs
     target: str = ""
     error: str = ""                   # why the search ended early, if it failed
+    limits: tuple[str, ...] = ()      # what kept the search from configs it wanted to try
 
     def summary(self) -> dict[str, Any]:
         """The one-line result of `serve-console --autotune`."""
@@ -82,7 +84,8 @@ class TuneReport:
                 "left_on": self.left_on, "left_config": dict(self.left_config),
                 "applied": self.left_ok and self.left_on == BEST and best is not None,
                 "restarts": self.restarts, "slo_p99_ms": self.request.objective.slo_p99_ms,
-                "error": self.error or self.leave_error or None}
+                "error": self.error or self.leave_error or None,
+                "limits": list(self.limits)}
 
 
 class TuneRun:
@@ -107,6 +110,8 @@ class TuneRun:
         self._lock = threading.Lock()
         self._current: dict[str, Any] = {}
         self._restarts = 0
+        # What kept candidates out, by knob: ("max_ongoing_requests", needed value) etc.
+        self._limits: dict[str, Any] = {}
         self.target: LoadTarget | None = None
         self._quick_ms = 200.0
         self._idle_ms = 50.0
@@ -209,13 +214,19 @@ class TuneRun:
         config = dict(outcome.best.config) if leave_on == BEST else start
         ok, leave_error = self._leave(config)
         report = TuneReport(r, outcome, leave_on, config, ok, leave_error, self._restarts,
-                            self.target.describe(), error)
+                            self.target.describe(), error, self.limits())
         self._event("finished", report)
         return report
 
     def _invalid(self, values: dict[str, Any], config: dict[str, Any]) -> str | None:
-        for f in check_values({**values, **config}):
+        merged = {**values, **config}
+        for f in check_values(merged):
             if "43288" in f.message:
+                mbs, mor = merged[MAX_BATCH_SIZE], merged[MAX_ONGOING]
+                mcb = merged.get("user_config.max_concurrent_batches") or 1
+                if MAX_ONGOING not in self.request.knobs:
+                    need = max(self._limits.get(MAX_ONGOING, (0, 0))[0], mbs * mcb)
+                    self._limits[MAX_ONGOING] = (need, mor // mcb, mor)
                 return "batches could never fill (max_batch_size × max_concurrent_batches" \
                        " > max_ongoing_requests)"
         n = config.get(NUM_REPLICAS)
@@ -223,8 +234,23 @@ class TuneRun:
             report = check_change_fit(self.client, self.request.app,
                                       self.request.deployment, {NUM_REPLICAS: n})
             if report is not None and not report.fits:
+                low = self._limits.get(NUM_REPLICAS)
+                self._limits[NUM_REPLICAS] = n if low is None else min(low, n)
                 return f"{n} replicas do not fit in the cluster's free resources"
         return None
+
+    def limits(self) -> tuple[str, ...]:
+        """What kept the search from configs it would have tried, each as what to do."""
+        out = []
+        if MAX_ONGOING in self._limits:
+            need, top, mor = self._limits[MAX_ONGOING]
+            out.append(f"max_batch_size above {top:g} needs max_ongoing_requests ≥ "
+                       f"{need:g} (it is {mor:g}); add max_ongoing_requests to the knobs "
+                       "to search those batch sizes.")
+        if NUM_REPLICAS in self._limits:
+            out.append(f"{self._limits[NUM_REPLICAS]} replicas or more do not fit in the "
+                       "cluster's free resources; free some, or add nodes, to try more.")
+        return tuple(out)
 
     def _replica_ids(self) -> set[str]:
         dep = self.client.serve_status().deployment(self.request.app,

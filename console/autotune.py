@@ -273,5 +273,7 @@ def finish_text(report: TuneReport) -> str:
         lines.append(f"Could not leave the deployment on {where}: {report.leave_error}")
     if report.error:
         lines.append(f"The search ended early: {report.error}")
+    for limit in report.limits:
+        lines.append(f"Limited: {limit}")
     return " ".join(lines)
 
