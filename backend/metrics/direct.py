@@ -473,7 +473,7 @@ class DirectScrapeSource:
                  session: requests.Session | None = None,
                  window_s: float = 5.0, timeout_s: float = 2.0,
                  headers: dict[str, str] | None = None,
-                 refresh_s: float = 10.0, max_workers: int = 4) -> None:
+                 refresh_s: float = 5.0, max_workers: int = 4) -> None:
         self._targets_fn = targets
         self._own_session = session is None
         if session is None:

@@ -1,0 +1,126 @@
+"""A worker node joining and leaving a running cluster is picked up by the direct scrape
+within 10 s, without reconnecting (README "When things go wrong").
+
+The second node is a real second raylet on this machine (`ray start --address`), with
+ports of its own, in its own process group: stopping it is killing that group, the way a
+machine goes away."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+
+from backend.cluster_client import ClusterClient
+from backend.local_cluster import _ray_executable
+from backend.metrics.direct import DirectScrapeSource
+from backend.ports import free_ports
+from tests.figures import figure
+from tests.helpers import group_gone, own_cluster
+
+PICKUP_S = 10.0  # the README's claim
+
+
+def _worker(cluster) -> tuple[subprocess.Popen, int]:
+    (metrics, agent_http, agent_grpc, runtime_env, node_manager,
+     object_manager) = free_ports(6)
+    env = cluster._env()
+    proc = subprocess.Popen(
+        [_ray_executable(), "start", "--block", "--disable-usage-stats",
+         f"--address=127.0.0.1:{cluster.gcs_port}", "--node-ip-address=127.0.0.1",
+         "--num-cpus=1", f"--metrics-export-port={metrics}",
+         f"--dashboard-agent-listen-port={agent_http}",
+         f"--dashboard-agent-grpc-port={agent_grpc}",
+         f"--runtime-env-agent-port={runtime_env}", f"--node-manager-port={node_manager}",
+         f"--object-manager-port={object_manager}"],
+        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL, start_new_session=True)
+    return proc, metrics
+
+
+def _port(url_or_where: str) -> int:
+    """The port of "http://ip:port/metrics" or "node ip:port"."""
+    return int(url_or_where.rsplit(":", 1)[1].split("/")[0])
+
+
+def _alive_metrics_ports(client: ClusterClient) -> set[int]:
+    return {_port(url) for url in client.metrics_targets()}
+
+
+def _failing_ports(source: DirectScrapeSource) -> set[int]:
+    return {_port(p.where) for p in source.problems() if p.where.startswith("node ")}
+
+
+def _scraped_ports(source: DirectScrapeSource) -> set[int]:
+    """The nodes the source's last poll scraped successfully."""
+    return {_port(url) for url in source.targets()} - _failing_ports(source)
+
+
+def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s():
+    with own_cluster(num_cpus=1) as cluster:
+        client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
+        source = DirectScrapeSource(client.metrics_targets, window_s=5)  # as the console
+        proc = None
+        try:
+            deadline = time.monotonic() + 60
+            while not _alive_metrics_ports(client):
+                assert time.monotonic() < deadline, "the head's node never listed"
+                time.sleep(0.5)
+            for _ in range(3):  # the console's 1 s polls, the node list now cached
+                source.poll()
+                time.sleep(1)
+            assert _scraped_ports(source) == {cluster.metrics_port}
+
+            # -- joins -------------------------------------------------------------------
+            proc, worker_port = _worker(cluster)
+            deadline = time.monotonic() + 120
+            while worker_port not in _alive_metrics_ports(client):
+                assert proc.poll() is None, "the worker's `ray start` exited"
+                assert time.monotonic() < deadline, "the dashboard never listed the worker"
+                source.poll()
+                time.sleep(0.5)
+            listed = time.monotonic()
+            while worker_port not in _scraped_ports(source) or source.last_stats.ok < 2:
+                assert time.monotonic() - listed < 30, (source.last_error, source.targets())
+                source.poll()
+                time.sleep(1)
+            joined = time.monotonic() - listed
+            figure(f"node joined: scraped {joined:.1f} s after the dashboard listed it")
+            assert joined <= PICKUP_S, joined
+
+            # -- leaves ------------------------------------------------------------------
+            os.killpg(proc.pid, signal.SIGKILL)
+            deadline = time.monotonic() + 60
+            while not group_gone(proc.pid):
+                assert time.monotonic() < deadline
+                time.sleep(0.2)
+            killed = time.monotonic()
+            # Its scrape fails at once: named as failing, the head's data keeps flowing.
+            while worker_port not in _failing_ports(source):
+                assert time.monotonic() - killed < PICKUP_S, source.problems()
+                source.poll()
+                time.sleep(1)
+            assert source.last_stats.ok >= 1
+            # Once Ray declares the node dead, it leaves the source's node list.
+            deadline = time.monotonic() + 120
+            while worker_port in _alive_metrics_ports(client):
+                assert time.monotonic() < deadline, "Ray never declared the worker dead"
+                source.poll()
+                time.sleep(1)
+            dead = time.monotonic()
+            while worker_port in {_port(u) for u in source.targets()} or source.problems():
+                assert time.monotonic() - dead < PICKUP_S + 2, (source.targets(),
+                                                                 source.problems())
+                source.poll()
+                time.sleep(1)
+            left = time.monotonic() - dead
+            figure(f"node left: dropped {left:.1f} s after Ray declared it dead "
+                   f"({dead - killed:.0f} s after it was killed)")
+            assert left <= PICKUP_S
+            assert source.last_stats.ok == 1 and source.last_error is None
+        finally:
+            source.close()
+            if proc is not None and proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait(30)
