@@ -46,18 +46,18 @@ def test_sigkill_mid_session_loses_at_most_2_s(tmp_path, ray_cluster, batched_de
     path = tmp_path / "killed.db"
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen",
                SERVE_CONSOLE_SETTINGS=str(tmp_path / "settings.ini"))
+    log = tmp_path / "console.log"  # a file, not a pipe nobody reads until the end
     proc = subprocess.Popen(
         [sys.executable, "-m", "console.app", "--address", ray_cluster.dashboard_url,
          "--token", ray_cluster.token, "--demo", "batched", "--rps", "20",
          "--record", str(path), "--log-events", "--exit-after", "600"],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
+        cwd=ROOT, env=env, stdout=open(log, "w"), stderr=subprocess.STDOUT)
     try:
         # Wait until the session holds at least 10 s of the load's live requests/s.
         deadline = time.monotonic() + 240
         while True:
-            assert proc.poll() is None, "".join(lines)[-3000:]
-            assert time.monotonic() < deadline, "".join(lines)[-3000:]
+            assert proc.poll() is None, log.read_text()[-3000:]
+            assert time.monotonic() < deadline, log.read_text()[-3000:]
             if path.exists():
                 try:
                     t, v = open_session(str(path)).store.snapshot(
@@ -76,7 +76,7 @@ def test_sigkill_mid_session_loses_at_most_2_s(tmp_path, ray_cluster, batched_de
         if proc.poll() is None:
             proc.kill()
             proc.wait(30)
-        out = proc.stdout.read() if proc.stdout else ""
+    out = log.read_text()
     data = open_session(str(path))
     last = max(float(data.store.snapshot(k, n)[0][-1]) for k in data.store.keys()
                for n in data.store.names(k) if len(data.store.snapshot(k, n)[0]))
