@@ -1,6 +1,6 @@
 """The advisor: hints from the live metrics, each naming the symptom it saw (with the
 numbers), the knob to move and a suggested value — the advice of Ray Serve's performance
-and troubleshooting guides (shared/seeds/) applied to what a deployment does now.
+and troubleshooting guides applied to what a deployment does now.
 
 Plain Python, no Qt, no network: the console hands in a `DeploymentSnapshot` (recent
 samples of the named series from the session's metric store, the knob values the

@@ -1,6 +1,6 @@
 """The one way the console talks to a Ray cluster: the dashboard's REST API.
 
-Local and remote clusters go through this same class (DESIGN.md, "The one path").
+Local and remote clusters go through this same class (docs/ARCHITECTURE.md, "The one path").
 Every method blocks on the network, so it is only ever called from worker threads.
 """
 

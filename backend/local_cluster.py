@@ -29,7 +29,7 @@ from backend.ports import free_ports
 
 log = logging.getLogger(__name__)
 
-# Ray's default is 10 s; 1 s keeps the plots live (DESIGN.md).
+# Ray's default is 10 s; 1 s keeps the plots live (docs/ARCHITECTURE.md).
 METRICS_REPORT_INTERVAL_MS = 1000
 
 

@@ -1,4 +1,4 @@
-"""The layers of DESIGN.md, checked on every test run."""
+"""The layers of docs/ARCHITECTURE.md, checked on every test run."""
 
 from __future__ import annotations
 
