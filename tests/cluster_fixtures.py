@@ -36,8 +36,7 @@ __all__ = ["ray_cluster", "cluster_client", "batched_demo", "load_on", "tuning_a
            "prometheus_url"]
 
 
-@pytest.fixture(scope="package")
-def ray_cluster():
+def _cluster():
     cluster = LocalCluster()
     cluster.start(timeout_s=120)
     try:
@@ -46,18 +45,16 @@ def ray_cluster():
         cluster.stop()
 
 
-@pytest.fixture(scope="package")
-def cluster_client(ray_cluster) -> ClusterClient:
-    return ClusterClient(ray_cluster.dashboard_url, ray_cluster.token, timeout_s=10)
+def _client(cluster) -> ClusterClient:
+    return ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
 
 
-@pytest.fixture(scope="package")
-def batched_demo(ray_cluster, cluster_client):
+def _batched_demo(cluster, client) -> str:
     """The batched demo, deployed through the console's own path; its HTTP URL."""
     demo = load_catalog()["batched"]
     status = deploy_demo(
-        cluster_client, demo,
-        http_options_if_new={"host": "127.0.0.1", "port": ray_cluster.serve_http_port},
+        client, demo,
+        http_options_if_new={"host": "127.0.0.1", "port": cluster.serve_http_port},
         timeout_s=240,
     )
     app = status.application(demo.app_name)
@@ -74,6 +71,43 @@ def batched_demo(ray_cluster, cluster_client):
             pytest.fail(f"batched demo at {url} never answered")
         time.sleep(0.5)
     return url
+
+
+@pytest.fixture(scope="package")
+def ray_cluster():
+    yield from _cluster()
+
+
+@pytest.fixture(scope="package")
+def cluster_client(ray_cluster) -> ClusterClient:
+    return _client(ray_cluster)
+
+
+@pytest.fixture(scope="package")
+def batched_demo(ray_cluster, cluster_client):
+    """The batched demo, deployed through the console's own path; its HTTP URL."""
+    return _batched_demo(ray_cluster, cluster_client)
+
+
+def own_cluster_fixtures():
+    """(ray_cluster, cluster_client, batched_demo) of a test module's own head, module
+    scope: `ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()` at the top
+    of a module whose many applications would otherwise leave their metric series on
+    the package's head for every later test to scrape."""
+
+    @pytest.fixture(scope="module", name="ray_cluster")
+    def module_cluster():
+        yield from _cluster()
+
+    @pytest.fixture(scope="module", name="cluster_client")
+    def module_client(ray_cluster) -> ClusterClient:
+        return _client(ray_cluster)
+
+    @pytest.fixture(scope="module", name="batched_demo")
+    def module_batched_demo(ray_cluster, cluster_client):
+        return _batched_demo(ray_cluster, cluster_client)
+
+    return module_cluster, module_client, module_batched_demo
 
 
 @pytest.fixture

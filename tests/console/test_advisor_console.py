@@ -46,8 +46,14 @@ from backend.loadgen import LoadGenerator, LoadTarget
 from backend.packaging import build_package
 from backend.preflight import cluster_resources
 from backend.recording.reader import open_session
+from tests.cluster_fixtures import own_cluster_fixtures
 from tests.figures import figure
 from tests.helpers import remove_apps
+
+# Its own head: its eleven applications' metric series (Ray's agent keeps every counter
+# and histogram of every replica that ran) would be a third of the package head's page
+# for every later console test (tests/cluster_fixtures.py).
+ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()
 
 PROBE_DIR = Path(__file__).parent / "data" / "advisor_probe"
 HEALTHY = "adv_healthy"

@@ -15,7 +15,12 @@ from backend.deployer import deploy_demo
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource
 from console.main_window import MainWindow
+from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps
+
+# Its own head: the multiplexed, combined and streaming demos' metric series would
+# stay on the package head's page for every later console test (tests/cluster_fixtures.py).
+ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()
 
 MUX_KEY = ("multiplexed", "MultiplexedAdapters")
 HEADER = "serve_multiplexed_model_id"
