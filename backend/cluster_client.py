@@ -141,6 +141,9 @@ class ClusterClient:
                 ) from None
             if "name or service not known" in reason.lower() or "resolve" in reason.lower():
                 raise ConnectError(f"Unknown host '{self.host}'.") from None
+            if "reset" in reason.lower() or "aborted" in reason.lower():
+                raise RefusedError(f"Cannot reach {self.url}: the connection was reset "
+                                   f"({reason}).", "connection reset") from None
             raise ConnectError(f"Cannot reach {self.url}: {reason}.") from None
         except (requests.RequestException, ValueError, OSError) as e:
             # Whatever else the address or the answer does wrong (an invalid URL or

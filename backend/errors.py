@@ -12,8 +12,12 @@ class ConnectError(ConsoleError):
 
 
 class RefusedError(ConnectError):
-    """Nothing listens at the address (connection refused): a wrong port, or a head that
-    was running and has stopped."""
+    """The connection was refused, reset or aborted: nothing listens at the address (a
+    wrong port), or a head that was running has stopped. `cause` says which, in words."""
+
+    def __init__(self, message: str, cause: str = "connection refused") -> None:
+        super().__init__(message)
+        self.cause = cause
 
 
 class AuthError(ConnectError):

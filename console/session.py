@@ -464,7 +464,7 @@ class Session(QObject):
         if isinstance(error, RefusedError):
             # It answered before: the address was right, the head is what went away.
             text = (f"The Ray head at {self.client.url if self.client else 'the address'} "
-                    "stopped answering (connection refused): it was stopped, or is "
+                    f"stopped answering ({error.cause}): it was stopped, or is "
                     "restarting.")
         local = self._local
         if local is not None and not local.running:

@@ -188,7 +188,8 @@ def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
     try:
         def filled():
             # Streamed responses read to the end: three of them (each mode at least once).
-            assert session.load._gen.stats().ok >= 3
+            stats = session.load._gen.stats()
+            assert stats.ok >= 3, (stats.errors_by_kind, stats.last_error)
             window.plots.refresh(time.time())
             visible = window.plots.visible_plots()
             assert {"Pipeline: first output vs total",
