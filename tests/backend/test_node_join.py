@@ -91,6 +91,7 @@ def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s():
 
             # -- leaves ------------------------------------------------------------------
             os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(30)  # reaped: a zombie would still count as a member of its group
             deadline = time.monotonic() + 60
             while not group_gone(proc.pid):
                 assert time.monotonic() < deadline
