@@ -35,7 +35,7 @@ batch_wait_empty   batches nearly empty, latency mostly the batch wait → lower
 tail_batch_wait    p99 ≫ p50 while the mean batch wait exceeds p50: the tail is the batch
                    timer → lower batch_wait_timeout_s
 batch_cap          max_batch_size × max_concurrent_batches > max_ongoing_requests: batches
-                   can never fill (Ray issue #43288) → raise max_ongoing_requests
+                   can never fill (a replica holds ≤ max_ongoing_requests) → raise max_ongoing_requests
 model_cache        multiplexed model cache hit rate low, model loads high → a larger cache
                    (max_num_models_per_replica) or more replicas
 not_at_target      target replicas above running for long, with why (unschedulable …) →
@@ -127,7 +127,7 @@ ADVICE = {
         "the ones that waited out batch_wait_timeout_s for a batch that did not fill: a "
         "shorter wait cuts the tail at little cost in batch size.",
     BATCH_CAP:
-        "Ray issue #43288: a replica never holds more than max_ongoing_requests requests, "
+        "A replica never holds more than max_ongoing_requests requests, "
         "so with max_batch_size × max_concurrent_batches above it a batch can never fill "
         "and each waits out batch_wait_timeout_s. Ray's rule: max_ongoing_requests ≥ "
         "max_batch_size × max_concurrent_batches (max_concurrent_batches is a @serve.batch "

@@ -25,7 +25,7 @@ under the SLO (backend.rate_trial) — and searches the knob space live:
 
 Candidates are deduplicated, and a candidate `invalid(config)` names a reason for is
 skipped (e.g. max_batch_size × max_concurrent_batches > max_ongoing_requests: batches
-could never fill, Ray #43288). Every step is reported through `on_event(kind, payload)`.
+could never fill: a replica holds at most max_ongoing_requests). Every step is reported through `on_event(kind, payload)`.
 """
 
 from __future__ import annotations

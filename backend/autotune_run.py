@@ -24,7 +24,7 @@ from backend.autotune import (DEFAULT_KNOBS, LADDERS, MAX_BATCH_SIZE, MAX_ONGOIN
 from backend.cancel import CancelToken, Cancelled
 from backend.cluster_client import ClusterClient
 from backend.errors import ConsoleError
-from backend.knobs import LIVE, check_values, knobs_for, values_of
+from backend.knobs import BATCHES_NEVER_FILL, LIVE, check_values, knobs_for, values_of
 from backend.load_model import LoadTarget
 from backend.load_targets import app_target, serve_http_base
 from backend.rate_trial import (RateTrial, TrialSpec, idle_latency_ms, run_rate_trial,
@@ -221,7 +221,7 @@ class TuneRun:
     def _invalid(self, values: dict[str, Any], config: dict[str, Any]) -> str | None:
         merged = {**values, **config}
         for f in check_values(merged):
-            if "43288" in f.message:
+            if f.kind == BATCHES_NEVER_FILL:
                 mbs, mor = merged[MAX_BATCH_SIZE], merged[MAX_ONGOING]
                 mcb = merged.get("user_config.max_concurrent_batches") or 1
                 if MAX_ONGOING not in self.request.knobs:

@@ -407,6 +407,10 @@ def _resource_knobs(meta: dict[str, dict[str, Any]], cfg: dict[str, Any],
 class Finding:
     severity: str   # "error" blocks the change; "warning" is shown, the change goes on
     message: str
+    kind: str = ""  # what was found, for code that acts on it (BATCHES_NEVER_FILL, …)
+
+
+BATCHES_NEVER_FILL = "batches_never_fill"
 
 
 def check_values(values: dict[str, Any], p99_ms: float | None = None) -> list[Finding]:
@@ -419,7 +423,8 @@ def check_values(values: dict[str, Any], p99_ms: float | None = None) -> list[Fi
         out.append(Finding("warning",
             f"max_batch_size × max_concurrent_batches ({mbs:g} × {mcb:g}) > "
             f"max_ongoing_requests ({mor:g}): a replica never holds enough requests to fill "
-            "a batch, so every batch waits the full batch_wait_timeout_s (Ray issue 43288)."))
+            "a batch, so every batch waits the full batch_wait_timeout_s (Serve gives a "
+            "replica at most max_ongoing_requests requests at once).", BATCHES_NEVER_FILL))
     wait = values.get("user_config.batch_wait_timeout_s")
     if isinstance(wait, (int, float)) and p99_ms and wait * 1000 > p99_ms:
         out.append(Finding("warning",

@@ -303,7 +303,7 @@ def test_batch_cap_from_the_config_with_what_the_batches_held():
     assert (h.knob, h.current, h.suggested) == ("max_ongoing_requests", 4, 32)
     assert "16 × max_concurrent_batches 1 = 16 > max_ongoing_requests 4" in h.symptom
     assert "held 3.1 requests on average" in h.symptom
-    assert "43288" in h.advice
+    assert "max_ongoing_requests ≥ max_batch_size × max_concurrent_batches" in h.advice
 
 
 def test_batch_cap_counts_max_concurrent_batches_where_the_app_reports_it():

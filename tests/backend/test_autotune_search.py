@@ -18,7 +18,7 @@ from backend.rate_trial import RateTrial
 def capacity(config) -> float:
     """A batched model's capacity: grows with the batch size until Serve's per-request
     overhead caps it; the wait helps small rates fill batches; a max_ongoing_requests
-    below the batch size starves batches (Ray #43288)."""
+    below the batch size starves batches."""
     mbs = config[MAX_BATCH_SIZE]
     wait = config[BATCH_WAIT]
     mor = config[MAX_ONGOING]

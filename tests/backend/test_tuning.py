@@ -7,7 +7,7 @@ import copy
 
 import requests
 
-from backend.knobs import KnobValueError, check_values, knobs_for, patch_app_config
+from backend.knobs import BATCHES_NEVER_FILL, KnobValueError, check_values, knobs_for, patch_app_config
 from backend.tuning import ApplyFailed, apply_changes
 
 import pytest
@@ -92,7 +92,8 @@ def test_patch_completes_partial_fields_and_switches_autoscaling():
 
 def test_cross_knob_checks():
     msgs = check_values({"user_config.max_batch_size": 64, "max_ongoing_requests": 16})
-    assert any("43288" in f.message and f.severity == "warning" for f in msgs)
+    assert any(f.kind == BATCHES_NEVER_FILL and f.severity == "warning"
+               and "never holds enough requests to fill a batch" in f.message for f in msgs)
     assert check_values({"user_config.max_batch_size": 8, "max_ongoing_requests": 16}) == []
     slow = check_values({"user_config.batch_wait_timeout_s": 0.5}, p99_ms=120)
     assert any("p99" in f.message for f in slow)

@@ -19,7 +19,7 @@ def hint(rule="batch_cap", dep="Model", current=4, suggested=32, knob="max_ongoi
     return Hint(id=f"{rule}:app/{dep}", rule=rule, key=("app", dep),
                 title=kw.pop("title", "Batches can never fill"), symptom=symptom, knob=knob,
                 knob_label=knob, current=current, suggested=suggested,
-                advice="Ray issue #43288: …", applies="live", **kw)
+                advice="A replica never holds more than max_ongoing_requests: …", applies="live", **kw)
 
 
 @pytest.fixture
@@ -46,7 +46,8 @@ def test_hints_show_symptom_change_and_advice(panel):
     assert row.symptom_label.text() == a.symptom
     assert "max_ongoing_requests 4 → 32" in row.knob_label.text() and "live" in row.knob_label.text()
     assert "app/Model" in row.title_label.text() and "Batches can never fill" in row.title_label.text()
-    assert "43288" in row.toolTip() and "43288" in row.symptom_label.toolTip()
+    assert "never holds more than" in row.toolTip()
+    assert "never holds more than" in row.symptom_label.toolTip()
     assert row.apply_button.isEnabled()
 
 
