@@ -12,7 +12,8 @@ clean-clone run, 2026-11-26: 5-13 s per page). A fresh head for the console test
 the page as small as a user's.
 
 Prometheus is started per test module that asks for it (`prometheus_url`), not kept
-for the rest of the run: its 1 s scrapes of a growing page were half of that agent's load.
+for the rest of the run: it was one of the two scrapers of that page every second (the
+console under test the other), and the agent spent ~80 % of its time rendering it.
 Import these into a package's conftest.py to give that package its cluster.
 """
 
