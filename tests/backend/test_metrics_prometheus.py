@@ -14,9 +14,21 @@ import requests
 
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource
+from tests.cluster_fixtures import own_cluster_fixtures
+
+# Its own head: the agreement between sources is measured on a page the size of a user's,
+# not on the package head's, which by then carries every earlier test's series
+# (tests/cluster_fixtures.py); its renders and the load compete less for the 2 cores.
+ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()
+
+RPS = 30.0
+
 
 def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, load_on):
-    load_on(60)
+    # 30 req/s: what both sources say is the point, and the CPU demo keeps up with it on
+    # a busy 2-core machine (at 60 the run of 2026-11-26 measured 41-44: a queue, where
+    # the two sources' ongoing counts diverge).
+    load_on(RPS)
     prom = PrometheusSource(prometheus_url, window_s=10)
     assert prom.check()
     direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=10)
@@ -46,7 +58,7 @@ def test_prometheus_and_direct_sources_agree(prometheus_url, cluster_client, loa
         return statistics.median(vals)
 
     rate_p, rate_d = med("prom", "requests_per_s"), med("direct", "requests_per_s")
-    assert abs(rate_p - 60) / 60 < 0.2 and abs(rate_p - rate_d) / rate_d < 0.15, (rate_p, rate_d)
+    assert abs(rate_p - RPS) / RPS < 0.2 and abs(rate_p - rate_d) / rate_d < 0.15, (rate_p, rate_d)
     for series, rel, abs_ms in (("latency_p50_ms", 0.3, 5), ("latency_p99_ms", 0.5, 25)):
         p, d = med("prom", series), med("direct", series)
         assert abs(p - d) <= max(abs_ms, rel * d), (series, p, d)

@@ -21,7 +21,13 @@ from backend.metrics.direct import DirectScrapeSource, WindowedSeries
 from backend.metrics.prometheus import PrometheusSource
 from backend.metrics.series import REPLICA_SERIES, SERIES, replica_id
 from tests.backend.test_metrics_direct import APP, DEP, KEY, counter, feed, gauge, histogram, lat
+from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps, scaling_app
+
+# Its own head: the agreement between sources is measured on a page the size of a user's,
+# not on the package head's, which by then carries every earlier test's series
+# (tests/cluster_fixtures.py); its renders and the load compete less for the 2 cores.
+ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()
 
 # --- synthetic pages ------------------------------------------------------------------
 
