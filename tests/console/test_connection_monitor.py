@@ -35,12 +35,18 @@ def test_back_off_grows_then_holds_at_five_seconds(qtbot):
     assert m.poll_failed("timeout") == 1.0
 
 
+def _outage(m: ConnectionMonitor, error: str, answers_as: str | None) -> list:
+    """One failed poll, then one that answers as *answers_as*; what `resumed` said."""
+    resumed: list = []
+    m.resumed.connect(lambda same, old, new: resumed.append((same, old, new)))
+    m.poll_failed(error)
+    m.poll_ok(answers_as)
+    return resumed
+
+
 def test_same_session_on_reconnect(qtbot):
     m, states = _connected(qtbot, "session_A")
-    resumed = []
-    m.resumed.connect(lambda same, old, new: resumed.append((same, old, new)))
-    m.poll_failed("timed out")
-    m.poll_ok("session_A")
+    resumed = _outage(m, "timed out", "session_A")
     assert resumed == [(True, "session_A", "session_A")]
     assert "the same cluster session" in m.message and m.message.startswith("Reconnected after")
     assert states[-1][0] == ConnectionState.CONNECTED
@@ -48,10 +54,7 @@ def test_same_session_on_reconnect(qtbot):
 
 def test_new_session_on_reconnect_says_the_head_was_restarted(qtbot):
     m, _ = _connected(qtbot, "session_A")
-    resumed = []
-    m.resumed.connect(lambda same, old, new: resumed.append((same, old, new)))
-    m.poll_failed("refused")
-    m.poll_ok("session_B")
+    resumed = _outage(m, "refused", "session_B")
     assert resumed == [(False, "session_A", "session_B")]
     assert "a new cluster session (session_B): the head was restarted" in m.message
     assert m.session_name == "session_B"
@@ -60,11 +63,8 @@ def test_new_session_on_reconnect_says_the_head_was_restarted(qtbot):
 def test_an_unknown_session_name_counts_as_the_same(qtbot):
     """A dashboard that does not say its session (older Ray) is not taken for a restart."""
     m, _ = _connected(qtbot, "session_A")
-    resumed = []
-    m.resumed.connect(lambda same, old, new: resumed.append(same))
-    m.poll_failed("refused")
-    m.poll_ok("")
-    assert resumed == [True] and m.session_name == "session_A"
+    resumed = _outage(m, "refused", "")
+    assert [same for same, _, _ in resumed] == [True] and m.session_name == "session_A"
 
 
 def test_failures_before_connecting_or_after_closing_change_nothing(qtbot):
