@@ -2,8 +2,9 @@
 
 The reference server (backend/loadgen_testserver.py) runs in its own process, so it does
 not share the generator's GIL. Tolerances are stated per test; they allow for a busy
-2-core machine (other tests run Ray clusters beside these) and are still tight enough to
-fail when latency is measured from the wrong moment or the rate drifts.
+2-core machine and are still tight enough to fail when latency is measured from the wrong
+moment or the rate drifts. The module is marked `timing`: it runs before any Ray head of
+the suite is started (tests/conftest.py), not beside one.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ import requests
 from backend.load_model import LoadModel, LoadTarget, ModelIds, Profile, demo_target
 from backend.loadgen import LoadGenerator, offer_for
 from backend.loadgen_testserver import ReferenceServer
+
+pytestmark = pytest.mark.timing
 
 
 @pytest.fixture(scope="module")
@@ -95,11 +98,13 @@ def test_a_periodic_stall_shows_in_open_loop_percentiles(server):
     A closed loop (one user) sends nothing while it waits and hides the stall in its
     percentiles (p99 < 100 ms), seeing it only in its max."""
     url = f"{server}/stall?period_s=4&stall_s=1"
+    bounds = {"p90": (510.0, 690.0), "p99": (880.0, 1060.0)}
     s = run_open(url, 100, 8.0).summary()  # two whole periods, whatever the phase
+    if not pcts_within(s, bounds) and oversubscribed():
+        s = run_open(url, 100, 8.0).summary()  # as measure_latency: once more, better counts
     assert s.errors == 0 and s.ok >= 700, s
     assert pct(s, "p50") < 60.0, s.latency_ms
-    assert 510.0 <= pct(s, "p90") <= 690.0, s.latency_ms
-    assert 880.0 <= pct(s, "p99") <= 1060.0, s.latency_ms
+    assert pcts_within(s, bounds), (s.latency_ms, "load average", os.getloadavg())
 
     closed = LoadGenerator(LoadTarget(url=url),
                            model=LoadModel(mode="closed", users=1, think_time_s=0.01))
@@ -153,10 +158,15 @@ def test_poisson_arrivals_average_the_rate_and_vary(server):
 def test_rate_change_while_running_applies_within_a_second(server):
     gen = LoadGenerator(LoadTarget(url=f"{server}/fast"))
     gen.start(20)
-    time.sleep(2.2)
-    gen.set_rate(200)
-    time.sleep(2.9)
-    gen.stop()
+    try:
+        # The change ~0.2 s into second 2 of the generator's own clock (its child process
+        # starts late on a busy machine), then until second 3 has closed.
+        wait_for(lambda: len(gen.stats().history) >= 2, 15)
+        time.sleep(0.2)
+        gen.set_rate(200)
+        wait_for(lambda: len(gen.stats().history) >= 4, 15)
+    finally:
+        gen.stop()
     h = gen.stats().history
     assert abs(h[0].offered - 20) <= 2, h
     assert abs(h[3].offered - 200) <= 10, h  # second 3 began ≥ 0.8 s after the change
@@ -258,14 +268,12 @@ def test_streaming_is_read_to_the_end_with_time_to_first_chunk(server):
     # First chunk after 200 ms, then 4 more 50 ms apart: ttfb ≈ 200 ms, total ≈ 400 ms.
     # Tolerance: ttfb p50 [200, 230] ms, total p50 [400, 450] ms.
     url = f"{server}/stream?first_ms=200&chunks=5&gap_ms=50"
-    gen = LoadGenerator(LoadTarget(url=url, stream=True))
-    gen.start(10)
-    time.sleep(2.0)
-    gen.set_rate(0)
-    time.sleep(0.8)
-    gen.stop()
+    # 2 s of the generator's own sending (its child starts late on a busy machine: a
+    # wall-clock 2 s from start() once got 14 of the 20 requests), then every stream to
+    # its end.
+    gen = run_open(LoadTarget(url=url, stream=True), 10, 2.0)
     s = gen.summary()
-    assert s.errors == 0 and s.ok >= 15
+    assert s.errors == 0 and s.ok == s.sent >= 19, s
     assert 200.0 <= dict(s.ttfb_ms)["p50"] <= 230.0, s.ttfb_ms
     assert 400.0 <= pct(s, "p50") <= 450.0, s.latency_ms
     assert any(x.ttfb_p50_ms for x in gen.stats().history)
@@ -293,8 +301,7 @@ def test_stop_cancels_a_closed_loop_within_a_second(server):
     gen = LoadGenerator(LoadTarget(url=f"{server}/sleep/5000"),
                         model=LoadModel(mode="closed", users=50))
     gen.start()
-    time.sleep(1.0)
-    assert gen.stats().in_flight == 50
+    wait_for(lambda: gen.stats().in_flight == 50, 10)
     t0 = time.monotonic()
     gen.stop()
     assert time.monotonic() - t0 < 1.0
