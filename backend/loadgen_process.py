@@ -3,7 +3,7 @@
 At thousands of requests/s the generator's Python work (aiohttp, HDR histograms, the
 per-second bookkeeping) holds the GIL most of the time; on a thread of the console it
 stalls the GUI by hundreds of milliseconds (benchmarks/gui_stall.py). So the console's
-`LoadGenerator` runs the engine (`backend.loadgen.ThreadLoadGenerator`, unchanged) in a
+`LoadGenerator` runs the engine (`backend.loadgen_engine.ThreadLoadGenerator`, unchanged) in a
 child: `python -m backend.loadgen_process CTL_FD OUT_FD PARENT_PID`.
 
 The wire: two pipes carrying pickled tuples (multiprocessing.connection framing).
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         import aiohttp  # noqa: F401  (before the run's clock starts, while "init" travels)
 
-        from backend.loadgen import ThreadLoadGenerator
+        from backend.loadgen_engine import ThreadLoadGenerator
 
         kind, target, options, model = ctl.recv()
         assert kind == "init", kind

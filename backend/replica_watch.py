@@ -44,12 +44,19 @@ from __future__ import annotations
 import datetime as _dt
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import Any, Iterable, Protocol
 
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 
-if TYPE_CHECKING:  # widgets may import this module; cluster_client is off limits to them
-    from backend.cluster_client import ClusterClient
+
+class StatusAndActors(Protocol):
+    """What poll_replica_events asks of the cluster (backend.cluster_client.ClusterClient
+    answers both; that module imports this one, and widgets may import this one but not
+    the client)."""
+
+    def serve_status(self, timeout_s: float | None = None) -> ServeStatus: ...
+
+    def dead_replica_actors(self, actor_ids: Iterable[str]) -> list["ActorDeath"]: ...
 
 DIED = "died"
 REPLACED = "replaced"
@@ -333,7 +340,7 @@ def _died_event(app: ApplicationInfo, dep: DeploymentInfo, old: ReplicaInfo,
                         node_ip=node_ip)
 
 
-def poll_replica_events(client: "ClusterClient", watcher: ReplicaWatcher,
+def poll_replica_events(client: StatusAndActors, watcher: ReplicaWatcher,
                         timeout_s: float | None = None
                         ) -> tuple[ServeStatus, list[ReplicaEvent]]:
     """One poll as the console does it: the Serve status, then the GCS's word on the

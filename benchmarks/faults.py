@@ -83,7 +83,7 @@ def main() -> int:
     try:
         failed = []
         session.connect_failed.connect(failed.append)
-        win.connect_remote(first.dashboard_url, first.token)
+        win.session.connect_remote(first.dashboard_url, first.token)
         wait_until(app, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:

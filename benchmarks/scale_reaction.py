@@ -107,7 +107,7 @@ def main() -> int:
     try:
         failed: list[str] = []
         session.connect_failed.connect(failed.append)
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+        win.session.connect_remote(cluster.dashboard_url, cluster.token)
         wait_until(qapp, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:

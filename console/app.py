@@ -56,6 +56,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--open", metavar="SESSION.db", dest="open_session",
                    help="open a recorded session offline (no cluster is started or "
                         "needed); Session → Sessions… lists them all")
+    p.add_argument("--no-window", action="store_true",
+                   help="run without a window (scripted runs: --demo, --apply-config, "
+                        "--log-events, --exit-after); Ctrl+C quits")
     p.add_argument("--num-cpus", type=int, default=None,
                    help="CPUs of the embedded local cluster (default: all)")
     p.add_argument("--print-first-frame", action="store_true", help=argparse.SUPPRESS)
@@ -67,6 +70,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--rps must be > 0")
     if args.record and args.no_record:
         p.error("--record and --no-record contradict each other")
+    if args.no_window and (args.screenshot or args.open_session):
+        p.error("--screenshot and --open show a window; leave out --no-window")
     if args.open_session and (args.address or args.demo or args.apply_config):
         p.error("--open shows a recorded session offline; it does not connect "
                 "(leave out --address, --demo and --apply-config)")
@@ -86,11 +91,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
-    from PySide6.QtCore import QEvent, QTimer
-    from PySide6.QtWidgets import QApplication
+    from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 
     from backend.catalog import load_catalog
-    from console.main_window import MainWindow
+    from console.console_model import ConsoleModel
     from console.session import Session
     from console.settings import Settings
 
@@ -110,33 +114,43 @@ def main(argv: list[str] | None = None) -> int:
             print(f"serve-console: {e}", file=sys.stderr)
             return 2
 
-    app = QApplication.instance() or QApplication(sys.argv[:1])
+    if args.no_window:
+        app = QCoreApplication.instance() or QCoreApplication(sys.argv[:1])
+    else:
+        from PySide6.QtWidgets import QApplication
+        app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("serve-console")
     session = Session()
-    window = MainWindow(session, catalog, Settings())
-    window.recording.configure(path=args.record, enabled=not args.no_record)
-    runner = ScriptedRun(window, session, catalog, args)
-    window.show()
+    model = ConsoleModel(session, catalog, Settings())
+    model.recording.configure(path=args.record, enabled=not args.no_record)
+    window = None
+    if not args.no_window:
+        from console.main_window import MainWindow
+        window = MainWindow(model)
+    runner = ScriptedRun(model, args, window)
+    if window is not None:
+        window.show()
     if args.print_first_frame:
         QTimer.singleShot(0, lambda: print(f"first-frame {time.time() - _T0:.3f}",
                                            flush=True))
     # Ctrl+C in the terminal closes the window the normal way (and stops the cluster).
-    signal.signal(signal.SIGINT, lambda *_: window.close())
-    signal.signal(signal.SIGTERM, lambda *_: window.close())
+    signal.signal(signal.SIGINT, lambda *_: runner.quit())
+    signal.signal(signal.SIGTERM, lambda *_: runner.quit())
     keepalive = QTimer()  # lets Python run signal handlers while Qt's loop spins
     keepalive.start(250)
     keepalive.timeout.connect(lambda: None)
     if args.log_events:
-        window.event_log.entry_added.connect(
-            lambda entry: print(entry.plain(), flush=True))
+        model.event_added.connect(lambda entry: print(entry.plain(), flush=True))
     runner.start()
     code = app.exec()
     runner.report_pending()
     session.shutdown()  # stops the local cluster this console started, and only it
-    # Destroy the window while the QApplication still exists: left to the interpreter's
-    # teardown, the plots' scene could outlive the application and crash the exit.
-    window.deleteLater()
-    app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
+    if window is not None:
+        # Destroy the window while the QApplication still exists: left to the
+        # interpreter's teardown, the plots' scene could outlive the application and
+        # crash the exit.
+        window.deleteLater()
+        app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
     return code or runner.exit_code
 
 
@@ -155,16 +169,18 @@ def run() -> None:
 
 
 class ScriptedRun:
-    """--address/--demo/--screenshot/--exit-after: the scripted parts of a run."""
+    """--address/--demo/--apply-config/--screenshot/--exit-after: the scripted parts of a
+    run. It drives the console's model; *window* (None with --no-window) is only shown,
+    photographed and closed."""
 
-    def __init__(self, window, session, catalog, args) -> None:
-        self.window, self.session, self.args = window, session, args
-        self.demo = catalog.get(args.demo) if args.demo else None
+    def __init__(self, model, args, window=None) -> None:
+        self.model, self.session, self.window, self.args = model, model.session, window, args
+        self.demo = model.catalog.get(args.demo) if args.demo else None
         self.exit_code = 0
         self._shot_taken = False
         self.viewer = None  # --open: the recorded session's window
-        if args.exit_after is not None or args.screenshot:
-            window.interactive = False
+        if args.exit_after is not None or args.screenshot or window is None:
+            model.interactive = False  # nothing may stop at a question
 
     def start(self) -> None:
         from PySide6.QtCore import QTimer
@@ -179,16 +195,30 @@ class ScriptedRun:
         if self.args.open_session:
             self._open_session(self.args.open_session)
         elif self.args.address:
-            self.window.connect_to(self._cli_target())
+            a = self.args
+            s.connect_remote(a.address, a.token, token_file=a.token_file,
+                             prometheus_url=a.prometheus,
+                             verify=False if a.insecure else (a.ca_bundle or True),
+                             serve_http_url=a.serve_url)
         else:
-            self.session.connect_local(num_cpus=self.args.num_cpus)
+            s.connect_local(num_cpus=self.args.num_cpus)
+
+    def quit(self) -> None:
+        """End the run the normal way: the window closes (or the model, without one)."""
+        if self.window is not None:
+            self.window.close()
+        else:
+            from PySide6.QtCore import QCoreApplication
+
+            self.model.close()
+            QCoreApplication.quit()
 
     def _open_session(self, path: str) -> None:
         """--open: the recorded session in its own window; nothing connects."""
         if not os.path.exists(path):
             print(f"serve-console: there is no session file {path}", file=sys.stderr)
             self.exit_code = 2
-            self.window.close()
+            self.quit()
             return
         self.window.open_recorded_session(path, on_opened=self._on_session_opened)
 
@@ -216,7 +246,10 @@ class ScriptedRun:
         if self.args.apply_config:
             self.session.deploys.import_config(self.args.apply_config)
         if self.demo is not None:
-            self.window.deploy_demo(self.demo)
+            if why := self.model.deploy_demo(self.demo):
+                print(f"serve-console: not deploying {self.demo.key}: {why}",
+                      file=sys.stderr, flush=True)
+                self.exit_code = 1
         elif not self.args.apply_config:
             self._schedule_screenshot()
 
@@ -231,7 +264,7 @@ class ScriptedRun:
 
     def _on_connect_failed(self, message: str) -> None:
         print(f"serve-console: {message}", file=sys.stderr)
-        if self.args.exit_after is not None or self.args.screenshot:
+        if self.args.exit_after is not None or self.args.screenshot or self.window is None:
             self.exit_code = 1
             if self.args.exit_after is None:
                 self._finish()
@@ -244,9 +277,7 @@ class ScriptedRun:
         if self.demo is None or app != self.demo.app_name:
             return
         if ok:
-            rps = self.args.rps or self.demo.load.default_rps
-            self.window.load_panel.set_rate(rps)
-            self.window.start_load(rps)
+            self.model.start_load(self.args.rps or self.demo.load.default_rps)
         else:
             self.exit_code = 1
         self._schedule_screenshot()
@@ -259,7 +290,7 @@ class ScriptedRun:
 
     def _finish(self) -> None:
         self.take_screenshot()
-        self.window.close()
+        self.quit()
 
     def report_pending(self) -> None:
         """At exit: say what was still under way (a deploy waiting for room, an apply
@@ -273,7 +304,7 @@ class ScriptedRun:
             self.exit_code = self.exit_code or 1
 
     def take_screenshot(self) -> None:
-        if self.args.screenshot and not self._shot_taken:
+        if self.args.screenshot and not self._shot_taken and self.window is not None:
             self._shot_taken = True
             self.window.plots.refresh(time.time())
             # --open: the picture is of the recorded session's window.

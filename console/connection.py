@@ -14,12 +14,46 @@ the same cluster session (Ray's `session_name`) or a restarted one.
 from __future__ import annotations
 
 import enum
+import os
 import time
+from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
+from backend.errors import ConsoleError
+
 CONNECTED_POLL_S = 1.0
 BACKOFF_S = (1.0, 1.0, 2.0, 3.0, 5.0)  # then 5 s: "live again ≤ 10 s after it answers"
+
+
+@dataclass(frozen=True)
+class ConnectionInfo:
+    url: str
+    local: bool
+    ray_version: str
+    token: str | None = None
+    prometheus_url: str | None = None
+    serve_http_url: str | None = None
+    token_file: str | None = None     # where the token was read from (a path, never the token)
+    verify: bool | str = True         # TLS: True, False, or a CA bundle path
+
+    def describe(self) -> str:
+        where = "local cluster" if self.local else "remote cluster"
+        return f"{where} {self.url} (Ray {self.ray_version})"
+
+
+def read_token_file(path: str | None) -> str | None:
+    """The token in *path* (whitespace stripped), else $RAY_AUTH_TOKEN, else None."""
+    if path:
+        try:
+            with open(os.path.expanduser(path), encoding="utf-8") as f:
+                token = f.read().strip()
+        except OSError as e:
+            raise ConsoleError(f"Cannot read the token file {path}: {e.strerror}.") from None
+        if not token:
+            raise ConsoleError(f"The token file {path} is empty.")
+        return token
+    return os.environ.get("RAY_AUTH_TOKEN") or None
 
 
 class ConnectionState(str, enum.Enum):

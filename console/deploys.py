@@ -17,23 +17,24 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from backend.cancel import Cancelled
 from backend.catalog import Demo
+from backend.cluster_client import ClusterClient
 from backend.config_io import export_application, parse_config, read_config_file
 from backend.deployer import (demo_app_config, put_applications, restore_applications,
                               wait_for_app)
 from backend.errors import ConsoleError
 from backend.preflight import (PreflightError, check_fit, check_python_env,
                                missing_modules_message)
-from console.operations import Operation
-from console.tasks import user_message
-
-if TYPE_CHECKING:
-    from console.session import Session
+from backend.local_cluster import LocalCluster
+from backend.model import ServeStatus
+from console.connection import ConnectionMonitor
+from console.operations import Operation, Operations
+from console.tasks import TaskRunner, user_message
 
 # What the demos import on the cluster (demo_apps/*.py), checked before the first deploy.
 DEMO_MODULES = ["torch", "numpy", "starlette"]
@@ -59,9 +60,20 @@ class DeployController(QObject):
     config_file_done = Signal(bool, str)  # ok, message (export / import)
     import_started = Signal(str)  # path of a config file about to be applied
 
-    def __init__(self, session: "Session") -> None:
-        super().__init__(session)
-        self._s = session
+    def __init__(self, *, client: Callable[[], ClusterClient | None],
+                 local_cluster: Callable[[], LocalCluster | None],
+                 connection: ConnectionMonitor, operations: Operations,
+                 runner: TaskRunner, event: Callable[[str, str], None],
+                 apply_status: Callable[[ServeStatus], None],
+                 parent: QObject | None = None) -> None:
+        """*client* and *local_cluster* are read at each use (a reconnect replaces them);
+        *connection* says whether the cluster answers and which cluster session it is;
+        *event* takes (message, level) for the event log; *apply_status* hands a status a
+        deploy waited for to whoever shows statuses."""
+        super().__init__(parent)
+        self._client, self._local = client, local_cluster
+        self._connection, self._ops, self._runner = connection, operations, runner
+        self._event, self._apply_status = event, apply_status
         self._awaiting: dict[int, tuple[Operation, _Plan]] = {}
         #: What this console put on the current cluster, by application name: a Demo, or
         #: the app config of an imported file. Offered for redeploy after a head restart.
@@ -77,7 +89,7 @@ class DeployController(QObject):
         if reason := self._unusable():
             self.finished.emit(False, demo.app_name, reason)
             return
-        client, local = self._s.client, self._s.local_cluster
+        client, local = self._client(), self._local()
 
         def prepare(op: Operation) -> _Plan:
             app = demo_app_config(client, demo, lambda t: self._progress(op, t))
@@ -88,25 +100,25 @@ class DeployController(QObject):
         if local is not None:
             # This console started the cluster, so it picks the Serve port (free, not 8000).
             http_new = {"host": "127.0.0.1", "port": local.serve_http_port}
-        self._s.event.emit(f"Deploying demo '{demo.title}'…", "info")
+        self._event(f"Deploying demo '{demo.title}'…", "info")
         self._start("deploy", demo.app_name, prepare, http_new)
 
     def import_config(self, path: str) -> None:
         if reason := self._unusable():
             self.config_file_done.emit(False, reason)
             return
-        client = self._s.client
+        client = self._client()
 
         def prepare(op: Operation) -> _Plan:
             doc = parse_config(read_config_file(path), path)
             return self._preflight(client, op, doc["applications"])
 
-        self._s.event.emit(f"Applying config file {path}…", "info")
+        self._event(f"Applying config file {path}…", "info")
         self.import_started.emit(path)
         self._start("import", path, prepare, None)
 
     def export_config(self, app: str, path: str) -> None:
-        client = self._s.client
+        client = self._client()
         if client is None:
             self.config_file_done.emit(False, "Not connected to a cluster.")
             return
@@ -117,7 +129,7 @@ class DeployController(QObject):
                 f.write(text)
             return f"Exported '{app}' to {path}."
 
-        self._s.action_runner.submit(work, on_done=self._on_config_file_ok,
+        self._runner.submit(work, on_done=self._on_config_file_ok,
                                      on_error=self._on_config_file_error)
 
     def confirm(self, op_id: int, go: bool) -> None:
@@ -127,7 +139,7 @@ class DeployController(QObject):
             return
         op, plan = entry
         if go:
-            self._s.event.emit(f"{op.name}: deploying anyway; its replicas will wait until "
+            self._event(f"{op.name}: deploying anyway; its replicas will wait until "
                                "the cluster has room (Cancel deploy removes it).", "warning")
             for name in op.meta.get("apps", ()):
                 self.waiting_for_room[name] = f"waiting for room: {plan.fit_message}"
@@ -138,7 +150,7 @@ class DeployController(QObject):
     def cancel(self, name: str) -> bool:
         """Cancel the deploy (or import) of *name*: stop waiting and put back what the
         console changed. Returns False when nothing of that name is in flight."""
-        for op in self._s.operations.pending():
+        for op in self._ops.pending():
             if op.kind in ("deploy", "import") and (op.name == name or name in op.meta.get(
                     "apps", ())):
                 if op.id in self._awaiting:
@@ -150,15 +162,15 @@ class DeployController(QObject):
 
     def pending_apps(self) -> list[str]:
         """Applications a deploy of this console is still waiting for, oldest first."""
-        return [name for op in self._s.operations.pending() if op.kind in ("deploy", "import")
+        return [name for op in self._ops.pending() if op.kind in ("deploy", "import")
                 for name in op.meta.get("apps", ())]
 
     # -- the two steps ------------------------------------------------------------------------
     def _unusable(self) -> str:
         """Why nothing may be deployed now ("" when it may)."""
-        if self._s.client is None:
+        if self._client() is None:
             return "Not connected to a cluster."
-        if not self._s.connection.usable:
+        if not self._connection.usable:
             return "The cluster is not answering; wait until it is back."
         return ""
 
@@ -174,7 +186,7 @@ class DeployController(QObject):
         """Before a demo's first deploy on a cluster session: can the cluster's Python
         import what the demos need? (A Ray without numpy otherwise fails the deploy
         with a traceback.) A probe that cannot decide only warns."""
-        key = (self._s.connection.session_name,
+        key = (self._connection.session_name,
                json.dumps(app.get("runtime_env") or {}, sort_keys=True))
         if key in self._python_ok:
             return
@@ -184,7 +196,7 @@ class DeployController(QObject):
             missing = check_python_env(client, DEMO_MODULES, app.get("runtime_env"),
                                        op.token, timeout_s=60)
         except PreflightError as e:
-            self._s.event.emit(f"Could not check the cluster's Python ({e}); deploying "
+            self._event(f"Could not check the cluster's Python ({e}); deploying "
                                "anyway.", "warning")
             return
         if missing:
@@ -193,8 +205,8 @@ class DeployController(QObject):
 
     def _start(self, kind: str, name: str, prepare: Callable[[Operation], _Plan],
                http_new: dict | None) -> None:
-        op = self._s.operations.start(kind, name, http_new=http_new)
-        self._s.action_runner.submit(
+        op = self._ops.start(kind, name, http_new=http_new)
+        self._runner.submit(
             prepare, op, on_done=lambda plan: self._on_prepared(op, plan),
             on_error=lambda e: self._on_failed(op, e))
 
@@ -203,15 +215,15 @@ class DeployController(QObject):
             self._finish(op, False, "Cancelled: nothing was changed on the cluster.")
             return
         if not plan.fits:
-            self._s.event.emit(f"{op.name}: {plan.fit_message}", "warning")
+            self._event(f"{op.name}: {plan.fit_message}", "warning")
             self._awaiting[op.id] = (op, plan)
-            self._s.operations.progress(op, "waiting for an answer: " + plan.fit_message)
+            self._ops.progress(op, "waiting for an answer: " + plan.fit_message)
             self.fit_problem.emit(op.id, op.name, plan.fit_message)
             return
         self._apply(op, plan)
 
     def _apply(self, op: Operation, plan: _Plan) -> None:
-        client = self._s.client
+        client = self._client()
         if client is None:
             self._finish(op, False, "Not connected to a cluster.")
             return
@@ -229,12 +241,12 @@ class DeployController(QObject):
                                       progress=lambda t: self._progress(op, t))
             return status
 
-        self._s.action_runner.submit(work, on_done=lambda st: self._on_applied(op, st),
+        self._runner.submit(work, on_done=lambda st: self._on_applied(op, st),
                                      on_error=lambda e: self._on_failed(op, e))
 
     def _on_applied(self, op: Operation, status) -> None:
         if status is not None:
-            self._s.apply_status(status)
+            self._apply_status(status)
         names = ", ".join(op.meta.get("apps", ()))
         self._finish(op, True, "RUNNING" if op.kind == "deploy"
                      else f"Applied {op.name}: {names} RUNNING.")
@@ -242,7 +254,7 @@ class DeployController(QObject):
     def _on_failed(self, op: Operation, error: BaseException) -> None:
         cancelled = isinstance(error, Cancelled)
         if (cancelled and "prior" in op.meta and op.token.reason == USER_CANCEL
-                and self._s.client is not None):
+                and self._client() is not None):
             self._restore(op)
             return
         if "prior" not in op.meta:  # the cluster was not changed
@@ -253,7 +265,7 @@ class DeployController(QObject):
 
     def _restore(self, op: Operation) -> None:
         """After Cancel: put back what the deploy replaced, remove what it added."""
-        client, prior = self._s.client, op.meta["prior"]
+        client, prior = self._client(), op.meta["prior"]
         self._progress(op, "Cancelling: restoring the cluster's previous config…")
 
         def done(names):
@@ -263,7 +275,7 @@ class DeployController(QObject):
                              for n in names) or "nothing to undo"
             self._finish(op, False, f"Cancelled: {what}; nothing else was touched.")
 
-        self._s.action_runner.submit(restore_applications, client, prior, on_done=done,
+        self._runner.submit(restore_applications, client, prior, on_done=done,
                                      on_error=lambda e: self._finish(
                                          op, False, "Cancelled, but restoring the previous "
                                          f"config failed: {user_message(e)}"))
@@ -271,11 +283,11 @@ class DeployController(QObject):
     # -- reporting ------------------------------------------------------------------------------
     def _progress(self, op: Operation, text: str) -> None:
         """From any thread: the newest line of an operation (queued to the GUI)."""
-        self._s.operations.progress(op, text)
+        self._ops.progress(op, text)
         self.progress.emit(text)
 
     def _finish(self, op: Operation, ok: bool, message: str) -> None:
-        self._s.operations.finish(op)
+        self._ops.finish(op)
         for name in op.meta.get("apps", ()):
             self.waiting_for_room.pop(name, None)
         self._awaiting.pop(op.id, None)
@@ -285,7 +297,7 @@ class DeployController(QObject):
             text = (f"'{op.name}' is RUNNING." if ok
                     else f"Deploying '{op.name}': {message}" if level == "warning"
                     else f"Deploying '{op.name}' failed: {message}")
-            self._s.event.emit(text, level)
+            self._event(text, level)
             self.finished.emit(ok, op.name, message)
         elif ok:
             self._on_config_file_ok(message)
@@ -293,12 +305,12 @@ class DeployController(QObject):
             self._on_config_file_error(ConsoleError(message))
 
     def _on_config_file_ok(self, message: str) -> None:
-        self._s.event.emit(message, "info")
+        self._event(message, "info")
         self.config_file_done.emit(True, message)
 
     def _on_config_file_error(self, error: BaseException) -> None:
         text = user_message(error)
-        self._s.event.emit(text, "error")
+        self._event(text, "error")
         self.config_file_done.emit(False, text)
 
     # -- after a head restart -----------------------------------------------------------------------
@@ -312,7 +324,7 @@ class DeployController(QObject):
                 self._redeploy_app(item)
 
     def _redeploy_app(self, app: dict[str, Any]) -> None:
-        client = self._s.client
+        client = self._client()
 
         def prepare(op: Operation) -> _Plan:
             return self._preflight(client, op, [app])

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import Callable
 from urllib.parse import urlsplit
 
 from PySide6.QtCore import QObject, QTimer, Signal
@@ -19,9 +19,10 @@ from backend.catalog import Demo
 from backend.load_model import LoadModel, LoadPlan
 from backend.load_targets import demo_app_target, serve_http_base
 from backend.loadgen import LoadGenerator, LoadTarget
+from backend.model import ServeStatus
+from backend.cluster_client import ClusterClient
+from console.connection import ConnectionInfo
 
-if TYPE_CHECKING:
-    from console.session import Session
 
 LOAD_STATS_INTERVAL_MS = 500
 
@@ -34,9 +35,15 @@ class LoadControl(QObject):
     # final figures arrive after stop(), possibly once the next run has begun.
     run_stats = Signal(int, float, object)
 
-    def __init__(self, session: "Session") -> None:
-        super().__init__(session)
-        self._session = session
+    def __init__(self, *, status: Callable[[], ServeStatus | None],
+                 info: Callable[[], ConnectionInfo | None],
+                 client: Callable[[], ClusterClient | None],
+                 event: Callable[[str, str], None], parent: QObject | None = None) -> None:
+        """The getters are read at each use: the newest Serve status, the connection's
+        details (a proxy address the user gave) and its client (the dashboard's host);
+        *event* takes (message, level) for the event log."""
+        super().__init__(parent)
+        self._status, self._info, self._client, self._log = status, info, client, event
         self._gen: LoadGenerator | None = None
         self._timer = QTimer(self)
         self._timer.setInterval(LOAD_STATS_INTERVAL_MS)
@@ -52,24 +59,24 @@ class LoadControl(QObject):
         return self._gen is not None
 
     def _event(self, text: str, level: str = "info") -> None:
-        self._session.event.emit(text, level)
+        self._log(text, level)
 
     # -- targets --------------------------------------------------------------------------
     def serve_http_base(self) -> str | None:
         """The Serve proxy's address as the cluster reports it (never an assumed 8000)."""
-        s = self._session
-        if s.info is not None and s.info.serve_http_url:
-            return s.info.serve_http_url  # the user said where the proxy is reachable
-        if s.status is None or s.client is None:
+        info, status, client = self._info(), self._status(), self._client()
+        if info is not None and info.serve_http_url:
+            return info.serve_http_url  # the user said where the proxy is reachable
+        if status is None or client is None:
             return None
-        return serve_http_base(s.status, s.client.host)
+        return serve_http_base(status, client.host)
 
     def target_for(self, demo: Demo) -> LoadTarget | None:
-        return demo_app_target(demo, self._session.status, self.serve_http_base())
+        return demo_app_target(demo, self._status(), self.serve_http_base())
 
     def _app_of_url(self, url: str) -> str | None:
         """The application a load URL reaches, when it goes to this cluster's Serve."""
-        base, status = self.serve_http_base(), self._session.status
+        base, status = self.serve_http_base(), self._status()
         if base is None or status is None:
             return None
         parts, ours = urlsplit(url), urlsplit(base)
@@ -144,7 +151,7 @@ class LoadControl(QObject):
 
     def _on_timer_tick(self) -> None:
         if self._gen is not None:
-            if self.app is None and self._session.status is not None:
+            if self.app is None and self._status() is not None:
                 # Started before the first status said which application the URL
                 # reaches: say it now (the recorder replaces the run's row).
                 self.app = self._app_of_url(self._gen.target.url)

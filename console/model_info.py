@@ -12,16 +12,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
 from backend.catalog import load_catalog
+from backend.cluster_client import ClusterClient
 from backend.demo_info import fetch_model_info
 from backend.model import ServeStatus
+from console.tasks import TaskRunner
 
-if TYPE_CHECKING:
-    from console.session import Session
 
 RETRY_S = 5.0  # a failed ask is repeated this long after…
 MAX_TRIES = 3  # …up to this many tries for one set of replicas
@@ -47,9 +47,14 @@ class ModelInfoWatch(QObject):
     # {(app, deployment): backend.model_info.ModelInfo}, the whole current set
     changed = Signal(object)
 
-    def __init__(self, session: "Session", import_paths: set[str] | None = None) -> None:
-        super().__init__(session)
-        self._s = session
+    def __init__(self, *, client: Callable[[], ClusterClient | None],
+                 serve_http_base: Callable[[], str | None], runner: TaskRunner,
+                 import_paths: set[str] | None = None, parent: QObject | None = None) -> None:
+        """*client* and *serve_http_base* (the Serve proxy's address) are read at each
+        status; the asks run on *runner*. Feed it with `on_status` (each new Serve status)
+        and `on_disconnected`."""
+        super().__init__(parent)
+        self._client, self._serve_http_base, self._runner = client, serve_http_base, runner
         if import_paths is None:
             import_paths = {d.import_path for d in load_catalog().values() if d.model_info}
         self._paths = import_paths
@@ -57,11 +62,9 @@ class ModelInfoWatch(QObject):
         self.infos: dict = {}
         self._asks: dict[str, _Ask] = {}
         self._generation = 0  # answers from before a disconnect are dropped
-        session.status_changed.connect(self._on_session_status_changed)
-        session.disconnected.connect(self._on_session_disconnected)
 
     # -- slots ----------------------------------------------------------------------------
-    def _on_session_status_changed(self, status: ServeStatus) -> None:
+    def on_status(self, status: ServeStatus) -> None:
         live = {a.name for a in status.applications}
         for name in [n for n in self._asks if n not in live]:
             del self._asks[name]
@@ -70,7 +73,7 @@ class ModelInfoWatch(QObject):
             for key in gone:
                 del self.infos[key]
             self.changed.emit(dict(self.infos))
-        client, base = self._s.client, self._s.load.serve_http_base()
+        client, base = self._client(), self._serve_http_base()
         if client is None or base is None:
             return
         now = time.monotonic()
@@ -88,13 +91,13 @@ class ModelInfoWatch(QObject):
             ask.in_flight = True
             prefix = "" if app.route_prefix == "/" else app.route_prefix
             g = self._generation
-            self._s.action_runner.submit(
+            self._runner.submit(
                 fetch_model_info, f"{base}{prefix}", app.name, timeout_s=FETCH_TIMEOUT_S,
                 verify=client.verify,
                 on_done=lambda info, g=g, a=ask: self._on_fetched(g, a, info),
                 on_error=lambda e, g=g, a=ask: self._on_failed(g, a))
 
-    def _on_session_disconnected(self) -> None:
+    def on_disconnected(self) -> None:
         self._generation += 1
         self._asks.clear()
         if self.infos:

@@ -20,17 +20,16 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
+from backend.cluster_client import ClusterClient
 from backend.model import ServeStatus
 from backend.preflight import cluster_resources
 from backend.scaling import DecisionTracker, ScalingDecision, replica_counts, why_not_at_target
 from console.tasks import Poller, TaskRunner, user_message
 
-if TYPE_CHECKING:
-    from console.session import Session
 
 log = logging.getLogger(__name__)
 
@@ -61,9 +60,14 @@ class ScalingWatch(QObject):
     decided = Signal(object)        # backend.scaling.ScalingDecision, each one once
     notes_changed = Signal(object)  # {(app, deployment): why it is not at target}
 
-    def __init__(self, session: "Session") -> None:
-        super().__init__(session)
-        self._s = session
+    def __init__(self, *, client: Callable[[], ClusterClient | None],
+                 status: Callable[[], ServeStatus | None],
+                 event: Callable[[str, str], None], parent: QObject | None = None) -> None:
+        """*client* gives the cluster's client while it answers (None otherwise) and
+        *status* the newest Serve status, both read on the poll thread at each poll;
+        *event* takes (message, level) for the event log."""
+        super().__init__(parent)
+        self._client, self._status, self._event = client, status, event
         self._runner = TaskRunner("scaling", max_workers=1, parent=self)
         self._poller: Poller | None = None
         #: {(app, deployment): why not at target} as last shown.
@@ -104,15 +108,15 @@ class ScalingWatch(QObject):
 
     def _on_poll_result(self, poll: ScalingPoll) -> None:
         if poll.log_problem:
-            self._s.event.emit("Scaling decisions: the controller's log cannot be read "
+            self._event("Scaling decisions: the controller's log cannot be read "
                                f"({poll.log_problem}); decisions come from the deployment "
                                "status, without the autoscaler's numbers.", "warning")
         if poll.log_back:
-            self._s.event.emit("Scaling decisions: the controller's log answers again.",
+            self._event("Scaling decisions: the controller's log answers again.",
                                "info")
         for d in poll.decisions:
             self.decisions.append(d)
-            self._s.event.emit(f"{d.app}/{d.deployment}: {d.text()}", "info")
+            self._event(f"{d.app}/{d.deployment}: {d.text()}", "info")
             self.decided.emit(d)
         if poll.notes is not None:
             self._set_notes(poll.notes)
@@ -127,9 +131,9 @@ class ScalingWatch(QObject):
 
     # -- worker thread ----------------------------------------------------------------
     def _poll(self) -> ScalingPoll:
-        client, status = self._s.client, self._s.status
+        client, status = self._client(), self._status()
         out = ScalingPoll()
-        if client is None or status is None or not self._s.connection.usable:
+        if client is None or status is None:
             return out
         now = time.time()
         log_text = self._read_log(client, status, now, out)

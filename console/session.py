@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
-from dataclasses import dataclass
 
 from PySide6.QtCore import QObject, Signal
 
@@ -26,7 +24,8 @@ from backend.model import ServeStatus
 from backend.preflight import ray_version_warning
 from backend.replica_watch import ReplicaWatcher, poll_replica_events
 from backend.scaling import replica_counts
-from console.connection import ConnectionMonitor
+from console.connection import (ConnectionInfo, ConnectionMonitor,  # noqa: F401 (re-exported)
+                                read_token_file)
 from console.deploys import DeployController
 from console.gpus import GpuWatch
 from console.load_control import LoadControl
@@ -45,36 +44,6 @@ METRICS_INTERVAL_MS = 1000
 STATUS_TIMEOUT_S = 2.0
 # What quitting may spend stopping the local cluster (SIGTERM, then SIGKILL of its group).
 LOCAL_STOP_S = 2.5
-
-
-@dataclass(frozen=True)
-class ConnectionInfo:
-    url: str
-    local: bool
-    ray_version: str
-    token: str | None = None
-    prometheus_url: str | None = None
-    serve_http_url: str | None = None
-    token_file: str | None = None     # where the token was read from (a path, never the token)
-    verify: bool | str = True         # TLS: True, False, or a CA bundle path
-
-    def describe(self) -> str:
-        where = "local cluster" if self.local else "remote cluster"
-        return f"{where} {self.url} (Ray {self.ray_version})"
-
-
-def read_token_file(path: str | None) -> str | None:
-    """The token in *path* (whitespace stripped), else $RAY_AUTH_TOKEN, else None."""
-    if path:
-        try:
-            with open(os.path.expanduser(path), encoding="utf-8") as f:
-                token = f.read().strip()
-        except OSError as e:
-            raise ConsoleError(f"Cannot read the token file {path}: {e.strerror}.") from None
-        if not token:
-            raise ConsoleError(f"The token file {path} is empty.")
-        return token
-    return os.environ.get("RAY_AUTH_TOKEN") or None
 
 
 class Session(QObject):
@@ -136,10 +105,20 @@ class Session(QObject):
         self.operations = Operations()
         self.connection = ConnectionMonitor(self)
         self.connection.resumed.connect(self._on_connection_resumed)
-        self.deploys = DeployController(self)
-        self.load = LoadControl(self)
+        self.deploys = DeployController(
+            client=lambda: self.client, local_cluster=lambda: self._local,
+            connection=self.connection, operations=self.operations,
+            runner=self.action_runner, event=self.event.emit,
+            apply_status=self.apply_status, parent=self)
+        self.load = LoadControl(status=lambda: self.status, info=lambda: self.info,
+                                client=lambda: self.client, event=self.event.emit,
+                                parent=self)
         # After `load`: it asks the demos through the Serve address `load` works out.
-        self.model_info = ModelInfoWatch(self)
+        self.model_info = ModelInfoWatch(client=lambda: self.client,
+                                         serve_http_base=self.load.serve_http_base,
+                                         runner=self.action_runner, parent=self)
+        self.status_changed.connect(self.model_info.on_status)
+        self.disconnected.connect(self.model_info.on_disconnected)
         # Applies wait for the cluster to report the change; their own pool keeps them
         # from queueing behind a deploy.
         self._tuning_runner = TaskRunner("tuning", max_workers=2, parent=self)
@@ -156,7 +135,8 @@ class Session(QObject):
         self.held_models: dict = {}
         #: The nodes' GPUs (series, device names) and the replicas' GPU shares.
         self.gpus = GpuWatch(self)
-        self.scaling = ScalingWatch(self)
+        self.scaling = ScalingWatch(client=self._client_if_usable, status=lambda: self.status,
+                                    event=self.event.emit, parent=self)
         #: Applications to offer for redeploy once a restarted local cluster is up.
         self._redeploy_after_connect: list[str] | None = None
 

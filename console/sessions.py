@@ -31,7 +31,7 @@ class SessionsUi(QObject):
         return getattr(self._window, "interactive", True)
 
     def _say(self, text: str, level: str = "info") -> None:
-        self._window.event_log.add(text, level)
+        self._window.model.log(text, level)
 
     # -- browser ---------------------------------------------------------------------------
     def show_browser(self) -> SessionsBrowser:

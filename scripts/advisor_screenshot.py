@@ -96,7 +96,7 @@ def main() -> int:
         timer = QTimer()
         timer.timeout.connect(tick)
         timer.start(1000)
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+        win.session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

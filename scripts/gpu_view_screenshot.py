@@ -99,7 +99,7 @@ def main() -> int:
 
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+        win.session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(400_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()

@@ -107,7 +107,7 @@ def main() -> int:
 
         session.connected.connect(lambda _info: win.deploy_demo(demo))
         session.deploys.finished.connect(on_deployed)
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+        win.session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()

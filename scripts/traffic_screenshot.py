@@ -95,7 +95,7 @@ def main() -> int:
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
         QTimer.singleShot(GIVE_UP_MS, lambda: (print("gave up", flush=True), app.exit(1)))
-        win.connect_remote(cluster.dashboard_url, cluster.token)
+        win.session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
 
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QGuiApplication, QKeySequence
@@ -18,28 +17,10 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-LEVELS = ("info", "warning", "error")
+from backend.events import LogEntry, level_of
+
 LEVEL_COLORS = {"info": None, "warning": "#d08a00", "error": "#d03b3b"}
 DEFAULT_MAX_ENTRIES = 1000
-
-
-@dataclass(frozen=True)
-class LogEntry:
-    t: float
-    level: str
-    message: str
-
-    def stamp(self) -> str:
-        return (time.strftime("%H:%M:%S", time.localtime(self.t))
-                + f".{int(self.t % 1 * 1000):03d}")
-
-    def line(self) -> str:
-        return f"{self.stamp()}  {self.level.upper():7}  {self.message}"
-
-    def plain(self) -> str:
-        """`HH:MM:SS level message` on one line (--log-events)."""
-        text = " | ".join(ln.strip() for ln in self.message.splitlines() if ln.strip())
-        return f"{time.strftime('%H:%M:%S', time.localtime(self.t))} {self.level} {text}"
 
 
 class EventLog(QWidget):
@@ -98,10 +79,12 @@ class EventLog(QWidget):
 
     def add(self, message: str, level: str = "info", t: float | None = None) -> None:
         """Append an entry; level is 'info', 'warning' or 'error'."""
-        level = {"warn": "warning", "err": "error"}.get(level, level)
-        if level not in LEVELS:
-            raise ValueError(f"unknown level {level!r}; use one of {LEVELS}")
-        entry = LogEntry(time.time() if t is None else t, level, str(message))
+        self.add_entry(LogEntry(time.time() if t is None else t, level_of(level),
+                                str(message)))
+
+    def add_entry(self, entry: LogEntry) -> None:
+        """Show *entry* (the console's model keeps the log; this is its view)."""
+        level = entry.level
         # Follow the newest entry only if the user was already looking at the bottom.
         bar = self._list.verticalScrollBar()
         at_bottom = bar.value() >= bar.maximum() - 2

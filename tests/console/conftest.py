@@ -25,7 +25,7 @@ def connected_window(qtbot, tmp_path, ray_cluster):
     qtbot.addWidget(win)
     win.show()
     with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+        win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
     yield win
     win.close()
     session.shutdown()

@@ -211,7 +211,7 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
     qtbot.addWidget(win)
     try:
-        run = ScriptedRun(win, session, load_catalog(), args)   # kept: it owns the slots
+        run = ScriptedRun(win.model, args, win)   # kept: it owns the slots
         run.start()
         qtbot.waitUntil(lambda: win._dialog is not None and win._dialog.isVisible()
                         and win._dialog.status_is_error(), timeout=15_000)

@@ -125,7 +125,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
     try:
         win.show()
         connect_remote_and_wait(
-            qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
+            qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
         demo = load_catalog()["batched"]
         with qtbot.waitSignal(session.deploys.finished, timeout=240_000) as blocker:
             win.deploy_demo(demo)
@@ -229,7 +229,7 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
     qtbot.addWidget(win)
     try:
         connect_remote_and_wait(
-            qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
+            qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
         demo = load_catalog()["batched"]
 
         # Answer "Cancel" to the pre-flight: nothing is sent.
@@ -238,7 +238,7 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
             lambda op_id, what, msg: (answers.append(msg), session.deploys.confirm(op_id,
                                                                                   False)))
         win.interactive = True
-        session.deploys.fit_problem.disconnect(win._on_deploys_fit_problem)
+        session.deploys.fit_problem.disconnect(win.model._on_deploys_fit_problem)
         with qtbot.waitSignal(session.deploys.finished, timeout=120_000) as blocker:
             win.deploy_demo(demo)
         assert not blocker.args[0]
@@ -290,7 +290,7 @@ def test_a_blocked_node_metrics_port_is_named_in_the_status_bar(qtbot, tmp_path,
     load_on(20)
     try:
         with qtbot.waitSignal(session.connected, timeout=30_000):
-            win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+            win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
         t0 = time.monotonic()
         qtbot.waitUntil(lambda: f"127.0.0.1:{port}" in win._metrics_label.text(),
                         timeout=20_000)
@@ -324,7 +324,7 @@ def test_prometheus_stopped_offers_the_direct_scrape(qtbot, tmp_path, cluster_cl
     qtbot.addWidget(win)
     try:
         with qtbot.waitSignal(session.connected, timeout=30_000):
-            win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token,
+            win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token,
                                prometheus_url=url)
         assert session.metrics_source == "prometheus"
         qtbot.wait(3000)

@@ -38,7 +38,7 @@ def open_window(qtbot, tmp_path, cluster) -> MainWindow:
     qtbot.addWidget(win)
     win.show()
     connect_remote_and_wait(
-        qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
+        qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
     return win
 
 

@@ -156,13 +156,13 @@ def test_load_presets_and_a_full_load_plan(qtbot, window):
     qtbot.waitUntil(lambda: window.session.status is not None
                     and window.session.status.application("batched") is not None,
                     timeout=20_000)
-    presets = {label: t for _, label, t in window._app_presets()}
+    presets = {label: t for _, label, t in window.model.app_presets()}
     label = next(lbl for lbl in presets if lbl.endswith("(batched)"))
     target = presets[label]
     assert "{features:256}" in target.body or "features" in target.body
     stats = []
     window.session.load.stats.connect(stats.append)
-    window._on_load_panel_plan_requested(LoadPlan(target, LoadModel(rate=20.0)))
+    window.model.start_plan(LoadPlan(target, LoadModel(rate=20.0)))
     try:
         qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 30, timeout=30_000)
         assert stats[-1].errors == 0, stats[-1].last_error

@@ -106,7 +106,13 @@ def watch(qtbot, monkeypatch):
     monkeypatch.setattr(console.model_info, "fetch_model_info", fake_fetch)
     monkeypatch.setattr(console.model_info, "RETRY_S", 0.3)
     session = FakeSession()
-    w = ModelInfoWatch(session, import_paths={"demo_apps.batched:app"})
+    w = ModelInfoWatch(client=lambda: session.client,
+                       serve_http_base=session.load.serve_http_base,
+                       runner=session.action_runner, import_paths={"demo_apps.batched:app"},
+                       parent=session)
+    # Wired as the Session wires it.
+    session.status_changed.connect(w.on_status)
+    session.disconnected.connect(w.on_disconnected)
     yield session, w, asked, failing
     session.action_runner.shutdown()
 

@@ -194,7 +194,7 @@ def test_no_record_writes_nothing(qtbot, tmp_path, ray_cluster):
     qtbot.addWidget(win)
     win.recording.configure(enabled=False, folder=str(folder))
     with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+        win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
     qtbot.wait(2500)
     assert win.recording.path is None
     assert list_sessions(str(folder)) == []

@@ -65,7 +65,7 @@ def window(qtbot, tmp_path, cluster, probe_url):
     qtbot.addWidget(win)
     win.show()
     connect_remote_and_wait(
-        qtbot, lambda: win.connect_remote(cluster.dashboard_url, cluster.token), session)
+        qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
     qtbot.waitUntil(lambda: session.status is not None
                     and session.status.application(APP) is not None, timeout=20_000)
     win._select(APP, DEP)

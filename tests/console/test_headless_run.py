@@ -1,0 +1,79 @@
+"""A whole scripted session through the console's model, with no window at all: connect
+(--address), deploy (--demo), load, a knob change, a note, recording, exit — what
+`serve-console --no-window` runs, and what the window is one view of."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from backend.catalog import load_catalog
+from backend.recording.reader import open_session
+from console.app import ScriptedRun, parse_args
+from console.console_model import ConsoleModel
+from console.session import Session
+from console.settings import Settings
+
+MAX_BATCH_SIZE = "user_config.max_batch_size"
+
+
+def test_a_scripted_session_runs_on_the_model_alone(qtbot, tmp_path, ray_cluster,
+                                                    tuning_app):
+    app, dep, _url = tuning_app
+    record = str(tmp_path / "run.db")
+    args = parse_args(["--address", ray_cluster.dashboard_url,
+                       *(["--token", ray_cluster.token] if ray_cluster.token else []),
+                       "--demo", "batched", "--rps", "20", "--no-window", "--log-events",
+                       "--record", record])
+    session = Session()
+    model = ConsoleModel(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    model.recording.configure(path=record)
+    events = []
+    model.event_added.connect(events.append)
+    run = ScriptedRun(model, args, window=None)
+    assert model.interactive is False  # no window: nothing may wait for a person
+    try:
+        run.start()
+        # Connected, the demo deployed (the cluster already ran it: same config), and the
+        # model's own load on it: the demo's request, at the rate asked for.
+        qtbot.waitUntil(lambda: session.load.running, timeout=120_000)
+        assert session.load.app == "batched"
+        qtbot.waitUntil(lambda: session.load._gen.stats().ok >= 20, timeout=30_000)
+        assert session.load._gen.stats().errors == 0
+
+        # A knob change through the model, as the knob panel asks for one.
+        model.select((app, dep))
+        before = session.knob_values(app, dep)[MAX_BATCH_SIZE]
+        new = 12 if before != 12 else 8
+        with qtbot.waitSignal(session.tuning.applied, timeout=120_000):
+            model.request_change(app, dep, MAX_BATCH_SIZE, new, settled=True)
+        qtbot.waitUntil(lambda: session.knob_values(app, dep)[MAX_BATCH_SIZE] == new,
+                        timeout=30_000)
+        model.add_note("headless note")
+    finally:
+        run.quit()
+        session.shutdown()
+    assert run.exit_code == 0
+    texts = [e.message for e in events]
+    assert any(t == "'batched' is RUNNING." for t in texts), texts
+    assert any(t.startswith(f"Applied to {app}/{dep}: max_batch_size={new}") for t in texts)
+    assert "Note: headless note" in texts
+    # The recording has all of it: the model's events, its marker, the knob change.
+    data = open_session(record)
+    recorded = [text for _t, _level, text in data.events]
+    assert "Note: headless note" in recorded and any(
+        t.startswith(f"Applied to {app}/{dep}") for t in recorded), recorded
+    assert any(m.kind == "note" for m in data.markers)
+    assert any(k.path == MAX_BATCH_SIZE and k.new == new for k in data.knob_changes)
+    assert data.load_runs and data.load_runs[0].app == "batched"
+
+
+def test_the_model_imports_no_widgets():
+    """The console's model, its session and their parts load without QtWidgets."""
+    code = ("import sys, console.console_model, console.app\n"
+            "bad = sorted(m for m in sys.modules if m == 'PySide6.QtWidgets' or "
+            "m.startswith('widgets') or m == 'pyqtgraph')\n"
+            "print(bad)\n"
+            "sys.exit(1 if bad else 0)\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
