@@ -233,9 +233,6 @@ class ConsoleModel(QObject):
             app = status.applications[0]
             if app.deployments:
                 self.select((app.name, app.deployments[0].name))
-                return
-        if self.selected is not None:
-            self.knob_warnings.emit(self.warnings_for_selected())
 
     def metrics_health(self, status: ServeStatus) -> dict:
         """The autoscaler's metrics delay of each autoscaling deployment, if fresh."""
