@@ -29,13 +29,10 @@ from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QSizePolicy, Q
 from backend.gpu_shares import GpuShare
 from backend.metrics.gpu import GPU_SERIES, GpuKey
 from backend.metrics.series import SeriesStore
-from widgets.live_plots import (DEFAULT_WINDOW_S, MIN_PLOT_HEIGHT, STALE_AFTER_S,
-                                format_age, format_series_age)
-
-_BACKGROUND = "#161616"
-_TEXT = "#c8c8c8"
-_AGE_OK = "#9e9e9e"
-_AGE_STALE = "#ffb300"
+from widgets.live_plots import DEFAULT_WINDOW_S
+from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
+                                MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age, series_age,
+                                set_legend_age, set_title_age)
 _PALETTE = ("#4fc3f7", "#ffca28", "#66bb6a", "#ba68c8", "#ff7043", "#4dd0e1",
             "#f06292", "#aed581")
 
@@ -378,33 +375,20 @@ class GpuPlots(QWidget):
                 if (index, series) in group.in_legend:
                     self._set_series_age(group, plot, index, series, now - t)
             for name, title, unit, _ in _PLOTS:
-                age = now - newest[name] if name in newest else None
-                text = format_age(age)
-                stale = age is not None and age > STALE_AFTER_S
-                if group.ages.get(name) == (text, stale):
+                age = plot_age(now - newest[name] if name in newest else None)
+                if group.ages.get(name) == age:
                     continue
-                group.ages[name] = (text, stale)
-                color = _AGE_STALE if stale else _AGE_OK
-                group.plots[name].setTitle(
-                    f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>"
-                    f"&nbsp;&nbsp;&nbsp;<span style='color:{color}'>{text}</span>",
-                    color=_TEXT, size="9pt", justify="left")
+                group.ages[name] = age
+                set_title_age(group.plots[name], title, unit, age)
 
     def _set_series_age(self, group: _NodeGroup, plot: str, index: str, series: str,
                         age_s: float) -> None:
-        text, stale = format_series_age(age_s), age_s > STALE_AFTER_S
+        age = series_age(age_s)
         key = (index, series)
-        if group.series_age.get(key) == (text, stale):
+        if group.series_age.get(key) == age:
             return
-        group.series_age[key] = (text, stale)
-        curve = group.curves[key]
-        for sample, label in group.legends[plot].items:
-            if sample.item is curve:
-                color = _AGE_STALE if stale else _AGE_OK
-                label.setText(f"{_label(index, series)} <span style='color:{color}'>"
-                              f"{text}</span>", color=_TEXT, size="8pt")
-                label.setToolTip(f"{_label(index, series)}: newest sample {text} old")
-                break
+        group.series_age[key] = age
+        set_legend_age(group.legends[plot], group.curves[key], _label(index, series), age)
 
 
 def _series_of(plot: str) -> tuple[str, ...]:

@@ -33,6 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from backend.metrics.series import SERIES, DeploymentKey, SeriesStore
+from widgets.plot_style import (BACKGROUND as _BACKGROUND, MARKER as _MARKER, MIN_PLOT_HEIGHT,
+                                TEXT as _TEXT, plot_age, series_age, set_legend_age,
+                                set_title_age)
 
 
 @dataclass(frozen=True)
@@ -140,46 +143,6 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (
 DEFAULT_WINDOW_S = 60.0
 # Markers nearer than this to the one before get their label a line lower (add_marker).
 MARKER_NEAR_S = 60.0
-
-# Below this height a plot's axis labels collide; the stack scrolls instead.
-MIN_PLOT_HEIGHT = 110
-
-# Data older than this is shown as stale: the poller or the cluster has stopped answering.
-STALE_AFTER_S = 5.0
-
-_BACKGROUND = "#161616"
-_TEXT = "#c8c8c8"
-_AGE_OK = "#9e9e9e"
-_AGE_STALE = "#ffb300"
-_MARKER = "#ffd54f"
-
-
-def format_series_age(age_s: float | None) -> str:
-    """A series' freshness for its legend entry: whole seconds since its newest sample
-    ('0 s', '7 s', '3 min'), '—' without data. Whole seconds keep the legend from
-    re-laying out on every redraw tick."""
-    if age_s is None:
-        return "—"
-    age_s = max(0.0, age_s)
-    if age_s < 120:
-        return f"{int(age_s)} s"
-    if age_s < 7200:
-        return f"{int(age_s // 60)} min"
-    return f"{int(age_s // 3600)} h"
-
-
-def format_age(age_s: float | None) -> str:
-    """'data 0.7 s old' / 'no data yet': short enough for a plot title."""
-    if age_s is None:
-        return "no data yet"
-    age_s = max(0.0, age_s)  # the cluster's clock may run slightly ahead of ours
-    if age_s < 10:
-        return f"data {age_s:.1f} s old"
-    if age_s < 120:
-        return f"data {age_s:.0f} s old"
-    if age_s < 7200:
-        return f"data {age_s / 60:.1f} min old"
-    return f"data {age_s / 3600:.1f} h old"
 
 
 class LivePlots(QWidget):
@@ -657,32 +620,19 @@ class LivePlots(QWidget):
     def _set_series_age(self, title: str, series: str, age_s: float) -> None:
         # Each series says how fresh it is: with Prometheus (or no traffic) one series
         # of a plot can stop while the others go on, e.g. p99 without requests.
-        text, stale = format_series_age(age_s), age_s > STALE_AFTER_S
-        if self._series_age.get(series) == (text, stale):
+        age = series_age(age_s)
+        if self._series_age.get(series) == age:
             return
-        self._series_age[series] = (text, stale)
-        curve = self._curves[series]
-        for sample, label in self._legends[title].items:
-            if sample.item is curve:
-                color = _AGE_STALE if stale else _AGE_OK
-                label.setText(f"{SERIES[series].label} <span style='color:{color}'>"
-                              f"{text}</span>", color=_TEXT, size="8pt")
-                label.setToolTip(f"{SERIES[series].label}: newest sample {text} old")
-                break
+        self._series_age[series] = age
+        set_legend_age(self._legends[title], self._curves[series], SERIES[series].label, age)
 
     def _set_age(self, title: str, age_s: float | None) -> None:
-        text = format_age(age_s)
-        stale = age_s is not None and age_s > STALE_AFTER_S
-        if self._age_texts.get(title) == text and self._age_stale.get(title) == stale:
+        age = plot_age(age_s)
+        if (self._age_texts.get(title), self._age_stale.get(title)) == age:
             return  # relayout of the title only when it changes
-        self._age_texts[title] = text
-        self._age_stale[title] = stale
-        color = _AGE_STALE if stale else _AGE_OK
+        self._age_texts[title], self._age_stale[title] = age
         unit = next(s.unit for s in self._specs if s.title == title)
-        self._plots[title].setTitle(
-            f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>"
-            f"&nbsp;&nbsp;&nbsp;<span style='color:{color}'>{text}</span>",
-            color=_TEXT, size="9pt", justify="left")
+        set_title_age(self._plots[title], title, unit, age)
 
 
 class ModelCacheView(QWidget):

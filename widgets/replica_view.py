@@ -41,14 +41,10 @@ from PySide6.QtWidgets import (
 from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import FAILED, HEALTHY, PENDING
 from backend.replica_table import ReplicaRow, imbalance
-from widgets.live_plots import (DEFAULT_WINDOW_S, MIN_PLOT_HEIGHT, STALE_AFTER_S,
-                                format_age, format_series_age)
-
-_BACKGROUND = "#161616"
-_TEXT = "#c8c8c8"
-_AGE_OK = "#9e9e9e"
-_AGE_STALE = "#ffb300"
-_MARKER = "#ffd54f"
+from widgets.live_plots import DEFAULT_WINDOW_S
+from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
+                                MARKER as _MARKER, MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age,
+                                series_age, set_legend_age, set_title_age)
 _GREEN, _AMBER, _RED, _GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
 
 # Ten colours that stay apart from each other on the plots' dark background, in the
@@ -568,34 +564,22 @@ class ReplicaView(QWidget):
     def _set_replica_age(self, rid: str, age_s: float) -> None:
         # The legend says how fresh each replica's figures are: a replica that stops
         # reporting (stopping, stuck) goes amber before its curves leave the window.
-        text, stale = format_series_age(age_s), age_s > STALE_AFTER_S
-        if self._replica_age.get(rid) == (text, stale):
+        age = series_age(age_s)
+        if self._replica_age.get(rid) == age:
             return
-        self._replica_age[rid] = (text, stale)
-        sample = self._samples[rid]
-        for item, label in self._legend.items:
-            if item.item is sample:
-                colour = _AGE_STALE if stale else _AGE_OK
-                label.setText(f"{html.escape(replica_id(rid))} "
-                              f"<span style='color:{colour}'>{text}</span>",
-                              color=_TEXT, size="8pt")
-                label.setToolTip(f"replica {rid}: newest sample {text} old")
-                break
+        self._replica_age[rid] = age
+        set_legend_age(self._legend, self._samples[rid], html.escape(replica_id(rid)), age,
+                       tip_name=f"replica {rid}")
 
     def _set_plot_age(self, title: str, age_s: float | None) -> None:
-        text = format_age(age_s)
-        stale = age_s is not None and age_s > STALE_AFTER_S
-        if self._plot_age.get(title) == (text, stale):
+        age = plot_age(age_s)
+        if self._plot_age.get(title) == age:
             return  # the title relayouts only when its text changes
-        self._plot_age[title] = (text, stale)
-        colour = _AGE_STALE if stale else _AGE_OK
+        self._plot_age[title] = age
         unit = next(u for t, u, _ in PLOTS if t == title)
         extra = (f"&nbsp;&nbsp;<span style='color:{_AGE_OK}'>p99 solid, p50 dashed</span>"
                  if title == LATENCY else "")
-        self._plots[title].setTitle(
-            f"<b>{title}</b> <span style='color:{_AGE_OK}'>({unit})</span>{extra}"
-            f"&nbsp;&nbsp;&nbsp;<span style='color:{colour}'>{text}</span>",
-            color=_TEXT, size="9pt", justify="left")
+        set_title_age(self._plots[title], title, unit, age, extra)
 
     # ----------------------------------------------------------------- table
 

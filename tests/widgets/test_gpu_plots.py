@@ -10,7 +10,7 @@ import pytest
 from backend.gpu_shares import GpuShare, ProcessGpu
 from backend.metrics.series import SeriesStore
 from widgets.gpu_plots import MEMORY, UTILIZATION, GpuPlots
-from widgets.live_plots import STALE_AFTER_S
+from widgets.plot_style import STALE_AFTER_S
 
 A, B = "10.0.0.5", "10.0.0.10"
 T0 = 1_700_000_000.0

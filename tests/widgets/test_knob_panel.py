@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QWidget
 
 import widgets.knob_panel as kp
+import widgets.knob_row as kr
 from backend.knobs import LIVE, ROLLS, Knob, KnobSet
 from widgets.knob_panel import EMPTY_TEXT, KnobPanel, SliderScale
 
@@ -335,7 +336,7 @@ def test_failed_json_edit_reverts_the_text(qtbot, panel, changes):
 
 
 def test_applied_shows_a_tick_then_idle(qtbot, panel, changes, monkeypatch):
-    monkeypatch.setattr(kp, "APPLIED_FLASH_MS", 50)
+    monkeypatch.setattr(kr, "APPLIED_FLASH_MS", 50)
     type_into(qtbot, panel.control(MOR), "64")
     panel.set_state(MOR, "applied")
     assert panel.row(MOR).state_label.text() == "applied ✓"

@@ -8,7 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from backend.metrics.series import SERIES, SeriesStore
-from widgets.live_plots import PLOTS, STALE_AFTER_S, LivePlots
+from widgets.live_plots import PLOTS, LivePlots
+from widgets.plot_style import STALE_AFTER_S
 
 KEY = ("app", "Model")
 OTHER = ("app", "Other")

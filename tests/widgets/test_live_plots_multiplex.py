@@ -75,7 +75,7 @@ def test_multiplexed_deployment_shows_its_group_with_data(plots):
 
 
 def test_a_tall_stack_scrolls_instead_of_squeezing_the_plots(qtbot, plots):
-    from widgets.live_plots import MIN_PLOT_HEIGHT
+    from widgets.plot_style import MIN_PLOT_HEIGHT
 
     plots.resize(800, 400)  # a window with docks leaves the plots little height
     plots.show()

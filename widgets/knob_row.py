@@ -1,0 +1,581 @@
+"""One knob of the tuning panel (widgets/knob_panel.py): its name, a badge for how a
+change takes effect, its state (pending, applied, failed), its editor (slider, spin box,
+check box or JSON field) and the cluster's value beside it while they differ.
+
+`SliderScale` maps a knob's values to slider positions (linear, integer or log).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from typing import Any
+
+from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtWidgets import (
+    QAbstractSpinBox,
+    QCheckBox,
+    QDoubleSpinBox,
+    QHBoxLayout,
+    QLabel,
+    QLineEdit,
+    QSlider,
+    QSpinBox,
+    QVBoxLayout,
+    QWidget,
+)
+
+from backend.knobs import FIXED, ROLLS, Knob
+
+NUMBER_KINDS = ("int", "float", "optional_int", "optional_float")
+LIVE_TIP = "Applies live without restarting replicas."
+ROLLS_TIP = "Changing this restarts (rolls) the replicas."
+FIXED_TIP = "Shown for reference: the console cannot change it on a running cluster."
+BADGE_TEXT = {ROLLS: "rolls replicas", FIXED: "read-only"}
+BADGE_TIPS = {ROLLS: ROLLS_TIP, FIXED: FIXED_TIP}
+
+IDLE, PENDING, APPLIED, FAILED = "idle", "pending", "applied", "failed"
+STATES = (IDLE, PENDING, APPLIED, FAILED)
+STATE_TEXT = {IDLE: "", PENDING: "pending…", APPLIED: "applied ✓", FAILED: "failed ✗"}
+
+# Mid-tone colours that read on light and dark palettes (as in app_tree).
+GREEN, AMBER, RED, GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
+STATE_COLORS = {IDLE: GREY, PENDING: AMBER, APPLIED: GREEN, FAILED: RED}
+
+APPLIED_FLASH_MS = 2000     # how long "applied ✓" stays before the row goes back to idle
+SLIDER_STEPS = 1000         # positions of a continuous (float or log) slider
+LOG_FLOOR_FRACTION = 5e-4   # a log slider whose range starts at 0 starts its log part here × max
+
+
+# ------------------------------------------------------------------ value ↔ slider position
+
+class SliderScale:
+    """Maps a numeric knob's values onto integer slider positions and back.
+
+    Modes: *snap* (positions are the knob's suggestions, e.g. powers of two; the spin box
+    still takes any value), *linear* (ints: one position per value; floats:
+    SLIDER_STEPS positions) and *log*. A log range that starts at 0 (batch_wait_timeout_s,
+    0–1 s) cannot be logarithmic all the way down, so position 0 is exactly the minimum
+    and positions 1…N cover floor…maximum logarithmically, floor = LOG_FLOOR_FRACTION ×
+    maximum (0.5 ms for a 1 s range).
+    """
+
+    def __init__(self, knob: Knob) -> None:
+        self.is_int = knob.kind in ("int", "optional_int")
+        lo = knob.minimum if knob.minimum is not None else 0
+        hi = knob.maximum
+        if hi is None:
+            hi = max(100, 4 * abs(knob.value)) if isinstance(knob.value, (int, float)) else 100
+        if hi <= lo:
+            hi = lo + 1
+        self.lo, self.hi = (int(lo), int(hi)) if self.is_int else (float(lo), float(hi))
+        sugg = sorted({s for s in knob.suggestions if self.lo <= s <= self.hi})
+        self.suggestions = [int(s) for s in sugg] if self.is_int else [float(s) for s in sugg]
+        # A log scale needs a positive top and no negative values.
+        self.log = bool(knob.log_scale) and self.lo >= 0 and self.hi > 0
+        self.floor = 0.0
+        self.zero_slot = False
+        if len(self.suggestions) >= 2:
+            self.mode = "snap"
+            self.positions = len(self.suggestions) - 1
+        elif self.log:
+            self.mode = "log"
+            self.zero_slot = self.lo <= 0
+            if self.zero_slot:
+                self.floor = 1.0 if self.is_int else self.hi * LOG_FLOOR_FRACTION
+            else:
+                self.floor = float(self.lo)
+            self.positions = SLIDER_STEPS
+        elif self.is_int:
+            self.mode = "linear"
+            self.positions = self.hi - self.lo
+        else:
+            self.mode = "linear"
+            self.positions = SLIDER_STEPS
+        self.decimals = 0 if self.is_int else self._decimals()
+
+    def _decimals(self) -> int:
+        # Enough digits to show the smallest value the slider can reach distinctly.
+        if self.mode == "snap":   # e.g. num_cpus 0.125: the suggestions' own digits
+            digits = max(len(f"{s:g}".partition(".")[2]) for s in self.suggestions)
+            return min(6, max(2, digits))
+        if self.log:
+            return min(6, max(2, math.ceil(-math.log10(self.floor))))
+        step = (self.hi - self.lo) / SLIDER_STEPS
+        return min(6, max(1, math.ceil(-math.log10(step)))) if step > 0 else 2
+
+    def clamp(self, value: float) -> float:
+        return min(max(value, self.lo), self.hi)
+
+    def to_pos(self, value: Any) -> int:
+        if not isinstance(value, (int, float)) or isinstance(value, bool):
+            return 0
+        v = self.clamp(value)
+        if self.mode == "snap":
+            if self.log and v > 0 and self.suggestions[0] > 0:
+                dist = [abs(math.log(v) - math.log(s)) for s in self.suggestions]
+            else:
+                dist = [abs(v - s) for s in self.suggestions]
+            return dist.index(min(dist))
+        if self.mode == "log":
+            first = 1 if self.zero_slot else 0
+            if self.zero_slot and v < self.floor / 2:
+                return 0
+            v = max(v, self.floor)
+            span = math.log10(self.hi) - math.log10(self.floor)
+            frac = (math.log10(v) - math.log10(self.floor)) / span if span > 0 else 0.0
+            return first + round(frac * (self.positions - first))
+        if self.is_int:
+            return int(round(v)) - self.lo
+        return round((v - self.lo) / (self.hi - self.lo) * self.positions)
+
+    def to_value(self, pos: int) -> int | float:
+        pos = min(max(int(pos), 0), self.positions)
+        if self.mode == "snap":
+            return self.suggestions[pos]
+        if self.mode == "log":
+            first = 1 if self.zero_slot else 0
+            if self.zero_slot and pos == 0:
+                return self.lo
+            if pos >= self.positions:
+                return self.hi
+            frac = (pos - first) / (self.positions - first)
+            lf, lh = math.log10(self.floor), math.log10(self.hi)
+            v = 10 ** (lf + frac * (lh - lf))
+            if self.is_int:
+                return int(self.clamp(round(v)))
+            # Three significant digits: slider values the user can read and type again.
+            return round(self.clamp(float(f"{v:.3g}")), self.decimals)
+        if self.is_int:
+            return self.lo + pos
+        return round(self.lo + pos / self.positions * (self.hi - self.lo), self.decimals)
+
+
+# ------------------------------------------------------------------ helpers
+
+def _same(a: Any, b: Any, decimals: int | None = None) -> bool:
+    """Equal as the user would see them: floats compared to the shown decimals."""
+    if isinstance(a, bool) or isinstance(b, bool) or a is None or b is None:
+        return a == b
+    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
+        tol = 0.5 * 10 ** -decimals if decimals else 1e-9 * max(1.0, abs(float(b)))
+        return abs(float(a) - float(b)) <= tol
+    return a == b
+
+
+def _fmt(value: Any, decimals: int = 0) -> str:
+    if value is None:
+        return "unset"
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, float):
+        return f"{value:.{decimals}f}".rstrip("0").rstrip(".") if decimals else f"{value:g}"
+    if isinstance(value, int):
+        return str(value)
+    return json.dumps(value)
+
+
+def _rich(text: str) -> str:
+    # Rich text so Qt wraps long tooltips instead of showing one screen-wide line.
+    return "<qt>" + html.escape(text, quote=False).replace("\n", "<br>") + "</qt>"
+
+
+def knob_tooltip(knob: Knob) -> str:
+    """The tuning guidance plus how a change takes effect (plain text)."""
+    how = BADGE_TIPS.get(knob.applies, LIVE_TIP)
+    return f"{knob.help}\n\n{how}" if knob.help else how
+
+
+class _WheelGuard(QObject):
+    """Scrolling the panel must not turn a slider or spin box under the pointer: each
+    turn would reconfigure the running cluster. Wheel events reach a control only when it
+    has keyboard focus; otherwise they go on to the scroll area."""
+
+    def eventFilter(self, obj: QObject, event: QEvent) -> bool:  # noqa: N802 (Qt API)
+        if event.type() == QEvent.Type.Wheel and isinstance(obj, QWidget) and not obj.hasFocus():
+            event.ignore()  # ignored + filtered: Qt offers it to the parents (the scroll area)
+            return True
+        return False
+
+
+# ------------------------------------------------------------------ one knob
+
+class KnobRow(QWidget):
+    """The controls of one knob: name, badge, state, editor, cluster value, error."""
+
+    committed = Signal(str, object)  # (path, typed value) the user settled on
+
+    def __init__(self, knob: Knob, wheel_guard: QObject, parent: QWidget | None = None) -> None:
+        super().__init__(parent)
+        self.knob = knob
+        self.path = knob.path
+        self.cluster_value: Any = knob.value
+        self.pending_value: Any = None
+        # Whether pending_value came from a gesture that ends an edit (a slider released,
+        # a box ticked, a JSON edit finished) rather than one step of a burst (arrow keys,
+        # spin-box steps): the console sends a settled value without its debounce.
+        self.pending_settled = False
+        self.state = IDLE
+        self.message = ""
+        self._read_only_reason = ""
+        self._syncing = False  # set while the code (not the user) moves a control
+
+        self.slider: QSlider | None = None
+        self.spin: QSpinBox | QDoubleSpinBox | None = None
+        self.check: QCheckBox | None = None
+        self.edit: QLineEdit | None = None
+        self.scale: SliderScale | None = None
+
+        self._applied_timer = QTimer(self)
+        self._applied_timer.setSingleShot(True)
+        self._applied_timer.timeout.connect(self._on_applied_timer_timeout)
+
+        self.name_label = QLabel()
+        self.badge = QLabel()
+        self.badge.setObjectName("badge")
+        self.state_label = QLabel()
+        self.state_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
+        self.state_label.setMinimumWidth(60)
+        self.cluster_label = QLabel()
+        self.cluster_label.setStyleSheet(f"color: {GREY};")
+        self.cluster_label.setToolTip("The value the cluster runs now; the control shows "
+                                      "your edit or a change that is still being applied.")
+        self.cluster_label.hide()
+        self.error_label = QLabel()
+        self.error_label.setWordWrap(True)
+        self.error_label.setStyleSheet(f"color: {RED}; font-size: small;")
+        self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
+        self.error_label.hide()
+
+        small = self.font()
+        small.setPointSizeF(max(6.0, small.pointSizeF() * 0.85))
+        for w in (self.badge, self.state_label, self.cluster_label):
+            w.setFont(small)
+
+        head = QHBoxLayout()
+        head.setContentsMargins(0, 0, 0, 0)
+        head.setSpacing(6)
+        line = QHBoxLayout()
+        line.setContentsMargins(0, 0, 0, 0)
+        line.setSpacing(6)
+
+        if knob.kind in NUMBER_KINDS:
+            self._build_number(knob, wheel_guard)
+            head.addWidget(self.name_label)
+            line.addWidget(self.slider, 1)
+            line.addWidget(self.spin)
+        elif knob.kind == "bool":
+            self.check = QCheckBox()
+            self.check.toggled.connect(self._on_check_toggled)
+            # The check box carries the name: clicking the name toggles it.
+            head.addWidget(self.check)
+        else:  # "json" and anything unknown: edit the value as JSON
+            self.edit = QLineEdit()
+            self.edit.setPlaceholderText("JSON value, e.g. 8, 0.5, \"text\", [1, 2]")
+            self.edit.editingFinished.connect(self._on_edit_editing_finished)
+            self.edit.textEdited.connect(self._on_edit_text_edited)
+            head.addWidget(self.name_label)
+            line.addWidget(self.edit, 1)
+            self.name_label.setBuddy(self.edit)
+        head.addWidget(self.badge)
+        head.addStretch(1)
+        # The cluster's value sits on the name line, not beside the slider: appearing
+        # there mid-drag would shrink the slider under the user's hand.
+        head.addWidget(self.cluster_label)
+        head.addWidget(self.state_label)
+
+        box = QVBoxLayout(self)
+        box.setContentsMargins(0, 2, 0, 4)
+        box.setSpacing(1)
+        box.addLayout(head)
+        if line.count():
+            box.addLayout(line)
+        box.addWidget(self.error_label)
+
+        self.update_knob(knob, force=True)
+        self._show_state()
+
+    def _build_number(self, knob: Knob, wheel_guard: QObject) -> None:
+        scale = self.scale = SliderScale(knob)
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        self.slider.setRange(0, scale.positions)
+        self.slider.setPageStep(max(1, scale.positions // 10))
+        self.slider.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # no focus by wheel: see _WheelGuard
+        self.slider.setMinimumWidth(80)
+        if scale.is_int:
+            spin: QSpinBox | QDoubleSpinBox = QSpinBox()
+            spin.setRange(max(scale.lo, -2**31), min(scale.hi, 2**31 - 1))
+        else:
+            spin = QDoubleSpinBox()
+            spin.setDecimals(scale.decimals)
+            spin.setRange(scale.lo, scale.hi)
+            if scale.mode == "snap":   # steps of the smallest suggestion (num_cpus: 0.125)
+                spin.setSingleStep(min(s for s in scale.suggestions if s > 0)
+                                   if any(s > 0 for s in scale.suggestions) else 1.0)
+            else:
+                spin.setSingleStep(10 ** -scale.decimals if scale.log else
+                                   max(10 ** -scale.decimals, (scale.hi - scale.lo) / 100))
+        if knob.kind.startswith("optional_"):
+            # The minimum stands for "unset" (None): OMP_NUM_THREADS removed, no timeout.
+            spin.setSpecialValueText(knob.unset_text or "unset")
+        if scale.log:
+            # Steps in proportion to the value: 2 → 3 but 200 → 210.
+            spin.setStepType(QAbstractSpinBox.StepType.AdaptiveDecimalStepType)
+        spin.setKeyboardTracking(False)  # typing "250" must not send 2, 25, 250
+        spin.setAccelerated(True)
+        spin.setFocusPolicy(Qt.FocusPolicy.StrongFocus)
+        spin.setAlignment(Qt.AlignmentFlag.AlignRight)
+        spin.setFixedWidth(84)  # one column of values down the panel
+        self.spin = spin
+        self.name_label.setBuddy(spin)
+        for w in (self.slider, spin):
+            w.installEventFilter(wheel_guard)
+        self.slider.sliderPressed.connect(self._on_slider_pressed)
+        self.slider.valueChanged.connect(self._on_slider_value_changed)
+        self.slider.sliderReleased.connect(self._on_slider_released)
+        spin.valueChanged.connect(self._on_spin_value_changed)
+
+    # ----------------------------------------------------------------- for the panel
+
+    def shape(self) -> tuple:
+        """What decides which controls a knob gets: a change means a new row."""
+        return _shape(self.knob)
+
+    def focus_widgets(self) -> list[QWidget]:
+        return [w for w in (self.check, self.slider, self.spin, self.edit) if w is not None]
+
+    def main_control(self) -> QWidget:
+        return self.spin or self.check or self.edit  # type: ignore[return-value]
+
+    def is_editing(self) -> bool:
+        """True while the user drags the slider or has typed into a field without
+        finishing: the cluster's value must not replace the edit."""
+        if self.slider is not None and self.slider.isSliderDown():
+            return True
+        if self.spin is not None and self.spin.hasFocus():
+            return self.spin.cleanText() != self.spin.textFromValue(self.spin.value())
+        if self.edit is not None and self.edit.hasFocus():
+            return self.edit.text() != _fmt(self.cluster_value if self.state != PENDING
+                                             else self.pending_value)
+        return False
+
+    def update_knob(self, knob: Knob, force: bool = False) -> None:
+        """New cluster value, help or enabled state for the same knob, in place."""
+        self.knob = knob
+        self.cluster_value = knob.value
+        unit = f" ({knob.unit})" if knob.unit else ""
+        self.name_label.setText(f"{knob.label}{unit}")
+        if self.check is not None:
+            self.check.setText(f"{knob.label}{unit}")
+        self.badge.setText(BADGE_TEXT.get(knob.applies, "live"))
+        color = {ROLLS: AMBER, FIXED: GREY}.get(knob.applies, GREEN)
+        style = (f"QLabel#badge {{ color: {color}; border: 1px solid {color}; "
+                 "border-radius: 3px; padding: 0px 3px; }")
+        if self.badge.styleSheet() != style:  # re-styling each poll would re-polish it
+            self.badge.setStyleSheet(style)
+        self.badge.setToolTip(BADGE_TIPS.get(knob.applies, LIVE_TIP))
+        if force or (self.state != PENDING and not self.is_editing()):
+            self.show_value(knob.value)
+        self._update_enabled()
+        self._refresh_hint()
+
+    def set_read_only(self, reason: str) -> None:
+        self._read_only_reason = reason
+        self._update_enabled()
+
+    def show_value(self, value: Any) -> None:
+        """Put *value* in the control without emitting anything."""
+        self._syncing = True
+        try:
+            if self.spin is not None and self.slider is not None and self.scale is not None:
+                v = value if isinstance(value, (int, float)) and not isinstance(value, bool) \
+                    else self.scale.lo
+                self.spin.setValue(v)
+                self.slider.setValue(self.scale.to_pos(v))
+            elif self.check is not None:
+                self.check.setChecked(bool(value))
+            elif self.edit is not None:
+                self.edit.setText(_fmt(value))
+                self.edit.setCursorPosition(0)
+                self._show_error("")
+        finally:
+            self._syncing = False
+        self._refresh_hint()
+
+    def displayed_value(self) -> Any:
+        """The typed value the control shows (JSON: parsed; the raw text if invalid;
+        None for an optional number at its "unset" minimum)."""
+        if self.spin is not None:
+            v = self.spin.value()
+            if self.knob.kind.startswith("optional_") and v <= self.spin.minimum():
+                return None
+            return int(v) if self.scale and self.scale.is_int else round(float(v), self.spin.decimals())
+        if self.check is not None:
+            return self.check.isChecked()
+        assert self.edit is not None
+        try:
+            return json.loads(self.edit.text())
+        except (ValueError, RecursionError):  # RecursionError: "[[[[…" thousands deep
+            return self.edit.text()
+
+    def set_state(self, state: str, message: str = "") -> None:
+        if state not in STATES:
+            raise ValueError(f"unknown knob state {state!r}; one of {STATES}")
+        self._applied_timer.stop()
+        if state == APPLIED:
+            # The console reports the change took effect: the cluster runs what was sent.
+            if self.pending_value is not None:
+                self.cluster_value = self.pending_value
+            self._applied_timer.start(APPLIED_FLASH_MS)
+        elif state == FAILED:
+            # Never leave a control showing a value the cluster does not run.
+            self.show_value(self.cluster_value)
+        if state != PENDING:
+            self.pending_value = None
+        self.state = state
+        self.message = message if state == FAILED else ""
+        self._show_error(self.message and f"Not applied: {self.message}")
+        self._show_state()
+        self._refresh_hint()
+
+    def revert(self, value: Any) -> None:
+        """The cluster runs *value* (e.g. after a refused change): show it, drop pending."""
+        self.cluster_value = value
+        self.show_value(value)
+        if self.state == PENDING:
+            self.set_state(IDLE)
+
+    # ----------------------------------------------------------------- slots
+
+    def _on_slider_pressed(self) -> None:
+        self._refresh_hint()
+
+    def _on_slider_value_changed(self, pos: int) -> None:
+        if self._syncing or self.scale is None or self.spin is None:
+            return
+        # While dragging the spin box shows the value; it is sent on release.
+        self._syncing = True
+        try:
+            self.spin.setValue(self.scale.to_value(pos))
+        finally:
+            self._syncing = False
+        self._refresh_hint()
+        if self.slider is not None and not self.slider.isSliderDown():
+            self._commit(self.displayed_value())  # keyboard / page steps: one change each
+
+    def _on_slider_released(self) -> None:
+        self._commit(self.displayed_value(), settled=True)
+
+    def _on_spin_value_changed(self, value: float) -> None:
+        if self._syncing or self.slider is None or self.scale is None:
+            return
+        self._syncing = True
+        try:
+            self.slider.setValue(self.scale.to_pos(value))
+        finally:
+            self._syncing = False
+        self._commit(self.displayed_value())
+
+    def _on_check_toggled(self, checked: bool) -> None:
+        if not self._syncing:
+            self._commit(bool(checked), settled=True)
+
+    def _on_edit_text_edited(self, _text: str) -> None:
+        self._show_error("")  # the user is fixing it; judge again when they finish
+        self._refresh_hint()
+
+    def _on_edit_editing_finished(self) -> None:
+        if self._syncing or self.edit is None:
+            return
+        text = self.edit.text().strip()
+        try:
+            value = json.loads(text)
+            json.dumps(value, allow_nan=False)  # Python's json reads NaN, Infinity, 1e999
+        except json.JSONDecodeError as exc:
+            hint = "" if text[:1] in "[{\"" else " (text needs double quotes)"
+            self._show_error(f"Invalid JSON{hint}: {exc.msg} at column {exc.pos + 1}")
+            return
+        except ValueError as exc:
+            self._show_error("Invalid JSON: a number has too many digits." if "digits" in
+                             str(exc) else "Invalid JSON: numbers must be finite (NaN, "
+                             "Infinity and 1e999 are not JSON).")
+            return
+        except RecursionError:
+            self._show_error("Invalid JSON: nested too deeply.")
+            return
+        self._show_error("")
+        self._commit(value, settled=True)
+
+    def _on_applied_timer_timeout(self) -> None:
+        if self.state == APPLIED:
+            self.set_state(IDLE)
+
+    # ----------------------------------------------------------------- internals
+
+    def _commit(self, value: Any, settled: bool = False) -> None:
+        if self._read_only_reason or not self.knob.enabled:
+            # Disabled controls take no input, but a programmatic nudge must not send a
+            # change the panel says is impossible either.
+            self.show_value(self.cluster_value)
+            return
+        decimals = self.scale.decimals if self.scale else None
+        if self.state == PENDING:
+            if _same(value, self.pending_value, decimals):
+                return  # e.g. Enter on an unchanged spin box after a release
+        elif _same(value, self.cluster_value, decimals):
+            self._refresh_hint()
+            return  # nothing to change: the cluster runs this already
+        self.pending_value = value
+        self.pending_settled = settled
+        self.state = PENDING
+        self.message = ""
+        self._applied_timer.stop()
+        self._show_error("")
+        self._show_state()
+        self._refresh_hint()
+        self.committed.emit(self.path, value)
+
+    def _update_enabled(self) -> None:
+        knob = self.knob
+        enabled = knob.enabled and not self._read_only_reason
+        tip = knob_tooltip(knob)
+        if self._read_only_reason:
+            control_tip = self._read_only_reason
+        elif not knob.enabled:
+            control_tip = knob.disabled_reason or "Not available for this deployment."
+        else:
+            control_tip = tip
+        for w in self.focus_widgets():
+            w.setEnabled(enabled)
+            w.setToolTip(_rich(control_tip))
+        self.name_label.setEnabled(enabled)
+        self.name_label.setToolTip(_rich(tip if enabled else f"{control_tip}\n\n{tip}"))
+        self.setToolTip(_rich(tip))
+
+    def _show_state(self) -> None:
+        self.state_label.setText(STATE_TEXT[self.state])
+        self.state_label.setStyleSheet(f"color: {STATE_COLORS[self.state]};")
+        tips = {IDLE: "", PENDING: "Sent to the console; waiting until the cluster runs it.",
+                APPLIED: "The cluster runs the new value.", FAILED: self.message}
+        self.state_label.setToolTip(_rich(tips[self.state]) if tips[self.state] else "")
+
+    def _show_error(self, text: str) -> None:
+        self.error_label.setText(text)
+        self.error_label.setVisible(bool(text))
+        if self.edit is not None:
+            self.edit.setStyleSheet(f"QLineEdit {{ border: 1px solid {RED}; }}"
+                                    if text and self.state != FAILED else "")
+
+    def _refresh_hint(self) -> None:
+        decimals = self.scale.decimals if self.scale else None
+        shown = self.displayed_value()
+        differs = not _same(shown, self.cluster_value, decimals)
+        shown_value = (self.knob.unset_text if self.cluster_value is None and
+                       self.knob.unset_text else _fmt(self.cluster_value, decimals or 0))
+        self.cluster_label.setText(f"cluster: {shown_value}")
+        self.cluster_label.setVisible(differs)
+
+
+def _shape(k: Knob) -> tuple:
+    return (k.kind, k.minimum, k.maximum, k.log_scale, tuple(k.suggestions))

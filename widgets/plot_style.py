@@ -1,0 +1,80 @@
+"""What the three plot stacks (LivePlots, ReplicaView, GpuPlots) share: their colours,
+how old a series or a plot's newest sample reads, and how that age is written into a
+plot's title and a legend entry — one copy, so a fix lands in all three."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+
+BACKGROUND = "#161616"
+TEXT = "#c8c8c8"
+AGE_OK = "#9e9e9e"
+AGE_STALE = "#ffb300"
+MARKER = "#ffd54f"
+
+# Below this height a plot's axis labels collide; the stack scrolls instead.
+MIN_PLOT_HEIGHT = 110
+
+# Data older than this is shown as stale: the poller or the cluster has stopped answering.
+STALE_AFTER_S = 5.0
+
+
+def format_series_age(age_s: float | None) -> str:
+    """A series' freshness for its legend entry: whole seconds since its newest sample
+    ('0 s', '7 s', '3 min'), '—' without data. Whole seconds keep the legend from
+    re-laying out on every redraw tick."""
+    if age_s is None:
+        return "—"
+    age_s = max(0.0, age_s)
+    if age_s < 120:
+        return f"{int(age_s)} s"
+    if age_s < 7200:
+        return f"{int(age_s // 60)} min"
+    return f"{int(age_s // 3600)} h"
+
+
+def format_age(age_s: float | None) -> str:
+    """'data 0.7 s old' / 'no data yet': short enough for a plot title."""
+    if age_s is None:
+        return "no data yet"
+    age_s = max(0.0, age_s)  # the cluster's clock may run slightly ahead of ours
+    if age_s < 10:
+        return f"data {age_s:.1f} s old"
+    if age_s < 120:
+        return f"data {age_s:.0f} s old"
+    if age_s < 7200:
+        return f"data {age_s / 60:.1f} min old"
+    return f"data {age_s / 3600:.1f} h old"
+
+
+def plot_age(age_s: float | None) -> tuple[str, bool]:
+    """(a plot title's age text, stale?) for the age of its newest sample."""
+    return format_age(age_s), age_s is not None and age_s > STALE_AFTER_S
+
+
+def series_age(age_s: float) -> tuple[str, bool]:
+    """(a legend entry's age text, stale?) for the age of a series' newest sample."""
+    return format_series_age(age_s), age_s > STALE_AFTER_S
+
+
+def set_title_age(plot: pg.PlotItem, title: str, unit: str, age: tuple[str, bool],
+                  extra: str = "") -> None:
+    """*plot*'s title: its name, unit (and *extra* HTML), then the age, amber if stale."""
+    text, stale = age
+    color = AGE_STALE if stale else AGE_OK
+    plot.setTitle(f"<b>{title}</b> <span style='color:{AGE_OK}'>({unit})</span>{extra}"
+                  f"&nbsp;&nbsp;&nbsp;<span style='color:{color}'>{text}</span>",
+                  color=TEXT, size="9pt", justify="left")
+
+
+def set_legend_age(legend: pg.LegendItem, item, name: str, age: tuple[str, bool],
+                   tip_name: str | None = None) -> None:
+    """The legend entry of *item* (a curve or sample): its *name* (HTML) and age."""
+    text, stale = age
+    for sample, label in legend.items:
+        if sample.item is item:
+            color = AGE_STALE if stale else AGE_OK
+            label.setText(f"{name} <span style='color:{color}'>{text}</span>",
+                          color=TEXT, size="8pt")
+            label.setToolTip(f"{tip_name or name}: newest sample {text} old")
+            return
