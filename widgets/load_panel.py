@@ -7,6 +7,7 @@ emits it; the console runs the generator. Older wiring keeps working: `start_req
 
 from __future__ import annotations
 
+import html
 import math
 
 import json
@@ -440,7 +441,7 @@ class LoadPanel(QWidget):
         if stats.errors:
             kinds = ", ".join(f"{k} {n:,}" for k, n in stats.errors_by_kind)
             parts.append(f"<span style='color:#d03b3b'><b>errors {stats.errors:,}</b>"
-                         f" ({_escape(kinds)})</span>")
+                         f" ({html.escape(kinds)})</span>")
         else:
             parts.append("errors 0")
         if stats.mode == CLOSED:
@@ -599,7 +600,7 @@ class LoadPanel(QWidget):
             try:
                 self.save_summary(path)
             except OSError as e:
-                self._stats_label.setText(f"Could not save {path}: {_escape(str(e))}")
+                self._stats_label.setText(f"Could not save {path}: {html.escape(str(e))}")
 
     # ----------------------------------------------------------------- internals
 
@@ -639,10 +640,6 @@ def _dspin(lo: float, hi: float, value: float, suffix: str, tip: str, decimals: 
     w.setToolTip(tip)
     w.setKeyboardTracking(False)
     return w
-
-
-def _escape(text: str) -> str:
-    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
 def _ms(v: float | None) -> str:

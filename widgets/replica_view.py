@@ -25,15 +25,12 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
-    QAbstractItemView,
     QGraphicsItem,
-    QHeaderView,
     QLabel,
     QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTableWidget,
-    QTableWidgetItem,
     QVBoxLayout,
     QWidget,
 )
@@ -45,6 +42,10 @@ from widgets.live_plots import DEFAULT_WINDOW_S
 from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
                                 MARKER as _MARKER, MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age,
                                 series_age, set_legend_age, set_title_age)
+from widgets.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
+                                   COL_STARTED, COL_STATE, COLUMNS, SortItem, _fmt,
+                                   _fmt_fixed, _sort_key, format_started, make_replica_table)
+
 _GREEN, _AMBER, _RED, _GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
 
 # Ten colours that stay apart from each other on the plots' dark background, in the
@@ -64,25 +65,6 @@ PLOTS: tuple[tuple[str, str, tuple[tuple[str, bool], ...]], ...] = (
 _PLOTTED = tuple(s for _, _, curves in PLOTS for s, _ in curves)
 _PLOT_OF = {s: title for title, _, curves in PLOTS for s, _ in curves}
 
-# Table columns: (header, tooltip).
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("Replica", "Serve's replica id; the square is the replica's colour in the plots."),
-    ("Node", "IP address of the node the replica runs on."),
-    ("State", "The replica's state as Serve reports it (RUNNING, STARTING, STOPPING …)."),
-    ("Started", "How long ago the replica started."),
-    ("Requests/s", "Requests the replica finished per second, newest figure "
-                   "(ray_serve_deployment_request_counter per replica)."),
-    ("Ongoing", "Requests executing or queued at the replica now "
-                "(ray_serve_replica_processing_queries)."),
-    ("p99 (ms)", "99th percentile processing latency at the replica over the last few "
-                 "seconds (ray_serve_deployment_processing_latency_ms)."),
-    ("Held models", "Model ids the replica holds in its multiplexing cache now "
-                    "(ray_serve_registered_multiplexed_model_id); shown for multiplexed "
-                    "deployments."),
-)
-(COL_REPLICA, COL_NODE, COL_STATE, COL_STARTED, COL_RPS, COL_ONGOING, COL_P99,
- COL_HELD) = range(len(COLUMNS))
-
 # The table shows this many rows before it scrolls (more replicas: drag the splitter).
 TABLE_ROWS = 6
 
@@ -93,51 +75,6 @@ IMBALANCE_TIP = (
     "given their share yet. Serve's router picks the less loaded of two random replicas, "
     "so steady traffic should spread evenly; a lasting gap points at model-id routing "
     "(multiplexing), a slower node, or a replica that is not taking requests.")
-
-
-def format_started(start_time_s: float | None, now: float) -> str:
-    """A replica's age for the table: '12 s ago', '3 min ago', '2 h ago', '—'."""
-    if start_time_s is None:
-        return "—"
-    age = max(0.0, now - start_time_s)
-    if age < 120:
-        return f"{int(age)} s ago"
-    if age < 7200:
-        return f"{int(age // 60)} min ago"
-    if age < 172800:
-        return f"{int(age // 3600)} h ago"
-    return f"{int(age // 86400)} d ago"
-
-
-def _fmt(v: float | None, digits: int) -> str:
-    if v is None:
-        return "—"
-    if digits == 0 or float(v).is_integer():
-        return f"{v:.0f}"
-    return f"{v:.{digits}f}"
-
-
-def _fmt_fixed(v: float | None, digits: int) -> str:
-    # Rates keep their decimals so a column of them lines up ('12.0' above '9.5').
-    return "—" if v is None else f"{v:.{digits}f}"
-
-
-def _sort_key(v: float | str | None) -> tuple:
-    # Blank figures sort before every number; strings and numbers never meet.
-    if v is None:
-        return (0,)
-    return (1, v)
-
-
-class _SortItem(QTableWidgetItem):
-    """A cell that sorts by the value it shows, not by its text ('10.0' after '9.5')."""
-
-    def __lt__(self, other: QTableWidgetItem) -> bool:  # type: ignore[override]
-        mine = self.data(Qt.ItemDataRole.UserRole)
-        theirs = other.data(Qt.ItemDataRole.UserRole)
-        if mine is None or theirs is None:
-            return super().__lt__(other)
-        return mine < theirs
 
 
 class ReplicaView(QWidget):
@@ -183,7 +120,7 @@ class ReplicaView(QWidget):
                                       "padding: 4px; }")
         self._imbalance.setToolTip(IMBALANCE_TIP)
         self._imbalance.setVisible(False)
-        self._build_table()
+        self._table = make_replica_table()
 
         self._bottom = QWidget()
         bottom = QVBoxLayout(self._bottom)
@@ -257,23 +194,6 @@ class ReplicaView(QWidget):
         self._legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         layout.addItem(self._legend, row=0, col=1, rowspan=len(PLOTS))
         layout.layout.setAlignment(self._legend, Qt.AlignmentFlag.AlignTop)
-
-    def _build_table(self) -> None:
-        self._table = QTableWidget(0, len(COLUMNS))
-        for col, (text, tip) in enumerate(COLUMNS):
-            item = QTableWidgetItem(text)
-            item.setToolTip(tip)
-            self._table.setHorizontalHeaderItem(col, item)
-        self._table.setEditTriggers(QAbstractItemView.EditTrigger.NoEditTriggers)
-        self._table.setSelectionBehavior(QAbstractItemView.SelectionBehavior.SelectRows)
-        self._table.setSelectionMode(QAbstractItemView.SelectionMode.SingleSelection)
-        self._table.verticalHeader().setVisible(False)
-        self._table.setAlternatingRowColors(True)
-        header = self._table.horizontalHeader()
-        header.setSectionResizeMode(QHeaderView.ResizeMode.ResizeToContents)
-        self._table.setSortingEnabled(True)
-        self._table.sortByColumn(COL_REPLICA, Qt.SortOrder.AscendingOrder)
-        self._table.setColumnHidden(COL_HELD, True)
 
     # ----------------------------------------------------------------- public API
 
@@ -608,7 +528,7 @@ class ReplicaView(QWidget):
                 (", ".join(row.held_models) or "—", len(row.held_models)),
             )
             for c, (text, key) in enumerate(cells):
-                item = _SortItem(text)
+                item = SortItem(text)
                 item.setData(Qt.ItemDataRole.UserRole, key)
                 if c in (COL_RPS, COL_ONGOING, COL_P99):
                     item.setTextAlignment(Qt.AlignmentFlag.AlignRight
