@@ -210,7 +210,8 @@ class MainWindow(QMainWindow):
         self.plots.set_key(key)
         if key is not None and self.tree.selected_key() != key:
             self.tree.select_key(*key)
-        self._update_knobs()
+        # Its warnings follow from the model (knob_warnings), once.
+        self.knob_panel.set_knobs(self.model.knob_set_for_selected())
         self._update_replica_rows()
         self._update_load_target()
         self._update_actions()

@@ -22,7 +22,7 @@ from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSlider, QVBoxLayout,
 
 from backend.knobs import KnobSet
 from widgets.knob_row import (  # noqa: F401 (SliderScale: re-exported)
-    AMBER, GREY, KnobRow, SliderScale, _shape, _WheelGuard)
+    AMBER, GREY, KnobRow, SliderScale, knob_shape, WheelGuard)
 
 EMPTY_TEXT = "Select a deployment to tune it"
 GROUP_ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts",
@@ -44,7 +44,7 @@ class KnobPanel(QWidget):
         self._unavailable = ""  # set_unavailable(): why no knob may be changed now
         self._rows: dict[str, KnobRow] = {}
         self._sections: dict[str, tuple[QWidget, QVBoxLayout]] = {}
-        self._wheel_guard = _WheelGuard(self)
+        self._wheel_guard = WheelGuard(self)
 
         self._title = QLabel()
         font = self._title.font()
@@ -134,7 +134,7 @@ class KnobPanel(QWidget):
         order_changed = False
         for knob in knob_set.knobs:
             row = self._rows.get(knob.path)
-            if row is not None and (row.shape() != _shape(knob) or row.knob.group != knob.group):
+            if row is not None and (row.shape() != knob_shape(knob) or row.knob.group != knob.group):
                 self._drop_row(knob.path)  # e.g. a new range: the controls must be rebuilt
                 row = None
             if row is None:

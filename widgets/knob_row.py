@@ -187,7 +187,7 @@ def knob_tooltip(knob: Knob) -> str:
     return f"{knob.help}\n\n{how}" if knob.help else how
 
 
-class _WheelGuard(QObject):
+class WheelGuard(QObject):
     """Scrolling the panel must not turn a slider or spin box under the pointer: each
     turn would reconfigure the running cluster. Wheel events reach a control only when it
     has keyboard focus; otherwise they go on to the scroll area."""
@@ -301,7 +301,7 @@ class KnobRow(QWidget):
         self.slider = QSlider(Qt.Orientation.Horizontal)
         self.slider.setRange(0, scale.positions)
         self.slider.setPageStep(max(1, scale.positions // 10))
-        self.slider.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # no focus by wheel: see _WheelGuard
+        self.slider.setFocusPolicy(Qt.FocusPolicy.StrongFocus)  # no focus by wheel: see WheelGuard
         self.slider.setMinimumWidth(80)
         if scale.is_int:
             spin: QSpinBox | QDoubleSpinBox = QSpinBox()
@@ -340,7 +340,7 @@ class KnobRow(QWidget):
 
     def shape(self) -> tuple:
         """What decides which controls a knob gets: a change means a new row."""
-        return _shape(self.knob)
+        return knob_shape(self.knob)
 
     def focus_widgets(self) -> list[QWidget]:
         return [w for w in (self.check, self.slider, self.spin, self.edit) if w is not None]
@@ -577,5 +577,5 @@ class KnobRow(QWidget):
         self.cluster_label.setVisible(differs)
 
 
-def _shape(k: Knob) -> tuple:
+def knob_shape(k: Knob) -> tuple:
     return (k.kind, k.minimum, k.maximum, k.log_scale, tuple(k.suggestions))

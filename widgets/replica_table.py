@@ -40,7 +40,7 @@ def format_started(start_time_s: float | None, now: float) -> str:
     return f"{int(age // 86400)} d ago"
 
 
-def _fmt(v: float | None, digits: int) -> str:
+def fmt(v: float | None, digits: int) -> str:
     if v is None:
         return "—"
     if digits == 0 or float(v).is_integer():
@@ -48,12 +48,12 @@ def _fmt(v: float | None, digits: int) -> str:
     return f"{v:.{digits}f}"
 
 
-def _fmt_fixed(v: float | None, digits: int) -> str:
+def fmt_fixed(v: float | None, digits: int) -> str:
     # Rates keep their decimals so a column of them lines up ('12.0' above '9.5').
     return "—" if v is None else f"{v:.{digits}f}"
 
 
-def _sort_key(v: float | str | None) -> tuple:
+def sort_key(v: float | str | None) -> tuple:
     # Blank figures sort before every number; strings and numbers never meet.
     if v is None:
         return (0,)

@@ -43,8 +43,8 @@ from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
                                 MARKER as _MARKER, MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age,
                                 series_age, set_legend_age, set_title_age)
 from widgets.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
-                                   COL_STARTED, COL_STATE, COLUMNS, SortItem, _fmt,
-                                   _fmt_fixed, _sort_key, format_started, make_replica_table)
+                                   COL_STARTED, COL_STATE, COLUMNS, SortItem, fmt,
+                                   fmt_fixed, sort_key, format_started, make_replica_table)
 
 _GREEN, _AMBER, _RED, _GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
 
@@ -520,11 +520,11 @@ class ReplicaView(QWidget):
                 (row.replica_id, row.replica_id),
                 (row.node_ip or "—", row.node_ip or ""),
                 (row.state, row.state),
-                (started, _sort_key(-row.start_time_s if row.start_time_s is not None
+                (started, sort_key(-row.start_time_s if row.start_time_s is not None
                                     else None)),
-                (_fmt_fixed(row.requests_per_s, 1), _sort_key(row.requests_per_s)),
-                (_fmt(row.ongoing, 1), _sort_key(row.ongoing)),
-                (_fmt(row.p99_ms, 0 if (row.p99_ms or 0) >= 10 else 1), _sort_key(row.p99_ms)),
+                (fmt_fixed(row.requests_per_s, 1), sort_key(row.requests_per_s)),
+                (fmt(row.ongoing, 1), sort_key(row.ongoing)),
+                (fmt(row.p99_ms, 0 if (row.p99_ms or 0) >= 10 else 1), sort_key(row.p99_ms)),
                 (", ".join(row.held_models) or "—", len(row.held_models)),
             )
             for c, (text, key) in enumerate(cells):
