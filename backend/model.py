@@ -39,7 +39,7 @@ class DeploymentInfo:
     # any reason — a scale-down as much as a crash (ReplicaWatcher tells them apart).
     dead_replicas: tuple[ReplicaInfo, ...] = field(default=(), compare=False)
     # What each replica asks Ray for (Ray's `required_resources`, e.g. {"CPU": 1.0}):
-    # what a replica that cannot be placed is waiting for (backend/scaling.py).
+    # what a replica that cannot be placed is waiting for (backend/scaling/explain.py).
     required_resources: dict[str, float] = field(default_factory=dict, compare=False,
                                                   hash=False)
     # Ray's experimental `autoscaling_detail` as sent (scaling_status, decisions, …);
@@ -47,7 +47,7 @@ class DeploymentInfo:
     autoscaling_detail: dict[str, Any] | None = field(default=None, compare=False,
                                                       hash=False)
     # Ray's `status_trigger` (AUTOSCALING, CONFIG_UPDATE_STARTED, UPSCALE_COMPLETED, …):
-    # tells an autoscaler's UPSCALING from a num_replicas change's (backend/scaling.py).
+    # tells an autoscaler's UPSCALING from a num_replicas change's (backend/scaling/explain.py).
     status_trigger: str = field(default="", compare=False)
 
     @property

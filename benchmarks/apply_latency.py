@@ -33,12 +33,12 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from common import Spread, emit, load_text, machine_load  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_demo  # noqa: E402
-from backend.loadgen import LoadGenerator, LoadTarget  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
-from console.session import Session  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.deploy.deployer import deploy_demo  # noqa: E402
+from backend.load.generator import LoadGenerator, LoadTarget  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.live_session import Session  # noqa: E402
 
 
 def wait_for(signal, timeout_s: float):

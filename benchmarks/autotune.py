@@ -4,13 +4,13 @@ Starts a local Ray head (as the console does) and deploys the batched demo once,
 the console's deploy path. Both searches cover the same knob ranges — max_batch_size
 1…32 (powers of two) × batch_wait_timeout_s 5, 10, 20 ms, with max_ongoing_requests
 as the catalog sets it — under the same objective (the highest rate with client p99 ≤
-SLO and no errors), with the same trials (backend.rate_trial: open-loop load from the
+SLO and no errors), with the same trials (backend.load.rate_trial: open-loop load from the
 product's generator, at least 4 s and 200 requests per rate) and the same rate search
-(backend.rate_search.bisect_max_rate from 10 req/s, 10 % precision):
+(backend.load.rate_search.bisect_max_rate from 10 req/s, 10 % precision):
 
-- the grid applies every config in turn (live, through backend.tuning.apply_changes)
+- the grid applies every config in turn (live, through backend.tuning.apply.apply_changes)
   and searches its highest sustained rate in full;
-- the auto-tuner (backend.autotune_run.TuneRun, what `serve-console --autotune` runs)
+- the auto-tuner (backend.tuning.autotune_run.TuneRun, what `serve-console --autotune` runs)
   starts from the unbatched corner (1, 5 ms) and searches as it does for a user.
 
 Each repeat runs both, the order alternating between repeats, then re-measures the config
@@ -42,14 +42,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.autotune import (BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, Objective,  # noqa: E402
+from backend.tuning.autotune_search import (BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, Objective,  # noqa: E402
                               grid)
-from backend.autotune_run import TuneRequest, TuneRun  # noqa: E402
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_demo  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
-from backend.rate_search import bisect_max_rate  # noqa: E402
+from backend.tuning.autotune_run import TuneRequest, TuneRun  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.deploy.deployer import deploy_demo  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.load.rate_search import bisect_max_rate  # noqa: E402
 from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 DEPLOYMENT = "BatchedGenerator"

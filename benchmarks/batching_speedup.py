@@ -3,7 +3,7 @@
 Starts a local Ray head (as the console does) and deploys the batched demo once, through
 the console's deploy path. Then, for each repeat, the two settings in alternating order —
 unbatched (max_batch_size=1, no wait) and the catalog's tuned setting — are applied as
-live user_config changes through backend.tuning.apply_changes (what the console's sliders
+live user_config changes through backend.tuning.apply.apply_changes (what the console's sliders
 do: read–modify–write, no redeploy), and for each the highest sustained offered rate is
 found by bisection (benchmarks/common.bisect_max_rate).
 
@@ -49,14 +49,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_demo  # noqa: E402
-from backend.load_model import CLOSED, LoadModel  # noqa: E402
-from backend.loadgen import LoadGenerator, LoadTarget, offer_for  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.deploy.deployer import deploy_demo  # noqa: E402
+from backend.load.generator import LoadGenerator, LoadTarget, offer_for  # noqa: E402
+from backend.load.load_model import CLOSED, LoadModel  # noqa: E402
 from backend.metrics.direct import DirectScrapeSource  # noqa: E402
-from backend.tuning import apply_changes  # noqa: E402
+from backend.tuning.apply import apply_changes  # noqa: E402
 from benchmarks.common import Spread, bisect_max_rate, emit, load_text, machine_load  # noqa: E402
 
 DEPLOYMENT = "BatchedGenerator"

@@ -34,7 +34,7 @@ if SAVE:
     sys.argv = [a for a in sys.argv if a != "--save"]
 
 # The search lives in the product (the auto-tuner uses it); benchmarks import it from here.
-from backend.rate_search import Search, bisect_max_rate  # noqa: E402,F401
+from backend.load.rate_search import Search, bisect_max_rate  # noqa: E402,F401
 
 
 @dataclass(frozen=True)

@@ -60,12 +60,12 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from backend.catalog import load_catalog
-    from backend.local_cluster import LocalCluster
-    from console.connection import ConnectionState
-    from console.main_window import MainWindow
-    from console.session import Session
+    from backend.cluster.local import LocalCluster
+    from backend.deploy.catalog import load_catalog
+    from console.model.connection import ConnectionState
+    from console.model.live_session import Session
     from console.settings import Settings
+    from console.windows.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
     clusters: list[LocalCluster] = [LocalCluster(num_cpus=2)]

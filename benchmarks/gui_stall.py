@@ -14,7 +14,7 @@ the batched demo is deployed through it, and these cases alternate, `--repeats` 
   live       the demo's default load (≈50 req/s, the catalog's `default_rps`) started
              through the window, as `--demo batched` does;
   flat_out   the generator as fast as it goes — closed loop, `--users` users, no think
-             time — against the reference server (backend/loadgen_testserver.py, its
+             time — against the reference server (tests/support/reference_server.py, its
              own process) `/fast` route, started through the session like the load
              panel's plan; the load panel plots its stats;
   flat_out_in_process   the same with the generator on a thread of the console process
@@ -46,11 +46,11 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 from PySide6.QtCore import QEvent, QEventLoop, QObject, Qt, QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.load_model import LoadModel, LoadPlan, LoadTarget  # noqa: E402
-from backend.loadgen_testserver import ReferenceServer  # noqa: E402
-from console.main_window import MainWindow  # noqa: E402
-from console.session import Session  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.load.load_model import LoadModel, LoadPlan, LoadTarget  # noqa: E402
+from tests.support.reference_server import ReferenceServer  # noqa: E402
+from console.windows.main_window import MainWindow  # noqa: E402
+from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
 from benchmarks.common import emit  # noqa: E402
 
@@ -171,7 +171,7 @@ def loadgen_children() -> list[int]:
                 cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
         except (OSError, ValueError, IndexError):
             continue
-        if "backend.loadgen_process" in cmd:
+        if "backend.load.child_process" in cmd:
             out.append(int(name))
     return out
 

@@ -1,6 +1,6 @@
 """How much load can the console's generator offer, next to wrk, and what does it add?
 
-Starts the reference HTTP server (backend/loadgen_testserver.py, its own process, uvloop)
+Starts the reference HTTP server (tests/support/reference_server.py, its own process, uvloop)
 and, side by side in one run against its trivial `/fast` route:
 
   * capacity: the generator in closed loop with C users (no think time) vs `wrk -t1 -cC`,
@@ -35,9 +35,9 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 from common import Spread, emit, load_text, machine_load  # noqa: E402
 
-from backend.load_model import LoadModel, LoadTarget  # noqa: E402
-from backend.loadgen import LoadGenerator  # noqa: E402
-from backend.loadgen_testserver import ReferenceServer  # noqa: E402
+from backend.load.generator import LoadGenerator  # noqa: E402
+from backend.load.load_model import LoadModel, LoadTarget  # noqa: E402
+from tests.support.reference_server import ReferenceServer  # noqa: E402
 
 
 def generator_capacity(url: str, users: int, seconds: float) -> float:

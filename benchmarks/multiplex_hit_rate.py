@@ -7,7 +7,7 @@ catalog's load hint: 100 tenants, s = 1.1) one request at a time, so the cache s
 exactly that order. The hit rate is read from Ray's own counters (1 − increase of
 ray_serve_multiplexed_models_load_counter / increase of
 ray_serve_multiplexed_get_model_requests_counter, scraped from the node) and from the
-responses' `loaded` flags, and compared with backend.lru_sim replaying the same sequence
+responses' `loaded` flags, and compared with tests.support.lru_sim replaying the same sequence
 with the same cache size.
 
 The headline (cache 4, one replica) is repeated with three sequences (seeds 7, 8, 9),
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import requests  # noqa: E402
 from common import Spread, emit, load_text, machine_load  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_demo  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
-from backend.lru_sim import simulate, zipf_sequence  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.deploy.deployer import deploy_demo  # noqa: E402
 from backend.metrics import exposition as ex  # noqa: E402
+from tests.support.lru_sim import simulate, zipf_sequence  # noqa: E402
 
 APP = "multiplexed"
 

@@ -29,7 +29,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from backend.load_model import SecondStats  # noqa: E402
+from backend.load.load_model import SecondStats  # noqa: E402
 from backend.metrics.series import REPLICA_SERIES, SERIES, SeriesStore  # noqa: E402
 from backend.recording.library import file_size  # noqa: E402
 from backend.recording.reader import open_session  # noqa: E402

@@ -9,7 +9,7 @@ Each repeat measures both, in alternating order:
 - p50 at a fixed moderate rate (P50_RATE req/s, open loop, the product's load generator,
   coordinated-omission corrected), and
 - the highest rate sustained with client p99 ≤ SLO and no errors (bisection,
-  backend.rate_search, 10 % precision; trials as in benchmarks/autotune.py).
+  backend.load.rate_search, 10 % precision; trials as in benchmarks/autotune.py).
 
 Figures: direct p50, router p50, the added p50 (router − direct) and the ratio of the two
 highest sustained rates (router ÷ direct), as medians over the repeats with their spread.
@@ -29,13 +29,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_app, upload_demo_package  # noqa: E402
-from backend.load_model import LoadTarget  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
-from backend.rate_search import bisect_max_rate  # noqa: E402
-from backend.rate_trial import TrialSpec, idle_latency_ms, run_rate_trial, settle  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.deploy.deployer import deploy_app, upload_demo_package  # noqa: E402
+from backend.load.load_model import LoadTarget  # noqa: E402
+from backend.load.rate_search import bisect_max_rate  # noqa: E402
+from backend.load.rate_trial import TrialSpec, idle_latency_ms, run_rate_trial, settle  # noqa: E402
 from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 SLO_MS = 200.0

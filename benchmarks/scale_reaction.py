@@ -61,7 +61,7 @@ def wait_until(app, predicate, timeout_s: float, what: str) -> float:
 
 def started_times(log_text: str) -> dict[str, float]:
     """{replica id: time of its 'started successfully' line} of this app's replicas."""
-    from backend.scaling import log_records
+    from backend.scaling.explain import log_records
 
     out = {}
     for t, _exact, msg in log_records(log_text):
@@ -78,15 +78,15 @@ def main() -> int:
 
     from PySide6.QtWidgets import QApplication
 
-    from backend.catalog import load_catalog
-    from backend.deployer import deploy_app
-    from backend.loadgen import LoadGenerator, LoadTarget
-    from backend.local_cluster import LocalCluster
-    from backend.scaling import parse_scaling_log
-    from console.connection import ConnectionState
-    from console.main_window import MainWindow
-    from console.session import Session
+    from backend.cluster.local import LocalCluster
+    from backend.deploy.catalog import load_catalog
+    from backend.deploy.deployer import deploy_app
+    from backend.load.generator import LoadGenerator, LoadTarget
+    from backend.scaling.explain import parse_scaling_log
+    from console.model.connection import ConnectionState
+    from console.model.live_session import Session
     from console.settings import Settings
+    from console.windows.main_window import MainWindow
     from tests.helpers import scaling_app
 
     qapp = QApplication.instance() or QApplication([])

@@ -30,11 +30,11 @@ import requests  # noqa: E402
 from common import Spread, emit, load_text, machine_load  # noqa: E402
 from prometheus_client.parser import text_string_to_metric_families  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_demo  # noqa: E402
-from backend.loadgen import LoadGenerator, LoadTarget  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.deploy.deployer import deploy_demo  # noqa: E402
+from backend.load.generator import LoadGenerator, LoadTarget  # noqa: E402
 from backend.metrics import exposition as ex  # noqa: E402
 from backend.metrics.direct import DirectScrapeSource, WindowedSeries  # noqa: E402
 

@@ -31,10 +31,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import requests  # noqa: E402
 from common import Spread, emit, load_text, machine_load  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_demo  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.deploy.deployer import deploy_demo  # noqa: E402
 
 SWEEP_ROUNDS = 3
 

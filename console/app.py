@@ -81,11 +81,11 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["export"]:  # `serve-console export …`: files only, no Qt, no window
-        from console.export_cli import main as export_main
+        from console.cli.export import main as export_main
         return export_main(argv[1:])
     if any(a == "--autotune" or a.startswith("--autotune=") for a in argv):
         # The auto-tuner without a window: progress on stderr, one JSON line on stdout.
-        from console.autotune_cli import main as autotune_main
+        from console.cli.autotune import main as autotune_main
         return autotune_main(argv)
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.INFO,
@@ -93,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
 
     from PySide6.QtCore import QCoreApplication, QEvent, QTimer
 
-    from backend.catalog import load_catalog
-    from console.console_model import ConsoleModel
-    from console.session import Session
+    from backend.deploy.catalog import load_catalog
+    from console.model.console_model import ConsoleModel
+    from console.model.live_session import Session
     from console.settings import Settings
 
     catalog = load_catalog()
@@ -106,7 +106,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.apply_config:
         # Validate before starting anything: a typo should not cost a cluster start.
-        from backend.config_io import parse_config, read_config_file
+        from backend.deploy.config_io import parse_config, read_config_file
         from backend.errors import ConsoleError
         try:
             parse_config(read_config_file(args.apply_config), args.apply_config)
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     model.recording.configure(path=args.record, enabled=not args.no_record)
     window = None
     if not args.no_window:
-        from console.main_window import MainWindow
+        from console.windows.main_window import MainWindow
         window = MainWindow(model)
     runner = ScriptedRun(model, args, window)
     if window is not None:

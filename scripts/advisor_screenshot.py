@@ -26,11 +26,11 @@ sys.path.insert(0, str(ROOT))
 from PySide6.QtCore import QTimer  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
-from backend.advisor import BATCH_CAP  # noqa: E402
-from backend.catalog import load_catalog  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
-from console.main_window import MainWindow  # noqa: E402
-from console.session import Session  # noqa: E402
+from backend.tuning.advisor import BATCH_CAP  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
+from console.windows.main_window import MainWindow  # noqa: E402
+from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
 
 APP, DEP = "batched", "BatchedGenerator"

@@ -22,10 +22,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import requests  # noqa: E402
 
-from backend.catalog import load_catalog  # noqa: E402
-from backend.cluster_client import ClusterClient  # noqa: E402
-from backend.deployer import deploy_app, deploy_demo, upload_demo_package  # noqa: E402
-from backend.local_cluster import LocalCluster  # noqa: E402
+from backend.deploy.catalog import load_catalog  # noqa: E402
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.deploy.deployer import deploy_app, deploy_demo, upload_demo_package  # noqa: E402
+from backend.cluster.local import LocalCluster  # noqa: E402
 
 HEADER = "serve_multiplexed_model_id"
 

@@ -25,11 +25,11 @@ import time
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_demo
-from backend.local_cluster import LocalCluster
-from backend.loadgen import LoadGenerator, LoadTarget
+from backend.deploy.catalog import load_catalog
+from backend.cluster.client import ClusterClient
+from backend.deploy.deployer import deploy_demo
+from backend.cluster.local import LocalCluster
+from backend.load.generator import LoadGenerator, LoadTarget
 from tests.conftest import PROMETHEUS, start_prometheus
 from tests.helpers import batched_copy
 
@@ -132,7 +132,7 @@ def tuning_app(ray_cluster, cluster_client, batched_demo):
     """A second copy of the batched demo that tuning tests may change freely.
 
     Returns (app name, deployment name, URL)."""
-    from backend.deployer import deploy_app
+    from backend.deploy.deployer import deploy_app
 
     app = batched_copy(cluster_client, "tuning", max_batch_size=8, batch_wait_timeout_s=0.01,
                        max_ongoing_requests=64)

@@ -20,7 +20,7 @@ os.environ.setdefault("SERVE_CONSOLE_SESSIONS",
 import pytest
 import requests
 
-from backend.ports import free_ports
+from backend.cluster.ports import free_ports
 
 
 @pytest.fixture(autouse=True)

@@ -34,7 +34,7 @@ def nvml_gpu_count() -> int:
 def own_cluster(**options):
     """A Ray head of a test's own (LocalCluster(**options)), started and, at the end,
     stopped — asserting that nothing of its process group is left behind."""
-    from backend.local_cluster import LocalCluster
+    from backend.cluster.local import LocalCluster
 
     cluster = LocalCluster(**options)
     cluster.start(timeout_s=120)
@@ -52,7 +52,7 @@ def own_cluster(**options):
 def batched_copy(client, name: str, max_batch_size: int, batch_wait_timeout_s: float,
                  **deployment_options) -> dict:
     """An application config running the batched demo's code under another name/route."""
-    from backend.deployer import upload_demo_package
+    from backend.deploy.deployer import upload_demo_package
 
     uri = upload_demo_package(client)
     return {
@@ -73,7 +73,7 @@ def batched_copy(client, name: str, max_batch_size: int, batch_wait_timeout_s: f
 def remove_apps(client, names: set[str], timeout_s: float = 90.0) -> None:
     """Read–modify–write the config without *names* and wait until they are gone: the
     session cluster has 2 CPUs, and the tests after these need the room."""
-    from backend.serve_config import current_config
+    from backend.deploy.serve_config import current_config
 
     config = current_config(client.serve_details())
     apps = config.get("applications") or []
@@ -99,7 +99,7 @@ def probe_app(client, name: str, replicas: int = 2, app_env_vars: dict | None = 
     package uploaded. The application's runtime_env sets *app_env_vars*."""
     from pathlib import Path
 
-    from backend.packaging import build_package
+    from backend.deploy.packaging import build_package
 
     package = build_package(Path(PROBE_DIR))
     if not client.package_exists(package.uri):
@@ -141,7 +141,7 @@ def scaling_app(client, name: str, *, min_replicas: int = 1, max_replicas: int =
     its package uploaded. Deployment name "Scaler", route "/<name>"."""
     from pathlib import Path
 
-    from backend.packaging import build_package
+    from backend.deploy.packaging import build_package
 
     package = build_package(Path(SCALING_DIR))
     if not client.package_exists(package.uri):

@@ -19,7 +19,7 @@ def test_import_contracts_are_kept():
 
 def test_console_process_loads_neither_torch_nor_ray():
     code = (
-        "import sys, console.app, console.main_window, console.session\n"
+        "import sys, console.app, console.windows.main_window, console.model.live_session\n"
         "heavy = sorted(m for m in ('torch', 'ray', 'ray.serve') if m in sys.modules)\n"
         "print(heavy)\n"
         "sys.exit(1 if heavy else 0)\n"
@@ -74,6 +74,43 @@ def test_no_import_cycle_not_even_for_type_checking():
                               exclude_type_checking_imports=False)
     assert import_cycles(graph) == []
     # The check can fail: two modules that import each other are found.
-    graph.add_import(importer="backend.model", imported="backend.knobs")
-    graph.add_import(importer="backend.knobs", imported="backend.model")
-    assert ["backend.knobs", "backend.model"] in import_cycles(graph)
+    graph.add_import(importer="backend.model", imported="backend.tuning.knobs")
+    graph.add_import(importer="backend.tuning.knobs", imported="backend.model")
+    assert sorted(["backend.tuning.knobs", "backend.model"]) in import_cycles(graph)
+
+
+def widget_imports(path: Path) -> list[str]:
+    """The imports in one source file that bring in Qt's widgets (pyqtgraph does too)."""
+    import ast
+
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+        else:
+            continue
+        found += [n for n in names
+                  if n.startswith(("PySide6.QtWidgets", "pyqtgraph", "superqt"))]
+    return found
+
+
+def test_the_model_imports_no_qtwidgets_not_even_through_its_imports():
+    import grimp
+
+    graph = grimp.build_graph("console", "backend", "widgets",
+                              exclude_type_checking_imports=False)
+    reached = set(graph.find_children("console.model")) | {"console.model"}
+    for m in list(reached):
+        reached |= graph.find_upstream_modules(m)
+    assert "console.model.console_model" in reached and "backend.tuning.knobs" in reached
+
+    def source(module: str) -> Path:
+        p = ROOT.joinpath(*module.split("."))
+        return p / "__init__.py" if p.is_dir() else p.with_suffix(".py")
+
+    offenders = {m: widget_imports(source(m)) for m in sorted(reached)}
+    assert {m: f for m, f in offenders.items() if f} == {}
+    # The check can fail: a window's own file imports widgets.
+    assert widget_imports(source("console.windows.main_window"))

@@ -1,7 +1,7 @@
 """The advisor's list of hints: for each, the symptom it saw (with the numbers), the knob
 and the suggested value, and an Apply button; the tooltip has the tuning guides' advice.
 
-A view: it renders the `backend.advisor.Hint`s the console hands it and says which one
+A view: it renders the `backend.tuning.advisor.Hint`s the console hands it and says which one
 the user wants applied (`apply_requested`) or looked at (`show_requested`); the console
 applies it through the normal tuning path and reports back with `set_state`. Rows are
 kept by hint id, so a hint refreshed with newer numbers keeps its place, its state and
@@ -17,7 +17,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScrollArea,
                                QSizePolicy, QVBoxLayout, QWidget)
 
-from backend.advisor import WARNING, Hint
+from backend.tuning.advisor import WARNING, Hint
 
 GREY, AMBER, BLUE, GREEN, RED = "#808080", "#d08a00", "#4f8fd0", "#2e9d4f", "#d03b3b"
 

@@ -12,8 +12,8 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeWidget, QTree
 
 from backend.model import (FAILED, HEALTHY, PENDING, ApplicationInfo, DeploymentInfo,
                            ReplicaInfo, ServeStatus, unschedulable_reason)
-from backend.model_info import ModelInfo
-from backend.scaling import ReplicaCounts, replica_counts
+from backend.metrics.model_info import ModelInfo
+from backend.scaling.explain import ReplicaCounts, replica_counts
 
 COL_NAME, COL_STATUS, COL_REPLICAS, COL_MESSAGE = range(4)
 HEADERS = ("Name", "Status", "Replicas", "Message")
@@ -86,7 +86,7 @@ class AppTree(QTreeWidget):
         self._deployment_infos: dict[tuple[str, str], DeploymentInfo] = {}
         self._model_info: dict[tuple[str, str], ModelInfo] = {}
         self._model_rows: dict[tuple[str, str], QTreeWidgetItem] = {}
-        # Why a deployment is short of its target, in words (console.scaling): shown in
+        # Why a deployment is short of its target, in words (console.model.scaling): shown in
         # the message column in place of Ray's message, which says it late or not at all.
         self._scaling_notes: dict[tuple[str, str], str] = {}
         # …and in a row of its own under the deployment, across all columns: the message

@@ -3,7 +3,7 @@ ranges, time budget), the trials as they come (a live table and a throughput-vs-
 scatter with the SLO line and the best so far), and the way out (apply the best, go back
 to where it started, export the best as Serve config YAML).
 
-A view: it renders the rows (plain dicts, backend.autotune.Candidate.row()) it is given
+A view: it renders the rows (plain dicts, backend.tuning.autotune_search.Candidate.row()) it is given
 and says what the user asked for through signals; the console runs the search.
 """
 

@@ -14,7 +14,7 @@ from typing import Sequence
 import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
-from backend.load_model import CLOSED, LoadStats, SecondStats
+from backend.load.load_model import CLOSED, LoadStats, SecondStats
 
 # The server-side plots' palette (widgets/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]

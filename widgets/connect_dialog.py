@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from backend.addresses import address_problem, token_problem
+from backend.cluster.addresses import address_problem, token_problem
 
 DEFAULT_URL_HINT = "http://127.0.0.1:8265"
 _ERROR_COLOR = "#d03b3b"

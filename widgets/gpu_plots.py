@@ -26,7 +26,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
 
-from backend.gpu_shares import GpuShare
+from backend.metrics.gpu_shares import GpuShare
 from backend.metrics.gpu import GPU_SERIES, GpuKey
 from backend.metrics.series import SeriesStore
 from widgets.live_plots import DEFAULT_WINDOW_S
@@ -113,7 +113,7 @@ class GpuPlots(QWidget):
             self._update_header(ip, ip in with_metrics)
 
     def set_shares(self, shares: dict[str, tuple[GpuShare, ...]]) -> None:
-        """{node ip: the replicas' GPU shares there} (backend.gpu_shares.gpu_shares)."""
+        """{node ip: the replicas' GPU shares there} (backend.metrics.gpu_shares.gpu_shares)."""
         self._shares = {ip: tuple(v) for ip, v in shares.items() if v}
         self.refresh()
 

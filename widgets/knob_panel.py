@@ -1,6 +1,6 @@
 """Live tuning: one deployment's knobs as sliders, spin boxes, check boxes and JSON fields.
 
-The panel renders a `backend.knobs.KnobSet` and turns the user's edits into
+The panel renders a `backend.tuning.knobs.KnobSet` and turns the user's edits into
 `change_requested(app, deployment, path, value)`; applying the change to the cluster
 (debounced, newest value wins) is the console's job, which reports back through
 `set_state` and the next `set_knobs`. `is_settled(path)` says whether that change ends
@@ -20,7 +20,7 @@ from typing import Any
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSlider, QVBoxLayout, QWidget
 
-from backend.knobs import KnobSet
+from backend.tuning.knobs import KnobSet
 from widgets.knob_row import (  # noqa: F401 (SliderScale: re-exported)
     AMBER, GREY, KnobRow, SliderScale, knob_shape, WheelGuard)
 

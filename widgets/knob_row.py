@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from backend.knobs import FIXED, ROLLS, Knob
+from backend.tuning.knobs import FIXED, ROLLS, Knob
 
 NUMBER_KINDS = ("int", "float", "optional_int", "optional_float")
 LIVE_TIP = "Applies live without restarting replicas."

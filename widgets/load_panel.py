@@ -1,7 +1,7 @@
 """Controls for the load generator: target request, load model, start/stop, live stats,
 client-side plots and the run summary (copy, save as CSV/JSON).
 
-The panel only builds plain data (backend.load_model: LoadTarget, LoadModel, LoadPlan) and
+The panel only builds plain data (backend.load.load_model: LoadTarget, LoadModel, LoadPlan) and
 emits it; the console runs the generator. Older wiring keeps working: `start_requested`
 (rate), `rate_changed` (rate) and `set_stats(...)` behave as before."""
 
@@ -35,7 +35,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from backend.load_model import (
+from backend.load.load_model import (
     CLOSED,
     CONSTANT,
     OPEN,

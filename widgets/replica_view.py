@@ -11,7 +11,7 @@ long as the view lives; a replica with no sample inside the time window (stopped
 scaled away) loses its curves. The x axis is wall-clock time, as in LivePlots, so the
 console keeps the window (and pause) of both views in step.
 
-The table renders `ReplicaRow`s the console builds (backend.replica_table.build_rows);
+The table renders `ReplicaRow`s the console builds (backend.scaling.replica_table.build_rows);
 nothing here asks the cluster for anything.
 """
 
@@ -37,7 +37,7 @@ from PySide6.QtWidgets import (
 
 from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import FAILED, HEALTHY, PENDING
-from backend.replica_table import ReplicaRow, imbalance
+from backend.scaling.replica_table import ReplicaRow, imbalance
 from widgets.live_plots import DEFAULT_WINDOW_S
 from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
                                 MARKER as _MARKER, MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age,
@@ -219,7 +219,7 @@ class ReplicaView(QWidget):
         return self._key
 
     def set_rows(self, rows: list[ReplicaRow]) -> None:
-        """The selected deployment's replicas now (backend.replica_table.build_rows)."""
+        """The selected deployment's replicas now (backend.scaling.replica_table.build_rows)."""
         rows = list(rows)
         if rows == self._rows:
             return  # the console sends rows on every poll; most change nothing

@@ -2,7 +2,7 @@
 summing to 100 %), session affinity, each version's live numbers side by side, and a
 guarded incremental rollout (steps, time per step, the guard; start, pause, abort).
 
-A view: it shows the `backend.traffic.TrafficRouter` and the per-version numbers the
+A view: it shows the `backend.traffic.router.TrafficRouter` and the per-version numbers the
 console hands it and says what the user asked for (`shares_requested` when a slider is
 released or a value typed, `affinity_requested`, `rollout_requested` with the plan's
 fields, `pause_requested`, `abort_requested`); the console applies them.
@@ -17,8 +17,8 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QDoubleSpinBox, QFormLayout
                                QGroupBox, QHBoxLayout, QLabel, QLineEdit, QPushButton,
                                QSlider, QVBoxLayout, QWidget)
 
-from backend.rollout_guard import VersionStats
-from backend.traffic import TrafficRouter, set_share
+from backend.traffic.rollout_guard import VersionStats
+from backend.traffic.router import TrafficRouter, set_share
 
 SCALE = 10  # slider units per percent (0.1 % steps)
 EMPTY_TEXT = ("No application on the cluster follows the traffic router convention "
@@ -241,7 +241,7 @@ class TrafficPanel(QWidget):
                               f"{s.error_pct:.1f} % errors")
 
     def set_client_stats(self, versions) -> None:
-        """The load generator's backend.load_model.VersionLoad per version (empty: no
+        """The load generator's backend.load.load_model.VersionLoad per version (empty: no
         load running on this application, or its responses name no version)."""
         seen = {v.version: v for v in versions}
         for name, row in self._rows.items():

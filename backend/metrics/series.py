@@ -127,7 +127,7 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
                "metrics health. Seconds mean a busy controller: decisions lag the load."),
     # From the Serve status (GET /api/serve/applications/, each status poll), not from
     # metrics: exact, once a second, and there even when no metrics source answers
-    # (backend/scaling.py ReplicaCounts.series()).
+    # (backend/scaling/explain.py ReplicaCounts.series()).
     SeriesSpec("target_replicas", "target", "replicas",
                "Replicas Serve is aiming for now (target_num_replicas in the status): "
                "the autoscaler's decision within min/max, or num_replicas."),

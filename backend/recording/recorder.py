@@ -24,8 +24,8 @@ from typing import Any, Callable, Iterable
 
 import numpy as np
 
+from backend.deploy.serve_config import current_config
 from backend.recording import schema
-from backend.serve_config import current_config
 
 log = logging.getLogger(__name__)
 
@@ -138,13 +138,13 @@ class Recorder:
         self._q.put(("load_run", run_id, started_t, target, model, app))
 
     def load_seconds(self, run_id: int, started_t: float, history: Iterable) -> None:
-        """A load run's finished seconds (backend.load_model.SecondStats, t relative to
+        """A load run's finished seconds (backend.load.load_model.SecondStats, t relative to
         *started_t*); seconds already written are skipped, so the whole history may be
         handed over every time."""
         self._q.put(("load_seconds", run_id, started_t, tuple(history)))
 
     def load_versions(self, run_id: int, t: float, versions: Iterable) -> None:
-        """What the load saw of each version (backend.load_model.VersionLoad: its last
+        """What the load saw of each version (backend.load.load_model.VersionLoad: its last
         window's figures) as of the second starting at *t* (unix time); a second already
         written is skipped."""
         self._q.put(("load_versions", run_id, t, tuple(versions)))

@@ -1,4 +1,4 @@
-"""backend/advisor.py without a cluster: each rule on series values that show its symptom
+"""backend/tuning/advisor.py without a cluster: each rule on series values that show its symptom
 (and on values that do not), hysteresis (a symptom held over its window, samples before a
 config change left out, hints that stay until their rule is silent for CLEAR_S), and the
 suggested values.
@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
+from backend.tuning.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
                              CLEAR_S, HOLD_S, MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT,
                              TAIL_BATCH_WAIT, TARGET_HOLD_S, TIMEOUTS, DeploymentSnapshot,
                              Hint, HintBoard, advise, bottleneck, snapshot)

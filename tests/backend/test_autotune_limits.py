@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from backend.autotune import BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, Objective, TuneOutcome
-from backend.autotune_run import TuneReport, TuneRequest, TuneRun
-from console.autotune import finish_text
+from backend.tuning.autotune_run import TuneReport, TuneRequest, TuneRun
+from backend.tuning.autotune_search import (BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, Objective,
+                                            TuneOutcome)
+from console.model.autotune import finish_text
 
 VALUES = {MAX_BATCH_SIZE: 3, BATCH_WAIT: 0.02, MAX_ONGOING: 7}
 

@@ -22,11 +22,11 @@ from pathlib import Path
 import pytest
 import requests
 
-from backend.autotune import MAX_BATCH_SIZE, Objective
-from backend.autotune_run import START, TuneRequest, TuneRun
-from backend.cluster_client import ClusterClient
+from backend.cluster.client import ClusterClient
+from backend.cluster.ports import free_ports
 from backend.errors import ConsoleError
-from backend.ports import free_ports
+from backend.tuning.autotune_run import START, TuneRequest, TuneRun
+from backend.tuning.autotune_search import MAX_BATCH_SIZE, Objective
 from tests.helpers import DashboardProxy, own_cluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -139,7 +139,7 @@ def running_values(client: ClusterClient) -> dict:
 
 
 def put_back(client: ClusterClient) -> None:
-    from backend.tuning import apply_changes
+    from backend.tuning.apply import apply_changes
     apply_changes(client, "sleepy", "Sleepy", START_CONFIG)
 
 
@@ -275,8 +275,8 @@ def test_a_knob_the_tuner_cannot_search_or_a_missing_app_is_refused(served):
 def test_the_best_config_exports_as_yaml_that_serve_deploy_takes(served, tmp_path):
     import yaml
 
-    from backend.autotune_run import config_yaml
-    from backend.config_io import parse_config
+    from backend.deploy.config_io import parse_config
+    from backend.tuning.autotune_run import config_yaml
 
     cluster, client, _ = served
     text = config_yaml(client.serve_details(), "sleepy", "Sleepy",

@@ -8,11 +8,11 @@ import itertools
 
 import pytest
 
-from backend.autotune import (BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, AutoTuner, KnobAxis,
-                              Objective, axis_for, grid)
 from backend.cancel import CancelToken
-from backend.rate_search import bisect_max_rate
-from backend.rate_trial import RateTrial
+from backend.load.rate_search import bisect_max_rate
+from backend.load.rate_trial import RateTrial
+from backend.tuning.autotune_search import (BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, AutoTuner,
+                                            KnobAxis, Objective, axis_for, grid)
 
 
 def capacity(config) -> float:

@@ -23,14 +23,14 @@ import yaml
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from backend.cluster_client import (ClusterClient, check_serve_details, normalize_url,
+from backend.cluster.client import (ClusterClient, check_serve_details, normalize_url,
                                     parse_serve_status)
-from backend.config_io import (APP_FIELDS, DEPLOY_FIELDS, DEPLOYMENT_FIELDS, MAX_CONFIG_BYTES,
+from backend.deploy.config_io import (APP_FIELDS, DEPLOY_FIELDS, DEPLOYMENT_FIELDS, MAX_CONFIG_BYTES,
                                apply_config, export_application, parse_config)
-from backend.diagnose import ConnectionSpec, diagnose
+from backend.cluster.diagnose import ConnectionSpec, diagnose
 from backend.errors import ApiError, ConnectError, ConsoleError
-from backend.knobs import check_knob_value, load_knob_metadata
-from backend.load_model import (LoadTarget, ModelIds, check_target, parse_headers,
+from backend.tuning.knobs import check_knob_value, load_knob_metadata
+from backend.load.load_model import (LoadTarget, ModelIds, check_target, parse_headers,
                                 render_body)
 from tests.bad_input import TALLY, answered, bad_url, refused
 
@@ -265,7 +265,7 @@ def snapshot(client) -> dict:
 @pytest.fixture(scope="module")
 def unchanged(cluster_client, batched_demo):
     """Yields the snapshot taken before; after the module's cluster tests, compares."""
-    from backend.deployer import wait_for_app
+    from backend.deploy.deployer import wait_for_app
 
     wait_for_app(cluster_client, "batched", timeout_s=120)
     before = snapshot(cluster_client)
@@ -427,7 +427,7 @@ def test_bad_knob_values_are_refused(case):
 @settings(max_examples=20, **SETTINGS)
 @given(case=st.one_of(bad_numeric_knob(), bad_json_knob))
 def test_bad_knob_values_never_reach_the_cluster(cluster_client, unchanged, case):
-    from backend.tuning import apply_changes
+    from backend.tuning.apply import apply_changes
 
     path, value = case
     refused(KNOB, case, lambda: apply_changes(cluster_client, "batched", "BatchedGenerator",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from backend.catalog import load_catalog
+from backend.deploy.catalog import load_catalog
 
 URI = "gcs://_ray_pkg_0123456789abcdef.zip"
 

@@ -7,9 +7,9 @@ import copy
 import pytest
 import yaml
 
-from backend.config_io import (APP_FIELDS, DEPLOY_FIELDS, DEPLOYMENT_FIELDS, ConfigFileError,
-                               apply_config, export_application, parse_config)
-from backend.deployer import wait_for_app
+from backend.deploy.config_io import (APP_FIELDS, DEPLOY_FIELDS, DEPLOYMENT_FIELDS, ConfigFileError,
+                                      apply_config, export_application, parse_config)
+from backend.deploy.deployer import wait_for_app
 
 
 def test_field_lists_match_rays_schema():

@@ -17,7 +17,7 @@ import pytest
 import requests
 import torch
 
-from backend.demo_info import fetch_model_info
+from backend.metrics.demo_info import fetch_model_info
 from demo_apps.batched import CPU, FEATURES, GPU, prompt_from_body, spec_for
 from demo_apps.decoder import BUCKETS, Generator, bucket_for
 from demo_apps.device import cpu_threads
@@ -158,7 +158,7 @@ def test_predict_without_input_says_what_to_send(batched_demo):
     ["model"],
 ])
 def test_garbage_answers_are_refused(answer):
-    from backend.model_info import parse_model_info
+    from backend.metrics.model_info import parse_model_info
 
     with pytest.raises(ValueError):
         parse_model_info("batched", answer)

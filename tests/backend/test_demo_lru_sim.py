@@ -1,7 +1,7 @@
 """The LRU simulator the multiplexed benchmark compares Ray's cache with."""
 
-from backend.catalog import ModelIds
-from backend.lru_sim import simulate, zipf_sequence
+from backend.deploy.catalog import ModelIds
+from tests.support.lru_sim import simulate, zipf_sequence
 
 
 def test_seed_example_cache_of_two_evicts_the_least_recently_used():

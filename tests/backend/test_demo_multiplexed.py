@@ -10,8 +10,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.deployer import deploy_demo
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_demo
 from backend.metrics.direct import DirectScrapeSource
 from tests.helpers import remove_apps
 

@@ -8,8 +8,8 @@ import time
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.deployer import deploy_demo
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_demo
 
 
 @pytest.fixture(scope="module")
@@ -66,7 +66,7 @@ def test_streaming_route_streams_progress_before_the_end(streaming_demo):
 
 
 def test_chunk_size_is_a_live_knob(streaming_demo, cluster_client):
-    from backend.knobs import knobs_for
+    from backend.tuning.knobs import knobs_for
 
     config = load_catalog()["streaming"].application["deployments"][0]["user_config"]
     chunk, frames = config["chunk_frames"], config["frames"]

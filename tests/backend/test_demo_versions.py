@@ -1,6 +1,6 @@
 """The versions demo (a traffic router in front of two model versions) on the real
 cluster, deployed as Deploy demo → Model versions does, its weights changed through the
-console's own apply path (backend.tuning.apply_changes)."""
+console's own apply path (backend.tuning.apply.apply_changes)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,11 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.deployer import deploy_demo
-from backend.traffic import AFFINITY, SHARD_KEY_HEADER, VERSION_HEADER, router_of, weights_change
-from backend.tuning import apply_changes
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_demo
+from backend.traffic.router import (AFFINITY, SHARD_KEY_HEADER, VERSION_HEADER, router_of,
+                                    weights_change)
+from backend.tuning.apply import apply_changes
 from tests.helpers import remove_apps
 
 APP = "versions"

@@ -7,11 +7,11 @@ import copy
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app, deploy_demo
+from backend.cluster.client import ClusterClient
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_app, deploy_demo
+from backend.deploy.serve_config import with_application
 from backend.errors import ConsoleError
-from backend.serve_config import with_application
 from tests.helpers import batched_copy
 
 

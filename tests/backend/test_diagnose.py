@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from backend.diagnose import ConnectionSpec, diagnose
-from backend.ports import free_ports
+from backend.cluster.diagnose import ConnectionSpec, diagnose
+from backend.cluster.ports import free_ports
 
 
 def names_and_ok(steps):

@@ -5,9 +5,9 @@ _get_actor_info). The real-cluster check is tests/console/test_gpu_view.py."""
 
 from __future__ import annotations
 
-from backend.cluster_client import parse_serve_status
-from backend.gpu_shares import (GpuShare, ProcessGpu, deployment_gpus, gpu_replica_actors,
-                                gpu_shares, process_gpus_from_logical)
+from backend.cluster.client import parse_serve_status
+from backend.metrics.gpu_shares import (GpuShare, ProcessGpu, deployment_gpus, gpu_replica_actors,
+                                        gpu_shares, process_gpus_from_logical)
 
 A, B = "10.0.0.5", "10.0.0.6"
 

@@ -14,8 +14,8 @@ import time
 import pytest
 import requests
 
-from backend.gpu_shares import gpu_replica_actors, gpu_shares
 from backend.metrics.direct import DirectScrapeSource
+from backend.metrics.gpu_shares import gpu_replica_actors, gpu_shares
 from tests.helpers import nvml_gpu_count
 
 DEPLOYMENT = "BatchedGenerator"

@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from backend.loadgen import LoadGenerator, LoadTarget, offer_for
+from backend.load.generator import LoadGenerator, LoadTarget, offer_for
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """The load generator against a real local server with known, injected behaviour.
 
-The reference server (backend/loadgen_testserver.py) runs in its own process, so it does
+The reference server (tests/support/reference_server.py) runs in its own process, so it does
 not share the generator's GIL. Tolerances are stated per test; they allow for a busy
 2-core machine and are still tight enough to fail when latency is measured from the wrong
 moment or the rate drifts. The module is marked `timing`: it runs before any Ray head of
@@ -17,9 +17,9 @@ import time
 import pytest
 import requests
 
-from backend.load_model import LoadModel, LoadTarget, ModelIds, Profile, demo_target
-from backend.loadgen import LoadGenerator, offer_for
-from backend.loadgen_testserver import ReferenceServer
+from backend.load.generator import LoadGenerator, offer_for
+from backend.load.load_model import LoadModel, LoadTarget, ModelIds, Profile, demo_target
+from tests.support.reference_server import ReferenceServer
 
 pytestmark = pytest.mark.timing
 
@@ -366,7 +366,7 @@ def test_responses_are_counted_per_version_they_name(server):
 
 
 def test_version_window_reads_only_its_seconds():
-    from backend.load_model import version_window
+    from backend.load.load_model import version_window
 
     records = {"a": [(t / 10, 0.010 + t / 1000, t % 5 != 0) for t in range(100)],
                "b": [(1.0, 0.5, True)]}

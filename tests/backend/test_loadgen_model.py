@@ -8,7 +8,7 @@ from collections import Counter
 
 import pytest
 
-from backend.load_model import (
+from backend.load.load_model import (
     LoadModel,
     LoadTarget,
     ModelIds,
@@ -19,7 +19,7 @@ from backend.load_model import (
     render_body,
     seconds_to_csv,
 )
-from backend.loadgen import LoadGenerator
+from backend.load.generator import LoadGenerator
 
 
 @pytest.mark.parametrize("profile,t,want", [
@@ -114,7 +114,7 @@ def test_open_and_closed_loop_cannot_swap_while_running():
 
 
 def test_demo_targets_follow_the_catalog_hints():
-    from backend.catalog import load_catalog
+    from backend.deploy.catalog import load_catalog
 
     demos = load_catalog()
     batched = demo_target("batched", "http://h/batched", hint=demos["batched"].load)

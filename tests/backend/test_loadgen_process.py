@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from backend.load_model import LoadModel, LoadTarget, ModelIds
-from backend.loadgen import LoadGenerator, ThreadLoadGenerator
-from backend.loadgen_testserver import ReferenceServer
+from backend.load.generator import LoadGenerator, ThreadLoadGenerator
+from backend.load.load_model import LoadModel, LoadTarget, ModelIds
+from tests.support.reference_server import ReferenceServer
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -83,7 +83,7 @@ def test_the_child_dies_with_the_console(server):
     # sending load behind.
     script = (
         "import sys, time\n"
-        "from backend.loadgen import LoadGenerator, LoadTarget\n"
+        "from backend.load.generator import LoadGenerator, LoadTarget\n"
         "g = LoadGenerator(LoadTarget(url=sys.argv[1]))\n"
         "g.start(50)\n"
         "while g.stats().sent == 0: time.sleep(0.02)\n"

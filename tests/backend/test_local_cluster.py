@@ -6,8 +6,8 @@ import os
 
 import requests
 
-from backend.cluster_client import ClusterClient
-from backend.local_cluster import LocalCluster
+from backend.cluster.client import ClusterClient
+from backend.cluster.local import LocalCluster
 
 
 def _group_alive(pgid: int) -> bool:

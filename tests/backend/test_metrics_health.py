@@ -11,7 +11,7 @@ import socket
 import threading
 import time
 
-from backend.catalog import load_catalog
+from backend.deploy.catalog import load_catalog
 from backend.metrics import gpu
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.health import ProblemTracker, SourceProblem, node_where
@@ -243,7 +243,7 @@ def test_a_real_prometheus_stopped_is_a_problem_naming_it(tmp_path):
     import pytest
     import requests
 
-    from backend.ports import free_ports
+    from backend.cluster.ports import free_ports
 
     binary = shutil.which("prometheus")
     if binary is None:

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from backend.catalog import load_catalog
+from backend.deploy.catalog import load_catalog
 from backend.metrics.direct import DirectScrapeSource
 from tests.cluster_fixtures import own_cluster_fixtures
 

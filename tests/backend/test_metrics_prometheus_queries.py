@@ -17,7 +17,7 @@ def test_every_query_names_a_known_series():
         assert names and all(n in SERIES for n in names), q
 
 
-# Series that come from the Serve status (backend/scaling.py), not from metrics.
+# Series that come from the Serve status (backend/scaling/explain.py), not from metrics.
 STATUS_SERIES = {"target_replicas", "running_replicas", "starting_replicas",
                  "min_replicas", "max_replicas"}
 

@@ -13,8 +13,8 @@ import time
 import pytest
 import requests
 
-from backend.deployer import deploy_app
-from backend.loadgen import LoadGenerator, LoadTarget
+from backend.deploy.deployer import deploy_app
+from backend.load.generator import LoadGenerator, LoadTarget
 from backend.metrics import exposition as ex
 from backend.metrics import prometheus as pm
 from backend.metrics.direct import DirectScrapeSource, WindowedSeries

@@ -12,10 +12,10 @@ import signal
 import subprocess
 import time
 
-from backend.cluster_client import ClusterClient
-from backend.local_cluster import _ray_executable
+from backend.cluster.client import ClusterClient
+from backend.cluster.local import _ray_executable
+from backend.cluster.ports import free_ports
 from backend.metrics.direct import DirectScrapeSource
-from backend.ports import free_ports
 from tests.figures import figure
 from tests.helpers import group_gone, own_cluster
 

@@ -14,14 +14,15 @@ import time
 import pytest
 
 from backend.cancel import Cancelled, CancelToken
-from backend.catalog import load_catalog
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app, upload_demo_package
-from backend.preflight import (
-    OTHER_WORK, PreflightError, app_needs, app_unknowns, check_fit, check_python_env,
-    cluster_free, cluster_resources, deployment_needs, missing_modules_message,
-    probe_entrypoint, probe_python_env, ray_version_warning,
-)
+from backend.deploy.catalog import load_catalog
+from backend.cluster.client import ClusterClient
+from backend.deploy.deployer import deploy_app, upload_demo_package
+from backend.preflight.common import PreflightError
+from backend.preflight.env_probe import (check_python_env, missing_modules_message,
+                                         probe_entrypoint, probe_python_env)
+from backend.preflight.fit import (OTHER_WORK, app_needs, app_unknowns, check_fit, cluster_free,
+                                   cluster_resources, deployment_needs)
+from backend.preflight.versions import ray_version_warning
 from tests.helpers import batched_copy, own_cluster
 
 

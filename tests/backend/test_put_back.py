@@ -1,11 +1,11 @@
-"""backend.tuning.put_back: how a stopped tuner or rollout puts the cluster back."""
+"""backend.tuning.apply.put_back: how a stopped tuner or rollout puts the cluster back."""
 
 from __future__ import annotations
 
 import pytest
 
 from backend.errors import ConnectError, ConsoleError
-from backend.tuning import put_back
+from backend.tuning.apply import put_back
 
 
 def test_put_back_asks_again_while_the_cluster_does_not_answer() -> None:

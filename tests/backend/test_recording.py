@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 
 from backend.errors import ConsoleError
-from backend.load_model import SecondStats, VersionLoad
+from backend.load.load_model import SecondStats, VersionLoad
 from backend.recording import library, schema
 from backend.recording.reader import open_session
 from backend.recording.recorder import REPLICA, KnobChange, Marker, Recorder

@@ -17,9 +17,9 @@ import numpy as np
 import pytest
 import yaml
 
-from backend.config_io import parse_config
+from backend.deploy.config_io import parse_config
 from backend.errors import ConsoleError
-from backend.load_model import SecondStats, VersionLoad
+from backend.load.load_model import SecondStats, VersionLoad
 from backend.metrics.series import SERIES
 from backend.recording import export, svg_plot
 from backend.recording.compare import TimeRange, compare

@@ -7,7 +7,7 @@ import pytest
 
 from backend.metrics.series import REPLICA_SERIES, SeriesStore
 from backend.model import DeploymentInfo, ReplicaInfo
-from backend.replica_table import ReplicaRow, build_rows, imbalance, latest_from_store
+from backend.scaling.replica_table import ReplicaRow, build_rows, imbalance, latest_from_store
 
 NOW = 1_700_000_000.0
 

@@ -14,11 +14,11 @@ import time
 
 import pytest
 
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app
-from backend.load_model import LoadTarget
-from backend.loadgen import LoadGenerator
-from backend.replica_watch import DIED, REPLACED, ReplicaWatcher, poll_replica_events
+from backend.cluster.client import ClusterClient
+from backend.deploy.deployer import deploy_app
+from backend.load.generator import LoadGenerator
+from backend.load.load_model import LoadTarget
+from backend.scaling.replica_watch import DIED, REPLACED, ReplicaWatcher, poll_replica_events
 from tests.helpers import batched_copy, own_cluster
 
 APP, DEP = "rwatch", "BatchedGenerator"
@@ -190,6 +190,6 @@ def test_scale_down_is_not_a_death(client, app):
 
 
 def _with_app(client: ClusterClient, app: dict) -> dict:
-    from backend.serve_config import with_application
+    from backend.deploy.serve_config import with_application
 
     return with_application(client.serve_details(), app, None)

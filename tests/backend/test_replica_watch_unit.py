@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from backend.cluster_client import _death_from_state_api, _deaths_from_logical
+from backend.cluster.client import _death_from_state_api, _deaths_from_logical
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
-from backend.replica_watch import (
+from backend.scaling.replica_watch import (
     DIED, REPLACED, ActorDeath, ReplicaWatcher, intended_stop, parse_replica_actor_name,
     short_reason,
 )

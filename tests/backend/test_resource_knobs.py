@@ -14,13 +14,13 @@ import time
 
 import pytest
 
-from backend.cluster_client import ClusterClient, parse_serve_status
-from backend.deployer import deploy_app
-from backend.knobs import (FIXED, LIVE, NUM_CPUS, NUM_GPUS, OMP, REQUEST_TIMEOUT, ROLLS,
+from backend.cluster.client import ClusterClient, parse_serve_status
+from backend.deploy.deployer import deploy_app
+from backend.tuning.knobs import (FIXED, LIVE, NUM_CPUS, NUM_GPUS, OMP, REQUEST_TIMEOUT, ROLLS,
                            KnobValueError, changes_reported, check_knob_value, check_values,
                            knobs_for, merged_actor_options, own_actor_options,
                            patch_app_config)
-from backend.tuning import apply_changes, check_change_fit
+from backend.tuning.apply import apply_changes, check_change_fit
 from tests.figures import figure
 from tests.helpers import own_cluster, probe_app, probe_replies
 
@@ -170,7 +170,7 @@ def test_knobs_for_shows_the_resource_knobs_with_what_is_true():
 
 
 def test_what_going_ahead_means_for_the_replicas():
-    from backend.tuning import _roll_text
+    from backend.tuning.apply import _roll_text
 
     assert "serves nothing until there is room" in _roll_text({}, 1)
     assert "as few as 1 of its 2" in _roll_text({"rolling_update_percentage": 0.2}, 2)
@@ -295,7 +295,7 @@ def test_graceful_shutdown_timeout_applies_without_restarting_replicas(client, a
 
 def test_request_timeout_cannot_be_changed_on_a_running_cluster(client, apps):
     """The reason the knob is read-only: Ray 2.60 accepts the PUT and keeps the value."""
-    from backend.serve_config import current_config
+    from backend.deploy.serve_config import current_config
 
     details = client.serve_details()
     assert details["http_options"]["request_timeout_s"] is None

@@ -9,15 +9,15 @@ import threading
 
 import pytest
 
-from backend.catalog import load_catalog
-from backend.deployer import deploy_demo
-from backend.loadgen import LoadGenerator, LoadTarget
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_demo
+from backend.load.generator import LoadGenerator, LoadTarget
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.series import SeriesStore
-from backend.rollout import ABORTED, COMPLETED, ROLLED_BACK, RolloutPlan, RolloutRun
-from backend.rollout_guard import Guard, stats_since
-from backend.traffic import router_of, weights_change
-from backend.tuning import apply_changes
+from backend.traffic.rollout import ABORTED, COMPLETED, ROLLED_BACK, RolloutPlan, RolloutRun
+from backend.traffic.rollout_guard import Guard, stats_since
+from backend.traffic.router import router_of, weights_change
+from backend.tuning.apply import apply_changes
 from tests.helpers import remove_apps
 
 APP, ROUTER = "versions", "VersionRouter"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from backend.metrics.series import SeriesStore
-from backend.rollout import RolloutPlan
-from backend.rollout_guard import OK, TRIP, WAIT, Guard, VersionStats, judge, stats_since
+from backend.traffic.rollout import RolloutPlan
+from backend.traffic.rollout_guard import OK, TRIP, WAIT, Guard, VersionStats, judge, stats_since
 
 G = Guard(max_p99_increase_pct=50, max_error_rate_pct=1, min_requests=20)
 OLD = VersionStats(1000, 0, 40.0)

@@ -19,13 +19,13 @@ import time
 import pytest
 import requests
 
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app, put_applications
+from backend.cluster.client import ClusterClient
+from backend.deploy.deployer import deploy_app, put_applications
 from backend.errors import ApiError
-from backend.preflight import cluster_resources
-from backend.load_model import LoadTarget
-from backend.loadgen import LoadGenerator
-from backend.scaling import (SOURCE_LOG, SOURCE_STATUS, DecisionTracker, parse_scaling_log,
+from backend.preflight.fit import cluster_resources
+from backend.load.load_model import LoadTarget
+from backend.load.generator import LoadGenerator
+from backend.scaling.explain import (SOURCE_LOG, SOURCE_STATUS, DecisionTracker, parse_scaling_log,
                              replica_counts, why_not_at_target)
 from tests.figures import figure
 from tests.helpers import remove_apps, scaling_app
@@ -217,7 +217,7 @@ def test_a_replica_that_cannot_be_placed_says_what_it_needs(ray_cluster, cluster
         c = replica_counts(d)
         assert (c.target, c.running, c.starting, c.autoscaling) == (2, 0, 2, False)
         assert d.required_resources == {"CPU": 64.0}
-        res = cluster_resources(client, timeout_s=10)  # as console/scaling.py asks
+        res = cluster_resources(client, timeout_s=10)  # as console/model/scaling.py asks
         free = res.free
         total = res.total["CPU"]  # what this cluster really has (all the machine's CPUs)
         assert 0 <= free["CPU"] <= total < 64

@@ -1,4 +1,4 @@
-"""backend/scaling.py without a cluster: the controller-log parser on real lines, the
+"""backend/scaling/explain.py without a cluster: the controller-log parser on real lines, the
 DecisionTracker's once-only merging with chosen times, replica counts and the words of
 why_not_at_target.
 
@@ -20,11 +20,11 @@ from pathlib import Path
 
 import pytest
 
-from backend.cluster_client import parse_serve_status
+from backend.cluster.client import parse_serve_status
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
-from backend.scaling import (SOURCE_DETAIL, SOURCE_LOG, SOURCE_STATUS, DecisionTracker,
-                             ReplicaCounts, ScalingDecision, error_line, format_resources,
-                             parse_scaling_log, replica_counts, why_not_at_target)
+from backend.scaling.explain import (SOURCE_DETAIL, SOURCE_LOG, SOURCE_STATUS, DecisionTracker,
+                                     ReplicaCounts, ScalingDecision, error_line, format_resources,
+                                     parse_scaling_log, replica_counts, why_not_at_target)
 
 DATA = Path(__file__).parent / "data"
 LOG = (DATA / "serve_controller_scaling.log").read_text()

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.load_model import SecondStats
+from backend.load.load_model import SecondStats
 from backend.recording import schema
 from backend.recording.library import delete_session
 from backend.recording.reader import open_session

@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from backend.model import ApplicationInfo, DeploymentInfo, ServeStatus
-from backend.traffic import (WEIGHTS, as_percent, router_of, set_share, splittable_apps,
+from backend.traffic.router import (WEIGHTS, as_percent, router_of, set_share, splittable_apps,
                              two_way, weights_change)
 from demo_apps.traffic_split import check_weights, key_point, pick
 

@@ -7,8 +7,8 @@ import copy
 
 import requests
 
-from backend.knobs import BATCHES_NEVER_FILL, KnobValueError, check_values, knobs_for, patch_app_config
-from backend.tuning import ApplyFailed, apply_changes
+from backend.tuning.knobs import BATCHES_NEVER_FILL, KnobValueError, check_values, knobs_for, patch_app_config
+from backend.tuning.apply import ApplyFailed, apply_changes
 
 import pytest
 
@@ -103,7 +103,7 @@ def test_cross_knob_checks():
 
 
 def test_code_deployed_application_is_read_only():
-    from backend.cluster_client import parse_serve_status
+    from backend.cluster.client import parse_serve_status
 
     details = {"controller_info": {"x": 1}, "applications": {"code": {
         "status": "RUNNING", "route_prefix": "/code", "deployed_app_config": None,

@@ -13,7 +13,7 @@ import time
 import pytest
 
 from backend.cancel import Cancelled, CancelToken
-from backend.deployer import wait_for_app
+from backend.deploy.deployer import wait_for_app
 from backend.errors import ConnectError
 from backend.model import ApplicationInfo, DeploymentInfo, ServeStatus
 

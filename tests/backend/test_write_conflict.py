@@ -8,12 +8,12 @@ from __future__ import annotations
 
 import pytest
 
-from backend.cluster_client import ClusterClient
-from backend.config_io import apply_config
-from backend.deployer import deploy_app
+from backend.cluster.client import ClusterClient
+from backend.deploy.config_io import apply_config
+from backend.deploy.deployer import deploy_app
+from backend.deploy.serve_config import config_changes, with_application, write_config
 from backend.errors import WriteConflict
-from backend.serve_config import config_changes, with_application, write_config
-from backend.tuning import ApplyFailed, apply_changes
+from backend.tuning.apply import ApplyFailed, apply_changes
 from tests.helpers import probe_app, remove_apps
 
 APPS = {"race_a", "race_b"}

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.catalog import load_catalog
-from console.main_window import MainWindow
-from console.session import Session
+from backend.deploy.catalog import load_catalog
+from console.windows.main_window import MainWindow
+from console.model.live_session import Session
 from console.settings import Settings
 # The console tests' own real cluster, not the backend tests' (tests/cluster_fixtures.py).
 from tests.cluster_fixtures import (  # noqa: F401  (fixtures, found by name)

@@ -37,14 +37,14 @@ from pathlib import Path
 import pytest
 from PySide6.QtCore import Qt
 
-from backend.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
+from backend.tuning.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
                              MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT, TAIL_BATCH_WAIT,
                              TIMEOUTS)
-from backend.deployer import put_applications
-from backend.load_model import POISSON, LoadModel, ModelIds
-from backend.loadgen import LoadGenerator, LoadTarget
-from backend.packaging import build_package
-from backend.preflight import cluster_resources
+from backend.deploy.deployer import put_applications
+from backend.load.load_model import POISSON, LoadModel, ModelIds
+from backend.load.generator import LoadGenerator, LoadTarget
+from backend.deploy.packaging import build_package
+from backend.preflight.fit import cluster_resources
 from backend.recording.reader import open_session
 from tests.cluster_fixtures import own_cluster_fixtures
 from tests.figures import figure
@@ -279,7 +279,7 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
 
 def _why_missing(session, missing) -> str:
     """The last 15 s of what the rules read, for each deployment whose hint was missing."""
-    from backend.advisor import SERIES_USED
+    from backend.tuning.advisor import SERIES_USED
 
     lines = []
     now = time.time()

@@ -7,7 +7,7 @@ starting config back."""
 
 from __future__ import annotations
 
-from backend.autotune import MAX_BATCH_SIZE
+from backend.tuning.autotune_search import MAX_BATCH_SIZE
 
 SPEC = {"objective": "max_rps", "slo_p99_ms": 400, "max_error_rate": 0.0,
         "knobs": [MAX_BATCH_SIZE], "ranges": {MAX_BATCH_SIZE: (1, 4)},

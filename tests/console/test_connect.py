@@ -10,8 +10,8 @@ import time
 import pytest
 from PySide6.QtCore import Qt, QTimer
 
-from backend.ports import free_ports
-from console.session import Session
+from backend.cluster.ports import free_ports
+from console.model.live_session import Session
 
 
 class StallMeter:
@@ -146,9 +146,9 @@ def test_connects_with_the_right_token(qtbot, session, ray_cluster):
 
 def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, tmp_path,
                                                                         ray_cluster):
-    from backend.catalog import load_catalog
-    from console.main_window import MainWindow
+    from backend.deploy.catalog import load_catalog
     from console.settings import Settings
+    from console.windows.main_window import MainWindow
 
     session = Session()
     settings = Settings(str(tmp_path / "s.ini"))
@@ -198,10 +198,10 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
 
 
 def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, tmp_path):
-    from backend.catalog import load_catalog
+    from backend.deploy.catalog import load_catalog
     from console.app import ScriptedRun, parse_args
-    from console.main_window import MainWindow
     from console.settings import Settings
+    from console.windows.main_window import MainWindow
 
     address = f"http://127.0.0.1:{free_ports(1)[0]}"
     args = parse_args(["--address", address, "--token", "tok",
@@ -229,9 +229,9 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
 def test_greyed_deploy_actions_say_why(qtbot, tmp_path):
     """Before any connection the demos cannot be deployed, and each says so where the
     user looks (its tooltip in the menu and the status-bar tip)."""
-    from backend.catalog import load_catalog
-    from console.main_window import MainWindow
+    from backend.deploy.catalog import load_catalog
     from console.settings import Settings
+    from console.windows.main_window import MainWindow
 
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))

@@ -3,7 +3,7 @@ and "same cluster session" vs "new session" when it answers again."""
 
 from __future__ import annotations
 
-from console.connection import BACKOFF_S, CONNECTED_POLL_S, ConnectionMonitor, ConnectionState
+from console.model.connection import BACKOFF_S, CONNECTED_POLL_S, ConnectionMonitor, ConnectionState
 
 
 def _connected(qtbot, session_name: str = "session_A") -> tuple[ConnectionMonitor, list]:

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.deployer import deploy_demo
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_demo
 from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource
-from console.main_window import MainWindow
+from console.windows.main_window import MainWindow
 from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps
 

@@ -17,15 +17,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.catalog import load_catalog
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app
-from backend.local_cluster import LocalCluster
-from backend.serve_config import current_config
-from console.connection import ConnectionState
-from console.main_window import MainWindow
-from console.session import Session
+from backend.cluster.client import ClusterClient
+from backend.cluster.local import LocalCluster
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_app
+from backend.deploy.serve_config import current_config
+from console.model.connection import ConnectionState
+from console.model.live_session import Session
 from console.settings import Settings
+from console.windows.main_window import MainWindow
 from tests.figures import figure
 from tests.helpers import batched_copy, connect_remote_and_wait, group_gone, own_cluster
 
@@ -107,7 +107,7 @@ def test_sigterm_during_an_apply_exits_quickly(tmp_path, full_cluster):
             proc.kill()
             proc.communicate()
         # Put the user's app back as it was (the test changed it on purpose).
-        from backend.deployer import put_applications
+        from backend.deploy.deployer import put_applications
         put_applications(client, json.loads(before)["applications"])
     figure(f"SIGTERM during an apply: exited after {took:.2f} s")
     assert took <= 5, (took, out[-2000:], err[-2000:])

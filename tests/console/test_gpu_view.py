@@ -17,13 +17,13 @@ import numpy as np
 import pytest
 import requests
 
-from backend.catalog import load_catalog
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app
-from backend.packaging import build_package
-from console.main_window import MainWindow
-from console.session import Session
+from backend.cluster.client import ClusterClient
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_app
+from backend.deploy.packaging import build_package
+from console.model.live_session import Session
 from console.settings import Settings
+from console.windows.main_window import MainWindow
 from tests.backend.gpu_page import H100, FakeGpu, PageServer, gpu_only_page
 from tests.helpers import connect_remote_and_wait, nvml_gpu_count, own_cluster
 from widgets.gpu_plots import MEMORY, UTILIZATION

@@ -7,11 +7,11 @@ from __future__ import annotations
 import subprocess
 import sys
 
-from backend.catalog import load_catalog
+from backend.deploy.catalog import load_catalog
 from backend.recording.reader import open_session
 from console.app import ScriptedRun, parse_args
-from console.console_model import ConsoleModel
-from console.session import Session
+from console.model.console_model import ConsoleModel
+from console.model.live_session import Session
 from console.settings import Settings
 
 MAX_BATCH_SIZE = "user_config.max_batch_size"
@@ -72,7 +72,7 @@ def test_a_scripted_session_runs_on_the_model_alone(qtbot, tmp_path, ray_cluster
 
 def test_the_model_imports_no_widgets():
     """The console's model, its session and their parts load without QtWidgets."""
-    code = ("import sys, console.console_model, console.app\n"
+    code = ("import sys, console.model.console_model, console.app\n"
             "bad = sorted(m for m in sys.modules if m == 'PySide6.QtWidgets' or "
             "m.startswith('widgets') or m == 'pyqtgraph')\n"
             "print(bad)\n"

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from PySide6.QtCore import Qt
 
-from console.main_window import MainWindow
+from console.windows.main_window import MainWindow
 
 
 @pytest.fixture
@@ -124,7 +124,7 @@ def test_apply_config_from_the_command_line(tmp_path, ray_cluster, cluster_clien
                                             tuning_app):
     import yaml
 
-    from backend.config_io import export_application
+    from backend.deploy.config_io import export_application
 
     app, dep, _ = tuning_app
     doc = yaml.safe_load(export_application(cluster_client.serve_details(), app))
@@ -151,7 +151,7 @@ def test_apply_config_from_the_command_line(tmp_path, ray_cluster, cluster_clien
 
 
 def test_load_presets_and_a_full_load_plan(qtbot, window):
-    from backend.load_model import LoadModel, LoadPlan
+    from backend.load.load_model import LoadModel, LoadPlan
 
     qtbot.waitUntil(lambda: window.session.status is not None
                     and window.session.status.application("batched") is not None,

@@ -11,12 +11,12 @@ import pytest
 import requests
 from PySide6.QtCore import QObject, Signal
 
-import console.model_info
+import console.model.model_info
 from backend.errors import ConsoleError
+from backend.metrics.model_info import ModelInfo, count_text
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
-from backend.model_info import ModelInfo, count_text
-from console.model_info import ModelInfoWatch
-from console.tasks import TaskRunner
+from console.model.model_info import ModelInfoWatch
+from console.model.tasks import TaskRunner
 from widgets.app_tree import COL_NAME
 
 KEY = ("batched", "BatchedGenerator")
@@ -27,13 +27,13 @@ def fetch_threads(monkeypatch) -> list[threading.Thread]:
     """The threads the console's model-info fetches ran on (patched in before the
     window connects, so the first fetch is seen too)."""
     threads: list[threading.Thread] = []
-    real = console.model_info.fetch_model_info
+    real = console.model.model_info.fetch_model_info
 
     def recording(*args, **kwargs):
         threads.append(threading.current_thread())
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(console.model_info, "fetch_model_info", recording)
+    monkeypatch.setattr(console.model.model_info, "fetch_model_info", recording)
     return threads
 
 
@@ -103,8 +103,8 @@ def watch(qtbot, monkeypatch):
         return ModelInfo(app=app, deployment="D", name="m", kind="mlp", device="cpu",
                          params=len(asked))
 
-    monkeypatch.setattr(console.model_info, "fetch_model_info", fake_fetch)
-    monkeypatch.setattr(console.model_info, "RETRY_S", 0.3)
+    monkeypatch.setattr(console.model.model_info, "fetch_model_info", fake_fetch)
+    monkeypatch.setattr(console.model.model_info, "RETRY_S", 0.3)
     session = FakeSession()
     w = ModelInfoWatch(client=lambda: session.client,
                        serve_http_base=session.load.serve_http_base,
@@ -149,12 +149,12 @@ def test_a_failed_ask_is_retried_a_few_times_then_left(qtbot, watch):
     for _ in range(40):  # status polls, faster than the retry interval
         session.status_changed.emit(status)
         qtbot.wait(50)
-    assert 2 <= len(asked) <= console.model_info.MAX_TRIES  # retried, but not every poll
-    qtbot.wait(int(console.model_info.RETRY_S * 1000 * 2))
+    assert 2 <= len(asked) <= console.model.model_info.MAX_TRIES  # retried, but not every poll
+    qtbot.wait(int(console.model.model_info.RETRY_S * 1000 * 2))
     for _ in range(10):
         session.status_changed.emit(status)
         qtbot.wait(50)
-    assert len(asked) == console.model_info.MAX_TRIES and w.infos == {}
+    assert len(asked) == console.model.model_info.MAX_TRIES and w.infos == {}
     failing.clear()  # a new replica set starts over, and this time it answers
     with qtbot.waitSignal(w.changed, timeout=5000):
         session.status_changed.emit(serve_status(("a", "RUNNING", BATCHED, ["r2"])))

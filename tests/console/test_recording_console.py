@@ -10,14 +10,14 @@ import numpy as np
 import pytest
 import yaml
 
-from backend.config_io import export_application
-from backend.loadgen import LoadTarget
+from backend.deploy.config_io import export_application
+from backend.load.generator import LoadTarget
 from backend.recording.export import export_csv
 from backend.recording.library import list_sessions
 from backend.recording.reader import open_session
-from console.main_window import MainWindow
-from console.session import Session
-from backend.catalog import load_catalog
+from console.windows.main_window import MainWindow
+from console.model.live_session import Session
+from backend.deploy.catalog import load_catalog
 from console.settings import Settings
 
 CHANGES = [("user_config.max_batch_size", 16), ("user_config.batch_wait_timeout_s", 0.02),

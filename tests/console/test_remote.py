@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import pytest
 
-from backend.catalog import load_catalog
-from console.main_window import MainWindow
-from console.session import Session
+from backend.deploy.catalog import load_catalog
+from console.windows.main_window import MainWindow
+from console.model.live_session import Session
 from console.settings import Settings
 
 
@@ -101,7 +101,7 @@ def test_prometheus_source_feeds_the_plots(qtbot, prometheus_url, ray_cluster, l
 
 
 def test_bad_prometheus_url_is_a_clear_connect_error(qtbot, ray_cluster):
-    from backend.ports import free_ports
+    from backend.cluster.ports import free_ports
 
     s = Session()
     try:

@@ -13,15 +13,15 @@ import pytest
 from PySide6.QtCore import Qt, QTimer
 from PySide6.QtWidgets import QApplication, QMessageBox
 
-import console.tuning as console_tuning
-from backend.catalog import load_catalog
-from backend.cluster_client import ClusterClient
-from backend.deployer import deploy_app
-from backend.knobs import NUM_CPUS, OMP
-from backend.preflight import cluster_resources
-from console.main_window import MainWindow
-from console.session import Session
+import console.model.manual_tuning as console_tuning
+from backend.cluster.client import ClusterClient
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_app
+from backend.preflight.fit import cluster_resources
+from backend.tuning.knobs import NUM_CPUS, OMP
+from console.model.live_session import Session
 from console.settings import Settings
+from console.windows.main_window import MainWindow
 from tests.figures import figure
 from tests.helpers import connect_remote_and_wait, own_cluster, probe_app, probe_replies
 

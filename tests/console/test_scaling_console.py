@@ -9,8 +9,8 @@ import time
 import numpy as np
 import pytest
 
-from backend.deployer import deploy_app, put_applications
-from backend.loadgen import LoadGenerator, LoadTarget
+from backend.deploy.deployer import deploy_app, put_applications
+from backend.load.generator import LoadGenerator, LoadTarget
 from tests.helpers import remove_apps, scaling_app
 from widgets.app_tree import COL_MESSAGE, COL_REPLICAS
 

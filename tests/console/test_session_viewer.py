@@ -10,7 +10,7 @@ import pytest
 
 from backend.recording.reader import open_session
 from backend.recording.recorder import KnobChange, Marker, Recorder
-from console.session_viewer import RANGE_S, SETTLE_S, SessionViewer
+from console.windows.recording_viewer import RANGE_S, SETTLE_S, SessionViewer
 
 KEY = ("batched", "Model")
 

@@ -1,4 +1,4 @@
-"""console.tasks.start_run: a long job on a thread of its own, its outcome delivered
+"""console.model.tasks.start_run: a long job on a thread of its own, its outcome delivered
 through the caller's emit."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 from backend.errors import ConsoleError
-from console.tasks import start_run
+from console.model.tasks import start_run
 
 
 def _run(job):

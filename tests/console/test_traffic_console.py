@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from backend.catalog import load_catalog
-from backend.deployer import deploy_demo
+from backend.deploy.catalog import load_catalog
+from backend.deploy.deployer import deploy_demo
 from backend.recording.reader import open_session
-from backend.traffic import WEIGHTS, router_of, weights_change
-from backend.tuning import apply_changes
+from backend.traffic.router import WEIGHTS, router_of, weights_change
+from backend.tuning.apply import apply_changes
 from tests.helpers import remove_apps
 
 APP, ROUTER = "versions", "VersionRouter"

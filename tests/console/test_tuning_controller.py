@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from backend.loadgen import LoadGenerator, LoadTarget
-from console.connection import ConnectionState
-from console.session import Session
+from backend.load.generator import LoadGenerator, LoadTarget
+from console.model.connection import ConnectionState
+from console.model.live_session import Session
 from tests.console.test_connect import StallMeter
 from tests.figures import figure
 from tests.helpers import DashboardProxy
@@ -129,8 +129,8 @@ def test_min_above_max_is_refused_before_sending(qtbot, session, tuning_app):
 def test_a_release_goes_at_once_while_steps_wait_for_the_debounce(qtbot, monkeypatch,
                                                                    ray_cluster, tuning_app):
     # A debounce of a minute: whatever applies within the test's timeouts went without it.
-    monkeypatch.setattr("console.tuning.DEBOUNCE_MS", 60_000)
-    from backend.cluster_client import ClusterClient
+    monkeypatch.setattr("console.model.manual_tuning.DEBOUNCE_MS", 60_000)
+    from backend.cluster.client import ClusterClient
     puts = []
     put = ClusterClient.put_serve_config
     monkeypatch.setattr(ClusterClient, "put_serve_config",

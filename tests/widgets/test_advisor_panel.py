@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import Qt
 
-from backend.advisor import INFO, Hint
+from backend.tuning.advisor import INFO, Hint
 from widgets.advisor_panel import APPLIED, APPLYING, EMPTY_TEXT, FAILED, AdvisorPanel
 
 import pytest

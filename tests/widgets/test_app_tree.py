@@ -7,7 +7,7 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
 
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
-from backend.model_info import ModelInfo
+from backend.metrics.model_info import ModelInfo
 from widgets.app_tree import (
     COL_MESSAGE,
     COL_NAME,

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PySide6.QtCore import Qt
 
-from backend.knobs import LIVE, Knob, KnobSet
+from backend.tuning.knobs import LIVE, Knob, KnobSet
 from tests.bad_input import answered, bad_url
 from widgets.connect_dialog import ConnectDialog
 from widgets.knob_panel import KnobPanel

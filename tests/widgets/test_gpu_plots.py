@@ -7,7 +7,7 @@ import numpy as np
 import pyqtgraph as pg
 import pytest
 
-from backend.gpu_shares import GpuShare, ProcessGpu
+from backend.metrics.gpu_shares import GpuShare, ProcessGpu
 from backend.metrics.series import SeriesStore
 from widgets.gpu_plots import MEMORY, UTILIZATION, GpuPlots
 from widgets.plot_style import STALE_AFTER_S

@@ -11,7 +11,7 @@ from PySide6.QtWidgets import QApplication, QWidget
 
 import widgets.knob_panel as kp
 import widgets.knob_row as kr
-from backend.knobs import LIVE, ROLLS, Knob, KnobSet
+from backend.tuning.knobs import LIVE, ROLLS, Knob, KnobSet
 from widgets.knob_panel import EMPTY_TEXT, KnobPanel, SliderScale
 
 MBS = "user_config.max_batch_size"
@@ -434,8 +434,8 @@ def resource_knob_set(omp: str | None = "1", cpus: float = 0.5, gpus: float | No
                       timeout: float | None = None) -> KnobSet:
     """The knobs knobs_for builds from what a real cluster reports: deployment_config's
     ray_actor_options with the application's runtime_env merged in."""
-    from backend.cluster_client import parse_serve_status
-    from backend.knobs import knobs_for
+    from backend.cluster.client import parse_serve_status
+    from backend.tuning.knobs import knobs_for
 
     env = {"py_modules": ["gcs://_ray_pkg_x.zip"],
            "env_vars": {"OMP_NUM_THREADS": omp} if omp else {}}

@@ -10,7 +10,7 @@ import pytest
 from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import QApplication
 
-from backend.load_model import (
+from backend.load.load_model import (
     LoadModel,
     LoadStats,
     LoadTarget,
@@ -163,8 +163,8 @@ def test_stats_draw_client_plots_with_errors_by_kind(panel):
 
 
 def test_live_run_is_plotted_and_summary_copied_and_saved(qtbot, panel, tmp_path):
-    from backend.loadgen import LoadGenerator
-    from backend.loadgen_testserver import ReferenceServer
+    from backend.load.generator import LoadGenerator
+    from tests.support.reference_server import ReferenceServer
 
     with ReferenceServer() as url:
         gen = LoadGenerator(LoadTarget(url=f"{url}/sleep/20"))
@@ -192,8 +192,8 @@ def test_live_run_is_plotted_and_summary_copied_and_saved(qtbot, panel, tmp_path
 def test_console_wiring_recipe_drives_a_real_generator(qtbot, panel):
     """The wiring the console uses (plan_requested → new generator, model_changed →
     apply_model, stop_requested → stop, stats → set_load_stats), against a real server."""
-    from backend.loadgen import LoadGenerator
-    from backend.loadgen_testserver import ReferenceServer
+    from backend.load.generator import LoadGenerator
+    from tests.support.reference_server import ReferenceServer
 
     gens: list[LoadGenerator] = []
 
@@ -223,7 +223,7 @@ def test_console_wiring_recipe_drives_a_real_generator(qtbot, panel):
 
 
 def test_catalog_model_ids_survive_the_editor(panel):
-    from backend.catalog import load_catalog
+    from backend.deploy.catalog import load_catalog
 
     demo = load_catalog()["multiplexed"]
     panel.set_request(demo_target("multiplexed", "http://h/mux", hint=demo.load))

@@ -8,7 +8,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from backend.metrics.series import SeriesStore
-from backend.replica_table import ReplicaRow
+from backend.scaling.replica_table import ReplicaRow
 from widgets.replica_view import COL_HELD, COL_RPS, LATENCY, NO_KEY_TEXT, REQUESTS, ReplicaView
 
 KEY = ("app", "Model")

@@ -7,9 +7,9 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 
-from backend.load_model import VersionLoad
-from backend.rollout_guard import VersionStats
-from backend.traffic import TrafficRouter
+from backend.load.load_model import VersionLoad
+from backend.traffic.rollout_guard import VersionStats
+from backend.traffic.router import TrafficRouter
 from widgets.traffic_panel import EMPTY_TEXT, TrafficPanel, parse_steps
 
 R = TrafficRouter("versions", "VersionRouter", {"ModelV1": 90.0, "ModelV2": 10.0}, False)

@@ -1,0 +1,257 @@
+"""The embedded local cluster: a single-node Ray head as a child process.
+
+"Local" is a remote cluster at 127.0.0.1 that the console started: after `start()` the
+console talks to it only through `dashboard_url` (REST, metrics, Serve proxy), exactly as
+it would to a cluster on another machine. The console process never becomes a Ray driver.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import logging
+import os
+import secrets
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import requests
+
+from backend.cancel import Cancelled, CancelToken
+from backend.cluster.ports import free_ports
+from backend.model import strip_ansi
+
+log = logging.getLogger(__name__)
+
+# Ray's default is 10 s; 1 s keeps the plots live (docs/ARCHITECTURE.md).
+METRICS_REPORT_INTERVAL_MS = 1000
+
+
+class LocalClusterError(RuntimeError):
+    pass
+
+
+@dataclass
+class LocalCluster:
+    """Start and stop one Ray head that belongs to this console.
+
+    Only the processes this object started are stopped: the head runs in its own process
+    session, and stop() signals that group, never `ray stop` (which would stop every Ray
+    on the machine).
+    """
+
+    num_cpus: int | None = None
+    num_gpus: int | None = None
+    token: str = field(default_factory=lambda: secrets.token_hex(16))
+    auth: bool = True
+    ray_executable: str | None = None
+    host: str = "127.0.0.1"
+
+    def __post_init__(self) -> None:
+        self._proc: subprocess.Popen | None = None
+        self._log_path: Path | None = None
+        self._log_file = None
+        self._temp_dir: str | None = None
+        (
+            self.gcs_port,
+            self.dashboard_port,
+            self.metrics_port,
+            self.client_port,
+            self.agent_http_port,
+            self.agent_grpc_port,
+            self.runtime_env_port,
+            self.node_manager_port,
+            self.object_manager_port,
+            self.serve_http_port,
+        ) = free_ports(10, self.host)
+
+    @property
+    def dashboard_url(self) -> str:
+        return f"http://{self.host}:{self.dashboard_port}"
+
+    @property
+    def pid(self) -> int | None:
+        """PID of `ray start` (also the process-group id of everything it started)."""
+        return self._proc.pid if self._proc is not None else None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _command(self) -> list[str]:
+        ray = self.ray_executable or _ray_executable()
+        cmd = [
+            ray, "start", "--head", "--block", "--disable-usage-stats",
+            f"--node-ip-address={self.host}",
+            f"--port={self.gcs_port}",
+            "--include-dashboard=true",
+            f"--dashboard-host={self.host}",
+            f"--dashboard-port={self.dashboard_port}",
+            f"--metrics-export-port={self.metrics_port}",
+            f"--ray-client-server-port={self.client_port}",
+            f"--dashboard-agent-listen-port={self.agent_http_port}",
+            f"--dashboard-agent-grpc-port={self.agent_grpc_port}",
+            f"--runtime-env-agent-port={self.runtime_env_port}",
+            f"--node-manager-port={self.node_manager_port}",
+            f"--object-manager-port={self.object_manager_port}",
+            "--system-config=" + json.dumps(
+                {"metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
+            ),
+        ]
+        if self.num_cpus is not None:
+            cmd.append(f"--num-cpus={self.num_cpus}")
+        if self.num_gpus is not None:
+            cmd.append(f"--num-gpus={self.num_gpus}")
+        if self._temp_dir:
+            cmd.append(f"--temp-dir={self._temp_dir}")
+        return cmd
+
+    def _env(self) -> dict[str, str]:
+        env = dict(os.environ)
+        # `ray start` turns token auth on by itself when ~/.ray/auth_token exists, so
+        # the mode is always set explicitly, with a token this console chose.
+        for var in ("RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH", "RAY_ADDRESS"):
+            env.pop(var, None)
+        if self.auth:
+            env["RAY_AUTH_MODE"] = "token"
+            env["RAY_AUTH_TOKEN"] = self.token
+        else:
+            env["RAY_AUTH_MODE"] = "disabled"
+        # Demo replicas should not fight over the 2 cores with many BLAS threads.
+        env.setdefault("OMP_NUM_THREADS", "1")
+        return env
+
+    def start(self, timeout_s: float = 90.0, progress=None,
+              cancel: CancelToken | None = None) -> str:
+        """Start the head and wait until its dashboard answers. Returns dashboard_url.
+
+        Cancelling *cancel* (the console quits meanwhile) stops the head at once."""
+        cancel = cancel or CancelToken()
+        if self.running:
+            return self.dashboard_url
+        self._log_file = tempfile.NamedTemporaryFile(
+            prefix="serve-console-ray-", suffix=".log", delete=False
+        )
+        self._log_path = Path(self._log_file.name)
+        if progress:
+            progress(f"Starting a local Ray cluster (dashboard port {self.dashboard_port})…")
+        self._proc = subprocess.Popen(
+            self._command(),
+            env=self._env(),
+            stdout=self._log_file,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+        # A console that exits without closing its window still stops its cluster.
+        atexit.register(self.stop)
+        deadline = time.monotonic() + timeout_s
+        headers = {"Authorization": f"Bearer {self.token}"} if self.auth else {}
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise LocalClusterError(
+                    f"`ray start` exited with code {self._proc.returncode}:\n"
+                    + self.log_tail()
+                )
+            try:
+                r = requests.get(
+                    f"{self.dashboard_url}/api/version", headers=headers, timeout=2
+                )
+                if r.ok:
+                    if progress:
+                        progress("Local Ray cluster is up.")
+                    return self.dashboard_url
+            except requests.RequestException:
+                pass
+            try:
+                cancel.sleep(0.5)
+            except Cancelled:
+                self.stop(timeout_s=1.0)
+                raise
+        self.stop()
+        raise LocalClusterError(
+            f"The local Ray cluster did not answer within {timeout_s:.0f} s:\n"
+            + self.log_tail()
+        )
+
+    def exit_code_text(self) -> str:
+        """How the head process ended ("exit code 1", "killed by signal 9"), or "running"."""
+        proc = self._proc
+        if proc is None or proc.poll() is None:
+            return "running" if proc is not None else "not started"
+        code = proc.returncode
+        if code < 0:
+            try:
+                return f"killed by {signal.Signals(-code).name}"
+            except ValueError:
+                return f"killed by signal {-code}"
+        return f"exit code {code}"
+
+    def log_tail(self, lines: int = 30) -> str:
+        if not self._log_path or not self._log_path.exists():
+            return ""
+        # Ray colours its console output; the tail is shown as plain text.
+        text = strip_ansi(self._log_path.read_text(errors="replace")).splitlines()
+        return "\n".join(text[-lines:])
+
+    def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop the head and everything it started; idempotent."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        if proc.poll() is None:
+            # SIGTERM to `ray start --block` alone lets its shutdown hook stop the
+            # raylet, GCS and dashboard in order (~2 s); signalling the whole group at
+            # once makes that hook wait on processes that are already gone (>20 s).
+            try:
+                os.kill(proc.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+            try:
+                proc.wait(timeout_s)
+            except subprocess.TimeoutExpired:
+                log.info("Ray head did not stop in %.0f s; killing its process group", timeout_s)
+        # Whatever is left in the group (a stuck worker) is killed outright.
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        proc.wait()
+        # The group's other members are reaped by init a moment later; wait for that so
+        # "stopped" means gone (ports free, nothing left running).
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            try:
+                os.killpg(proc.pid, 0)
+            except (ProcessLookupError, PermissionError):
+                break
+            time.sleep(0.1)
+        atexit.unregister(self.stop)
+        if self._log_file:
+            self._log_file.close()
+
+    def __enter__(self) -> "LocalCluster":
+        self.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+
+def _ray_executable() -> str:
+    """The `ray` CLI of the environment this console runs in."""
+    candidate = Path(sys.executable).with_name("ray")
+    if candidate.exists():
+        return str(candidate)
+    found = shutil.which("ray")
+    if not found:
+        raise LocalClusterError(
+            "The `ray` command was not found; install ray[serve] in this environment."
+        )
+    return found

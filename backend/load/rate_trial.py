@@ -1,0 +1,163 @@
+"""One measurement of "does the deployment sustain this rate under the SLO?".
+
+A trial offers open-loop load with the product's load generator (its own process,
+requests on a fixed schedule whatever the server does, latency from each request's
+intended send time: coordinated-omission corrected) for at least `min_seconds` and
+`min_requests` requests (`max_seconds` at most), then stops offering and lets what is in
+flight finish. It is *sustained* when the error rate is within the limit, nothing was
+left unfinished, the achieved rate is at least `sustained_share` of the offered one and
+the client's p99 is within the SLO. `settle` then waits until the deployment has no
+backlog, so the next trial does not start behind this one's leftovers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import requests
+
+from backend.cancel import CancelToken
+from backend.load.generator import LoadGenerator, offer_for, request_parts
+from backend.load.load_model import LoadModel, LoadTarget
+
+
+@dataclass(frozen=True)
+class TrialSpec:
+    slo_p99_ms: float
+    max_error_rate: float = 0.0      # errors / sent allowed in a sustained trial
+    min_seconds: float = 4.0         # at least this long…
+    min_requests: int = 200          # …and this many requests, for a meaningful p99…
+    max_seconds: float = 15.0        # …but no longer (a search that halves into low rates)
+    drain_s: float = 5.0             # after the sends: what may still finish
+    sustained_share: float = 0.95    # achieved / offered
+
+    def seconds_for(self, rate: float) -> float:
+        return min(self.max_seconds, max(self.min_seconds, self.min_requests / max(rate, 1e-6)))
+
+
+@dataclass(frozen=True)
+class RateTrial:
+    rate: float                      # offered requests/s
+    sustained: bool
+    achieved_rps: float
+    sent: int
+    ok: int
+    errors: int
+    unfinished: int
+    p50_ms: float | None
+    p99_ms: float | None
+    seconds: float
+    why: tuple[str, ...] = ()        # why not sustained
+    errors_by_kind: tuple[tuple[str, int], ...] = ()
+    figures: dict[str, float] = field(default_factory=dict)   # e.g. server-side batch size
+
+    def text(self) -> str:
+        p = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
+        verdict = "sustained" if self.sustained else "not sustained: " + ", ".join(self.why)
+        return (f"offered {self.rate:.1f}/s → {self.achieved_rps:.1f}/s, p50 {p(self.p50_ms)} "
+                f"ms, p99 {p(self.p99_ms)} ms, {self.sent} requests: {verdict}")
+
+
+def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
+                   cancel: CancelToken | None = None,
+                   observe: Callable[[], dict[str, float]] | None = None,
+                   seed: int | None = None) -> RateTrial:
+    """Offer *rate* req/s at *target*; the verdict and figures. *observe* (optional) is
+    called at the end of the sends, for server-side figures of the same span (e.g. the
+    mean batch size from the metrics). Cancelling stops the load at once and raises."""
+    cancel = cancel or CancelToken()
+    cancel.check()
+    seconds = spec.seconds_for(rate)
+    gen = LoadGenerator(target, model=LoadModel(rate=rate),
+                        seed=int(rate * 1000) if seed is None else seed)
+    figures: dict[str, float] = {}
+
+    def observe_now() -> None:
+        if observe is not None:
+            try:
+                figures.update(observe())
+            except Exception:  # noqa: BLE001 - a figure is optional; the verdict is not
+                pass
+
+    gen.start()
+    try:
+        offer_for(gen, seconds, spec.drain_s, sleep=cancel.sleep, at_end=observe_now)
+    finally:
+        gen.stop()
+    s = gen.summary()
+    lat = dict(s.latency_ms)
+    unfinished = max(0, s.sent - s.ok - s.errors)
+    why = []
+    if s.sent and s.errors / s.sent > spec.max_error_rate:
+        why.append(f"{s.errors} errors" if s.errors != 1 else "1 error")
+    if unfinished:
+        why.append(f"{unfinished} unfinished")
+    if s.achieved_rps < spec.sustained_share * rate:
+        why.append(f"achieved < {spec.sustained_share:.0%}")
+    p99 = lat.get("p99")
+    if p99 is None or not p99 <= spec.slo_p99_ms:
+        why.append(f"p99 > {spec.slo_p99_ms:g} ms")
+    return RateTrial(rate=rate, sustained=not why, achieved_rps=s.achieved_rps, sent=s.sent,
+                     ok=s.ok, errors=s.errors, unfinished=unfinished, p50_ms=lat.get("p50"),
+                     p99_ms=p99, seconds=seconds, why=tuple(why),
+                     errors_by_kind=tuple(s.errors_by_kind), figures=figures)
+
+
+def single_request_ms(target: LoadTarget, seq: int = 0, timeout_s: float = 30.0) -> float | None:
+    """One request as the load sends it; its time in ms, or None when it failed."""
+    body, headers, _ = request_parts(target, seq)
+    t0 = time.perf_counter()
+    try:
+        r = requests.request(target.method, target.url, data=body, headers=headers,
+                             timeout=timeout_s, stream=target.stream)
+        with r:
+            for _ in r.iter_content(65536):
+                pass
+            if r.status_code >= 400:
+                return None
+    except requests.RequestException:
+        return None
+    return (time.perf_counter() - t0) * 1000
+
+
+def idle_latency_ms(target: LoadTarget, n: int = 5,
+                    cancel: CancelToken | None = None) -> float | None:
+    """The median time of *n* single requests to an idle deployment (None: all failed)."""
+    cancel = cancel or CancelToken()
+    times = []
+    for i in range(n):
+        cancel.check()
+        ms = single_request_ms(target, i)
+        if ms is not None:
+            times.append(ms)
+    if not times:
+        return None
+    times.sort()
+    return times[len(times) // 2]
+
+
+def settle(target: LoadTarget, quick_ms: float, limit_s: float = 30.0,
+           cancel: CancelToken | None = None) -> bool:
+    """Wait until the deployment has no backlog: two single requests in a row answer
+    within *quick_ms* (one queued behind a trial's leftovers would not). False when
+    *limit_s* passed first."""
+    cancel = cancel or CancelToken()
+    deadline = time.monotonic() + limit_s
+    streak = 0
+    while time.monotonic() < deadline:
+        ms = single_request_ms(target)
+        streak = streak + 1 if ms is not None and ms < quick_ms else 0
+        if streak >= 2:
+            return True
+        cancel.sleep(0.2)
+    return False
+
+
+def trial_dict(t: RateTrial) -> dict[str, Any]:
+    d = dataclasses.asdict(t)
+    d["why"] = list(t.why)
+    d["errors_by_kind"] = dict(t.errors_by_kind)
+    return d

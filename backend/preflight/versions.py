@@ -1,0 +1,29 @@
+"""Is the cluster's Ray a version this console is tested with?"""
+
+from __future__ import annotations
+
+import re
+
+#: Ray versions (major, minor) this console is tested with, both ends inclusive.
+SUPPORTED_RAY = ((2, 60), (2, 60))
+
+
+def ray_version_warning(version: str | None) -> str | None:
+    """None when the cluster's Ray is one this console is tested with, else one line."""
+    lo, hi = SUPPORTED_RAY
+    tested = (f"{lo[0]}.{lo[1]}.x" if lo == hi
+              else f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}")
+    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version or ""))
+    if not m:
+        return (f"The cluster reports Ray version {version!r}, which is not a version "
+                f"number; this console is tested with Ray {tested}.")
+    mm = (int(m.group(1)), int(m.group(2)))
+    text = m.group(0).strip()
+    if mm < lo:
+        return (f"The cluster runs Ray {text}, older than this console is tested with "
+                f"({tested}): some views or changes may not work (the dashboard's REST "
+                "API differs between versions).")
+    if mm > hi:
+        return (f"The cluster runs Ray {text}, newer than this console is tested with "
+                f"({tested}): most things should work, but the REST API may have changed.")
+    return None

@@ -1,0 +1,1 @@
+"""Traffic management: the router convention (shares, session affinity) and guarded incremental rollouts."""

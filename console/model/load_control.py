@@ -1,0 +1,160 @@
+"""The load the console puts on the cluster: start, change, stop, and its statistics.
+
+The generator runs in its own process (backend/load/child_process.py), so that thousands of
+requests per second do not compete with the GUI for the interpreter; this part only
+starts and stops it and hands its statistics to the GUI twice a second. It keeps running while the cluster is
+unreachable: connection errors are what the user needs to see counted then.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Callable
+from urllib.parse import urlsplit
+
+from PySide6.QtCore import QObject, QTimer, Signal
+
+from backend.cluster.client import ClusterClient
+from backend.deploy.catalog import Demo
+from backend.load.generator import LoadGenerator, LoadTarget
+from backend.load.load_model import LoadModel, LoadPlan
+from backend.load.targets import demo_app_target, serve_http_base
+from backend.model import ServeStatus
+from console.model.connection import ConnectionInfo
+
+LOAD_STATS_INTERVAL_MS = 500
+
+
+class LoadControl(QObject):
+    stats = Signal(object)        # backend.load.generator.LoadStats
+    # A run began: (run id, wall-clock start, target text, model text, application or "")
+    run_started = Signal(int, float, str, str, str)
+    # The same statistics tagged with their run: (run id, run start, LoadStats). A run's
+    # final figures arrive after stop(), possibly once the next run has begun.
+    run_stats = Signal(int, float, object)
+
+    def __init__(self, *, status: Callable[[], ServeStatus | None],
+                 info: Callable[[], ConnectionInfo | None],
+                 client: Callable[[], ClusterClient | None],
+                 event: Callable[[str, str], None], parent: QObject | None = None) -> None:
+        """The getters are read at each use: the newest Serve status, the connection's
+        details (a proxy address the user gave) and its client (the dashboard's host);
+        *event* takes (message, level) for the event log."""
+        super().__init__(parent)
+        self._status, self._info, self._client, self._log = status, info, client, event
+        self._gen: LoadGenerator | None = None
+        self._timer = QTimer(self)
+        self._timer.setInterval(LOAD_STATS_INTERVAL_MS)
+        self._timer.timeout.connect(self._on_timer_tick)
+        #: The application the running (or last) load is sent to, when it is one of the
+        #: cluster's routes; None otherwise.
+        self.app: str | None = None
+        self._run_id = 0
+        self._run_started_t = 0.0
+
+    @property
+    def running(self) -> bool:
+        return self._gen is not None
+
+    def _event(self, text: str, level: str = "info") -> None:
+        self._log(text, level)
+
+    # -- targets --------------------------------------------------------------------------
+    def serve_http_base(self) -> str | None:
+        """The Serve proxy's address as the cluster reports it (never an assumed 8000)."""
+        info, status, client = self._info(), self._status(), self._client()
+        if info is not None and info.serve_http_url:
+            return info.serve_http_url  # the user said where the proxy is reachable
+        if status is None or client is None:
+            return None
+        return serve_http_base(status, client.host)
+
+    def target_for(self, demo: Demo) -> LoadTarget | None:
+        return demo_app_target(demo, self._status(), self.serve_http_base())
+
+    def _app_of_url(self, url: str) -> str | None:
+        """The application a load URL reaches, when it goes to this cluster's Serve."""
+        base, status = self.serve_http_base(), self._status()
+        if base is None or status is None:
+            return None
+        parts, ours = urlsplit(url), urlsplit(base)
+        if (parts.hostname, parts.port) != (ours.hostname, ours.port):
+            return None
+        return status.application_for_path(parts.path or "/")
+
+    # -- running ----------------------------------------------------------------------------
+    def start_plan(self, plan: LoadPlan) -> None:
+        """Start a load described in full (target, open/closed loop, profile)."""
+        self.stop()
+        self.app = self._app_of_url(plan.target.url)
+        self._gen = LoadGenerator(plan.target, model=plan.model)
+        self._gen.start()
+        self._timer.start()
+        self._begin_run(plan.target.describe(), plan.model.describe())
+        self._event(f"Load: {plan.model.describe()} → {plan.target.describe()}")
+
+    def start(self, target: LoadTarget, rps: float) -> None:
+        self.stop()
+        self.app = self._app_of_url(target.url)
+        self._gen = LoadGenerator(target)
+        self._gen.start(rps)  # returns at once: the generator has its own process
+        self._timer.start()
+        self._begin_run(f"{target.method} {target.url}", f"{rps:g} requests/s")
+        self._event(f"Load: {rps:g} requests/s → {target.method} {target.url}")
+
+    def _begin_run(self, target: str, model: str) -> None:
+        self._run_texts = (target, model)
+        # The child process starts sending ~0.3 s later; its seconds count from its own
+        # start, so recorded client seconds sit up to that much early.
+        self._run_id += 1
+        self._run_started_t = time.time()
+        self.run_started.emit(self._run_id, self._run_started_t, target, model,
+                              self.app or "")
+
+    def _emit(self, run_id: int, started_t: float, stats) -> None:
+        self.stats.emit(stats)
+        self.run_stats.emit(run_id, started_t, stats)
+
+    def set_model(self, model: LoadModel) -> None:
+        if self._gen is None:
+            return
+        try:
+            self._gen.apply_model(model)
+        except ValueError as e:
+            self._event(str(e), "warning")
+            return
+        self._event(f"Load now: {model.describe()}")
+
+    def set_rate(self, rps: float) -> None:
+        if self._gen is not None:
+            self._gen.set_rate(rps)
+            self._event(f"Load rate set to {rps:g} requests/s.")
+
+    def stop(self) -> None:
+        gen, self._gen = self._gen, None
+        self._timer.stop()
+        if gen is not None:
+            run = (self._run_id, self._run_started_t)
+            # stop() collects the child's final numbers (≤ 1 s): do it off the GUI thread.
+            def stop_and_report() -> None:
+                gen.stop()
+                # The whole-run summary reaches the panel after Stop (queued signal).
+                try:
+                    self._emit(*run, gen.stats())
+                except RuntimeError:  # the console is gone already (quitting)
+                    pass
+
+            threading.Thread(target=stop_and_report, name="loadgen-stop", daemon=True).start()
+            self._event("Load stopped.")
+
+    def _on_timer_tick(self) -> None:
+        if self._gen is not None:
+            if self.app is None and self._status() is not None:
+                # Started before the first status said which application the URL
+                # reaches: say it now (the recorder replaces the run's row).
+                self.app = self._app_of_url(self._gen.target.url)
+                if self.app is not None:
+                    self.run_started.emit(self._run_id, self._run_started_t,
+                                          *self._run_texts, self.app)
+            self._emit(self._run_id, self._run_started_t, self._gen.stats())

@@ -1,0 +1,449 @@
+"""The main window: one view of the console's model (console/model/console_model.py).
+
+App tree, live plots (or the per-replica view), GPU view, load panel, tuning, advisor and
+event log, laid out and kept in step with the model and the session; what to do is the
+model's, what the user sees and clicks is here. Menus: console/windows/window_menus.py; the
+connect dialog: console/windows/connect_flow.py; the banner: console/windows/window_banner.py.
+"""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt, QTimer, Slot
+from PySide6.QtGui import QCloseEvent
+from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QWidget
+
+from backend.deploy.catalog import Demo
+from backend.model import ServeStatus
+from console.model.connection import ConnectionInfo, ConnectionState
+from console.model.console_model import NO_LOAD_TARGET, ConsoleModel
+from console.model.live_session import Session
+from console.settings import Settings
+from console.windows.connect_flow import ConnectFlow, connect_to
+from console.windows.window_banner import WindowBanner
+from console.windows.window_layout import build_docks, build_views
+from console.windows.window_menus import build_menus
+from console.windows.window_status import WindowStatus
+from widgets.connect_dialog import ConnectTarget
+
+REDRAW_HZ = 10
+_QUESTIONS = {  # kind → (informative text, the go-ahead button)
+    "deploy": ("Deploy anyway? Its replicas will wait until the cluster has room (Cluster → "
+               "Cancel deploy removes it again). Or cancel: nothing is changed.",
+               "Deploy anyway"),
+    "tuning": ("Change it anyway? Its new replicas will wait until the cluster has room "
+               "(moving the knob back undoes it). Or cancel: nothing is changed.",
+               "Change anyway"),
+}
+
+
+class MainWindow(QMainWindow):
+    def __init__(self, model: ConsoleModel | Session, catalog: dict[str, Demo] | None = None,
+                 settings: Settings | None = None, parent: QWidget | None = None) -> None:
+        """A view of *model*; given a Session (with the catalog and the settings), the
+        window makes the model around it."""
+        super().__init__(parent)
+        if isinstance(model, Session):
+            model = ConsoleModel(model, catalog, settings, self)
+        self.model = model
+        self.session, self.catalog, self.settings = model.session, model.catalog, model.settings
+        self.setWindowTitle("serve-console")
+        self.resize(1400, 900)
+        build_views(self)
+        build_docks(self)
+        self._connect = ConnectFlow(self, self.session, self.settings)
+        build_menus(self)
+        self._banner = WindowBanner(self.banner, self.session, self)
+        self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
+                                    self.show_advisor, self)
+        self._connect.cancelled.connect(self._status.not_connected)
+        self._wire()
+        # Data rate and redraw rate are independent: pollers fill the store, this timer
+        # draws whatever is there.
+        self._redraw = QTimer(self)
+        self._redraw.setInterval(int(1000 / REDRAW_HZ))
+        self._redraw.timeout.connect(self._on_redraw_timer_timeout)
+        self._redraw.start()
+        geometry, state = self.settings.geometry()
+        if geometry is not None:
+            self.restoreGeometry(geometry)
+        if state is not None:
+            self.restoreState(state)
+        if self.settings.per_replica_view():
+            self.per_replica_action.setChecked(True)
+            self._on_per_replica_toggled(True)
+        self._update_actions()
+
+    # -- what the model owns, under the names the rest of the console knows ---------------
+    @property
+    def recording(self):
+        return self.model.recording
+
+    @property
+    def advisor(self):
+        return self.model.advisor
+
+    @property
+    def interactive(self) -> bool:
+        """False for scripted runs: nothing stops at a modal box (the model's flag)."""
+        return self.model.interactive
+
+    @interactive.setter
+    def interactive(self, value: bool) -> None:
+        self.model.interactive = value
+
+    @property
+    def _dialog(self):
+        return self._connect.dialog
+
+    @property
+    def _metrics_label(self) -> QLabel:
+        return self._status.metrics
+
+    # -- layout ---------------------------------------------------------------------------
+    def _wire(self) -> None:
+        m, s = self.model, self.session
+        m.event_added.connect(self.event_log.add_entry)
+        m.marker_added.connect(self._on_model_marker_added)
+        m.selection_changed.connect(self._on_model_selection_changed)
+        m.knob_warnings.connect(self.knob_panel.set_warnings)
+        m.load_running.connect(self.load_panel.set_running)
+        m.load_rate.connect(self.load_panel.set_rate)
+        m.model_cache_changed.connect(self._update_model_cache)
+        m.question.connect(self._on_model_question)
+        m.advisor.hints_changed.connect(self._on_advisor_hints_changed)
+        m.advisor.hint_state.connect(self.advisor_panel.set_state)
+        s.connected.connect(self._on_session_connected)
+        s.connect_failed.connect(self._on_session_connect_failed)
+        s.disconnected.connect(self._on_session_disconnected)
+        s.status_changed.connect(self._on_session_status_changed)
+        s.deploys.progress.connect(self._on_session_deploy_progress)
+        s.deploys.finished.connect(self._on_session_deploy_finished)
+        s.deploys.config_file_done.connect(self._on_session_config_file_done)
+        s.load.stats.connect(self.load_panel.set_load_stats)
+        s.model_info.changed.connect(self.tree.set_model_info)
+        s.gpus.changed.connect(self._on_session_gpus_changed)
+        s.scaling.notes_changed.connect(self.tree.set_scaling_notes)
+        s.metrics_state.connect(self._on_session_metrics_state)
+        s.metrics_problems.connect(lambda _p: self._on_session_metrics_state(
+            self.session.metrics_error))
+        s.connection.state_changed.connect(self._on_connection_state_changed)
+        s.local_cluster_died.connect(lambda *_: self._update_actions())
+        s.tuning.knob_state.connect(self._on_tuning_knob_state)
+        self.plots.window_changed.connect(self.replica_view.set_window)
+        self.plots.paused_changed.connect(self.replica_view.set_paused)
+        self.plots.paused_changed.connect(self.gpu_plots.set_paused)
+        self.plots.window_changed.connect(self.gpu_plots.set_window)
+        self.gpu_plots.shown_changed.connect(self._on_gpu_plots_shown_changed)
+        self.knob_panel.change_requested.connect(self._on_knob_panel_change_requested)
+        self.tree.deployment_selected.connect(lambda app, dep: self.model.select((app, dep)))
+        self.tree.selection_cleared.connect(lambda: self.model.select(None))
+        self.load_panel.start_requested.connect(self.model.start_load)
+        self.load_panel.stop_requested.connect(self.model.stop_load)
+        self.load_panel.rate_changed.connect(self.model.set_rate)
+        self.load_panel.plan_requested.connect(self.model.start_plan)
+        self.load_panel.model_changed.connect(self.session.load.set_model)
+        self.advisor_panel.apply_requested.connect(self.model.advisor.apply)
+        self.advisor_panel.show_requested.connect(self._select)
+        self._banner.restart_requested.connect(self._on_restart_local_triggered)
+
+    # -- what the model and other drivers call --------------------------------------------
+    def show_connect_dialog(self, error: str | None = None,
+                            target: ConnectTarget | None = None) -> None:
+        self._connect.show(error, target)
+
+    def connect_to(self, target: ConnectTarget) -> None:
+        connect_to(self.session, target)
+
+    def deploy_demo(self, demo: Demo) -> None:
+        why = self.model.deploy_demo(demo)
+        if not why:
+            self.deploy_actions[demo.key].setEnabled(False)
+            self.statusBar().showMessage(f"Deploying {demo.title}…")
+        elif self.session.client is None and self.interactive:
+            QMessageBox.information(self, "Not connected", why)
+
+    def start_load(self, rps: float) -> bool:
+        return self.model.start_load(rps)
+
+    def add_note(self, text: str, t: float | None = None) -> None:
+        self.model.add_note(text, t)
+
+    def _select(self, app: str, deployment: str) -> None:
+        self.tree.select_key(app, deployment)
+        self.model.select((app, deployment))
+
+    def _update_actions(self) -> None:
+        # Changes go to the cluster only while it answers; the reason is in the tooltips.
+        s = self.session
+        connected = s.client is not None and s.connection.usable
+        self.disconnect_action.setEnabled(s.client is not None)
+        self.import_action.setEnabled(connected)
+        self.cancel_deploy_action.setEnabled(bool(s.deploys.pending_apps()))
+        local = s.local_cluster
+        self.restart_local_action.setEnabled(local is not None and not local.running)
+        self.prometheus_source_action.setEnabled(
+            connected and bool(s.info and s.info.prometheus_url))
+        self.copy_promql_action.setEnabled(self.plots.key() is not None)
+        self.export_action.setEnabled(connected and self.plots.key() is not None)
+        self.autotune_action.setEnabled(connected)
+        self.traffic_action.setEnabled(connected)
+        why = ("" if connected else "Connect to a cluster first (Cluster → Connect…)."
+               if s.client is None else
+               "The cluster is not answering; deploys wait until it does.")
+        for key, action in self.deploy_actions.items():
+            action.setEnabled(connected)
+            tip = self.catalog[key].summary + (f"\n\nUnavailable: {why}" if why else "")
+            action.setToolTip(tip)
+            action.setStatusTip(tip)
+        self._update_load_target()
+
+    # -- model slots ----------------------------------------------------------------------
+    @Slot(float, str, str, str, object)
+    def _on_model_marker_added(self, t: float, label: str, detail: str, _kind, _key) -> None:
+        self.plots.add_marker(t, label, detail)
+        self.replica_view.add_marker(t, label)
+
+    @Slot(object)
+    def _on_model_selection_changed(self, key) -> None:
+        self.plots.set_key(key)
+        if key is not None and self.tree.selected_key() != key:
+            self.tree.select_key(*key)
+        # Its warnings follow from the model (knob_warnings), once.
+        self.knob_panel.set_knobs(self.model.knob_set_for_selected())
+        self._update_replica_rows()
+        self._update_load_target()
+        self._update_actions()
+
+    @Slot(str, int, str)
+    def _on_model_question(self, kind: str, op_id: int, message: str) -> None:
+        informative, go_text = _QUESTIONS[kind]
+        box = QMessageBox(QMessageBox.Icon.Warning, "Not enough room on the cluster",
+                          message, parent=self)
+        box.setInformativeText(informative)
+        go = box.addButton(go_text, QMessageBox.ButtonRole.AcceptRole)
+        box.addButton(QMessageBox.StandardButton.Cancel)
+        box.exec()
+        self.model.answer(kind, op_id, box.clickedButton() is go)
+        self._update_actions()
+
+    def _update_knobs(self) -> None:
+        self.knob_panel.set_knobs(self.model.knob_set_for_selected())
+        self.knob_panel.set_warnings(self.model.warnings_for_selected())
+
+    def _update_model_cache(self) -> None:
+        if self.model.selected is None:
+            self.plots.set_model_cache(None)
+        else:
+            self.plots.set_model_cache(*self.model.model_cache())
+
+    def _update_replica_rows(self) -> None:
+        if not self.per_replica_action.isChecked():
+            return  # the table is filled when the view is shown (_on_per_replica_toggled)
+        self.replica_view.set_key(self.model.selected)
+        self.replica_view.set_rows(self.model.replica_rows() or [])
+
+    def _update_load_target(self) -> None:
+        target, presets = self.model.load_target()
+        key = self.model.selected
+        select = next((label for app, label, _ in presets
+                       if key is not None and app == key[0]), None)
+        self.load_panel.set_target_presets([(label, t) for _, label, t in presets],
+                                           select=select)
+        if target is None:
+            self.load_panel.set_target(NO_LOAD_TARGET)
+            self.load_panel.set_enabled_for_target(self.session.load.running)
+        else:
+            self.load_panel.set_target(f"{target.method} {target.url}")
+            self.load_panel.set_enabled_for_target(True)
+
+    # -- session slots --------------------------------------------------------------------
+    @Slot(object)
+    def _on_session_connected(self, info: ConnectionInfo) -> None:
+        self._on_session_metrics_state("")
+        self.setWindowTitle(f"serve-console — {info.url}")
+        self._update_actions()
+
+    @Slot(str)
+    def _on_session_connect_failed(self, message: str) -> None:
+        self.model.log(f"Connect failed: {message}", "error")
+        self._update_actions()
+
+    @Slot()
+    def _on_session_disconnected(self) -> None:
+        self.setWindowTitle("serve-console")
+        self.tree.set_status(ServeStatus())
+        self.load_panel.set_running(False)
+        self._update_actions()
+
+    @Slot(object, str)
+    def _on_connection_state_changed(self, state: ConnectionState, _message: str) -> None:
+        lost = state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
+        self.knob_panel.set_unavailable(
+            "The cluster is not answering; changes are disabled until it is back."
+            if lost else None)
+        self.advisor_panel.set_unavailable(
+            "The cluster is not answering; changes wait until it is back." if lost else None)
+        self._on_session_metrics_state(self.session.metrics_error)
+        # The tree's states are the last ones the cluster reported: grey while it is gone.
+        self.tree.setEnabled(not lost)
+        self.tree.setToolTip("The last state the cluster reported; it is not answering now."
+                             if lost else "")
+        self._update_actions()
+
+    @Slot(bool)
+    def _on_per_replica_toggled(self, on: bool) -> None:
+        self._views.setCurrentWidget(self.replica_view if on else self.plots)
+        self.settings.set_per_replica_view(on)
+        self._update_replica_rows()
+        self.replica_view.refresh()
+
+    @Slot()
+    def _on_restart_local_triggered(self) -> None:
+        self.banner.show_message("Starting a new local Ray cluster…", "info")
+        self.session.restart_local()
+
+    @Slot()
+    def _on_cancel_deploy_triggered(self) -> None:
+        pending = self.session.deploys.pending_apps()
+        if not pending:
+            return
+        key = self.model.selected
+        name = key[0] if key is not None and key[0] in pending else pending[-1]
+        self.model.log(f"Cancelling the deploy of '{name}'…", "warning")
+        self.session.deploys.cancel(name)
+
+    @Slot(object)
+    def _on_session_status_changed(self, status: ServeStatus) -> None:
+        self.tree.set_notes(self.session.deploys.waiting_for_room)
+        self.tree.set_status(status)
+        if self.model.selected is not None and self.tree.selected_key() is None:
+            self.tree.select_key(*self.model.selected)  # its row may be new
+        self._update_knobs()
+        self._update_load_target()
+        self._update_replica_rows()
+        self.tree.set_metrics_health(self.model.metrics_health(status))
+
+    @Slot(str)
+    def _on_session_deploy_progress(self, text: str) -> None:
+        self.statusBar().showMessage(text, 10_000)
+        self.model.log(text, "warning" if "cannot be scheduled" in text else "info")
+        self._update_actions()
+
+    @Slot(bool, str, str)
+    def _on_session_deploy_finished(self, ok: bool, app: str, message: str) -> None:
+        self._update_actions()
+        self.statusBar().showMessage(
+            f"{app}: {message}" if ok else f"Deploy of {app} failed", 10_000)
+        if ok:
+            status = self.session.status
+            a = status.application(app) if status else None
+            if a is not None and a.deployments:
+                self._select(app, a.deployments[0].name)
+        elif not self.model.closing and self.interactive and not message.startswith(
+                "Cancelled"):
+            QMessageBox.warning(self, f"Deploy of {app} failed", message)
+
+    @Slot(bool)
+    def _on_gpu_plots_shown_changed(self, shown: bool) -> None:
+        self.gpu_plots.setVisible(shown)
+        if shown:  # appearing: two fifths of the plots' height, not its minimum
+            total = sum(self._plots_column.sizes())
+            self._plots_column.setSizes([total - total * 2 // 5, total * 2 // 5])
+
+    @Slot()
+    def _on_session_gpus_changed(self) -> None:
+        self.gpu_plots.set_devices(self.session.gpus.devices)
+        self.gpu_plots.set_shares(self.session.gpus.shares)
+
+    @Slot(str)
+    def _on_session_metrics_state(self, problem: str) -> None:
+        prometheus = self.session.metrics_source == "prometheus"
+        self.prometheus_source_action.setChecked(prometheus)
+        self.direct_source_action.setChecked(not prometheus)
+        self._status.show_metrics(problem)
+
+    # -- tuning ---------------------------------------------------------------------------
+    @Slot(str, str, str, object)
+    def _on_knob_panel_change_requested(self, app: str, deployment: str, path: str,
+                                        value) -> None:
+        self.model.request_change(app, deployment, path, value,
+                                  settled=self.knob_panel.is_settled(path))
+
+    @Slot(str, str, str, str, str)
+    def _on_tuning_knob_state(self, app, deployment, path, state, message) -> None:
+        if self.model.is_shown(app, deployment):
+            self.knob_panel.set_state(path, state, message)
+
+    # -- advisor --------------------------------------------------------------------------
+    def show_advisor(self) -> None:
+        appearing = self.advisor_dock.isHidden()
+        self.advisor_dock.show()
+        self.advisor_dock.raise_()
+        if appearing and not self.advisor_dock.isFloating() and self.tuning_dock.isVisible():
+            # Under the Tuning panel it would get only what is left: share the height.
+            total = self.tuning_dock.height() + self.advisor_dock.height()
+            self.resizeDocks([self.tuning_dock, self.advisor_dock],
+                             [total // 2, total - total // 2], Qt.Orientation.Vertical)
+
+    @Slot(object)
+    def _on_advisor_hints_changed(self, hints) -> None:
+        self.advisor_panel.set_hints(list(hints))
+        n = len(hints)
+        self.advisor_dock.setWindowTitle(f"Advisor ({n})" if n else "Advisor")
+
+    @Slot(bool, str)
+    def _on_session_config_file_done(self, ok: bool, message: str) -> None:
+        self.statusBar().showMessage(message, 10_000)
+        if not ok and not self.model.closing and self.interactive and self.isVisible():
+            QMessageBox.warning(self, "Config file", message)
+
+    @Slot()
+    def _on_redraw_timer_timeout(self) -> None:
+        now = time.time()
+        if self.per_replica_action.isChecked():
+            self.replica_view.refresh(now)
+        else:
+            self.plots.refresh(now)
+        self.gpu_plots.refresh(now)
+
+    @property
+    def sessions(self):
+        """The recorded-sessions UI (console.windows.recordings.SessionsUi), made on first use:
+        the console starts without importing it."""
+        if self._sessions is None:
+            from console.windows.recordings import SessionsUi
+            self._sessions = SessionsUi(self, self.recording)
+        return self._sessions
+
+    def open_recorded_session(self, path: str, on_opened=None) -> None:
+        """Open a session file offline (--open, the browser); on_opened(viewer|None)."""
+        self.sessions.open(path, on_opened)
+
+    def autotune_ui(self):
+        """The auto-tuner's window and controller (console.windows.autotune_window), made on first use."""
+        if self._autotune is None:
+            from console.windows.autotune_window import AutoTuneUi
+            self._autotune = AutoTuneUi(self)
+        return self._autotune
+
+    def traffic_ui(self):
+        """The traffic window and controller (console.windows.traffic_window), made on first use."""
+        if self._traffic is None:
+            from console.windows.traffic_window import TrafficUi
+            self._traffic = TrafficUi(self)
+        return self._traffic
+
+    def closeEvent(self, event: QCloseEvent) -> None:
+        self.model.closing = True
+        for ui in (self._autotune, self._traffic):
+            if ui is not None:
+                # A search or a rollout running now puts the starting config back before
+                # the console goes (bounded): never leave a trial's config on the cluster.
+                ui.shutdown()
+        self._redraw.stop()
+        self.model.close()
+        self.settings.set_geometry(self.saveGeometry(), self.saveState())
+        self.settings.sync()
+        super().closeEvent(event)

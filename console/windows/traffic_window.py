@@ -1,0 +1,74 @@
+"""Tune → Traffic… : the traffic panel (widgets.traffic_panel) in a non-modal window,
+wired to its controller (console.model.traffic)."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import QObject
+from PySide6.QtWidgets import QDialog, QMessageBox, QVBoxLayout
+
+from backend.traffic.rollout import RolloutReport
+from console.model.traffic import TrafficController
+from widgets.traffic_panel import TrafficPanel
+
+
+class TrafficUi(QObject):
+    def __init__(self, window) -> None:
+        super().__init__(window)
+        self._window = window
+        self.controller = TrafficController(window.session, parent=self)
+        self.dialog = QDialog(window)
+        self.dialog.setWindowTitle("Traffic")
+        self.dialog.setModal(False)
+        self.dialog.resize(760, 560)
+        self.panel = TrafficPanel(self.dialog)
+        QVBoxLayout(self.dialog).addWidget(self.panel)
+        p, c = self.panel, self.controller
+        p.app_selected.connect(c.select)
+        p.shares_requested.connect(c.set_shares)
+        p.affinity_requested.connect(c.set_affinity)
+        p.rollout_requested.connect(c.start_rollout)
+        p.pause_requested.connect(c.pause)
+        p.abort_requested.connect(c.abort)
+        c.apps_changed.connect(p.set_apps)
+        c.router_changed.connect(p.set_router)
+        c.stats.connect(p.set_stats)
+        c.client_stats.connect(p.set_client_stats)
+        c.running_changed.connect(p.set_running)
+        c.rollout_text.connect(p.set_rollout_text)
+        c.failed.connect(self._on_controller_failed)
+        c.finished.connect(self._on_controller_finished)
+        tuning = window.session.tuning
+        tuning.knob_state.connect(self._on_tuning_knob_state)
+        c.refresh()
+
+    def show(self, app: str | None = None) -> TrafficPanel:
+        if app and not self.controller.running and app in [
+                self.panel.app_box.itemText(i) for i in range(self.panel.app_box.count())]:
+            self.panel.app_box.setCurrentText(app)
+        self.dialog.show()
+        self.dialog.raise_()
+        return self.panel
+
+    def shutdown(self) -> None:
+        self.controller.shutdown()
+
+    def _on_controller_failed(self, message: str) -> None:
+        self.panel.set_state(message)
+        self._window.model.log(message, "error")
+        if getattr(self._window, "interactive", True) and self.dialog.isVisible():
+            QMessageBox.warning(self.dialog, "Traffic", message)
+
+    def _on_controller_finished(self, report: RolloutReport) -> None:
+        self.panel.set_state(f"Rollout {report.outcome}.")
+
+    def _on_tuning_knob_state(self, app: str, dep: str, path: str, state: str,
+                              message: str) -> None:
+        router = self.controller.router()
+        if router is None or (app, dep) != (router.app, router.router):
+            return
+        if state == "pending":
+            self.panel.set_state("Applying…")
+        elif state == "applied":
+            self.panel.set_state("Applied.")
+        elif state == "failed":
+            self.panel.set_state(f"Failed: {message}")

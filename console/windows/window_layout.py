@@ -1,0 +1,84 @@
+"""The main window's layout: the views in the middle (tree, plots or the per-replica view,
+the GPU view, the banner above them) and the docks around them (load, event log,
+tuning, advisor). The widgets become attributes of the window."""
+
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QDockWidget, QSplitter, QStackedWidget, QVBoxLayout, QWidget
+
+from widgets.advisor_panel import AdvisorPanel
+from widgets.app_tree import AppTree
+from widgets.connection_banner import ConnectionBanner
+from widgets.event_log import EventLog
+from widgets.gpu_plots import GpuPlots
+from widgets.knob_panel import KnobPanel
+from widgets.live_plots import LivePlots
+from widgets.load_panel import LoadPanel
+from widgets.replica_view import ReplicaView
+
+
+def build_views(w) -> None:
+    """Tree, plots or per-replica view, GPU view, and the banner above them."""
+    w.tree = AppTree()
+    w.plots = LivePlots()
+    w.plots.set_store(w.session.store)
+    # The GPU view sits under the deployment plots, on their time axis; only a
+    # cluster with GPUs (metrics or replicas' GPU shares) shows it.
+    w.gpu_plots = GpuPlots()
+    w.gpu_plots.setVisible(False)
+    w.gpu_plots.set_store(w.session.gpus.store)
+    w.gpu_plots.link_x(next(iter(w.plots.plots().values())))
+    # View → Per replica: one curve per replica and the replica table, in place of
+    # the deployment's plots (same window, same markers).
+    w.replica_view = ReplicaView()
+    w.replica_view.set_store(w.session.replica_store)
+    w.replica_view.set_window(w.plots.window_seconds())
+    w._views = QStackedWidget()
+    w._views.addWidget(w.plots)
+    w._views.addWidget(w.replica_view)
+    splitter = QSplitter(Qt.Orientation.Horizontal)
+    splitter.addWidget(w.tree)
+    w._plots_column = QSplitter(Qt.Orientation.Vertical)
+    w._plots_column.addWidget(w._views)
+    w._plots_column.addWidget(w.gpu_plots)
+    splitter.addWidget(w._plots_column)
+    splitter.setStretchFactor(0, 0)
+    splitter.setStretchFactor(1, 1)
+    splitter.setSizes([340, 760])
+    # The banner sits above everything: it is what the user must see first.
+    w.banner = ConnectionBanner()
+    central = QWidget()
+    box = QVBoxLayout(central)
+    box.setContentsMargins(0, 0, 0, 0)
+    box.setSpacing(2)
+    box.addWidget(w.banner)
+    box.addWidget(splitter, 1)
+    w.setCentralWidget(central)
+
+
+def build_docks(w) -> None:
+    """Load, event log, tuning and advisor docks."""
+    w.load_panel = LoadPanel()
+    w.event_log = EventLog()
+    w.knob_panel = KnobPanel()  # it scrolls itself
+    w.tuning_dock = _dock(w, "Tuning", w.knob_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+    w.load_dock = _dock(w, "Load", w.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+    w.log_dock = _dock(w, "Event log", w.event_log, Qt.DockWidgetArea.BottomDockWidgetArea)
+    # View → Advisor (Ctrl+Shift+A): hints from the live metrics, each with Apply.
+    w.advisor_panel = AdvisorPanel()
+    w.advisor_dock = _dock(w, "Advisor", w.advisor_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+    w.advisor_dock.hide()
+    w.resizeDocks([w.tuning_dock], [400], Qt.Orientation.Horizontal)
+    w.resizeDocks([w.load_dock], [330], Qt.Orientation.Vertical)
+    w._sessions = None  # console.windows.recordings.SessionsUi, made on first use
+    w._autotune = None  # console.windows.autotune_window.AutoTuneUi, made on first use
+    w._traffic = None   # console.windows.traffic_window.TrafficUi, made on first use
+
+
+def _dock(w, title: str, widget: QWidget, area) -> QDockWidget:
+    dock = QDockWidget(title, w)
+    dock.setObjectName(title.replace(" ", "_"))
+    dock.setWidget(widget)
+    w.addDockWidget(area, dock)
+    return dock

@@ -1,0 +1,88 @@
+"""The main window's status bar: the connection, the advisor's hint count, the recording,
+where the metrics come from, and the Serve proxy's address — each kept up to date from
+the model and the session."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from PySide6.QtCore import QObject, Slot
+from PySide6.QtWidgets import QLabel, QStatusBar
+
+from backend.model import ServeStatus
+from console.model.console_model import ConsoleModel
+
+
+class WindowStatus(QObject):
+    def __init__(self, bar: QStatusBar, model: ConsoleModel,
+                 metrics_text: Callable[[str], tuple[str, str]],
+                 show_advisor: Callable[[], None], parent: QObject | None = None) -> None:
+        """*metrics_text(problem)* gives the metrics label's (text, tooltip);
+        *show_advisor* is what the advisor's link does."""
+        super().__init__(parent)
+        self.model, self._metrics_text = model, metrics_text
+        self.connection = QLabel("Not connected")
+        self.serve = QLabel("")
+        self.metrics = QLabel("")
+        self.recording = QLabel("")
+        # The advisor's hint count, always in sight; its link shows the advisor.
+        self.advisor = QLabel("")
+        self.advisor.linkActivated.connect(lambda _link: show_advisor())
+        bar.addWidget(self.connection, 1)
+        for label in (self.advisor, self.recording, self.metrics, self.serve):
+            bar.addPermanentWidget(label)
+        s = model.session
+        s.connecting.connect(self.connection.setText)
+        s.connection.state_changed.connect(lambda _state, text: self.connection.setText(text))
+        s.connect_failed.connect(lambda _message: self.not_connected())
+        s.disconnected.connect(self._on_session_disconnected)
+        s.status_changed.connect(self._on_session_status_changed)
+        s.status_failed.connect(self._on_session_status_failed)
+        model.recording.started.connect(self._on_recording_started)
+        model.recording.stopped.connect(lambda _path: self._set(self.recording, "", ""))
+        model.recording.failed.connect(self._on_recording_failed)
+        model.advisor.hints_changed.connect(self._on_advisor_hints_changed)
+
+    @staticmethod
+    def _set(label: QLabel, text: str, tip: str) -> None:
+        label.setText(text)
+        label.setToolTip(tip)
+
+    def not_connected(self) -> None:
+        self.connection.setText("Not connected")
+
+    def show_metrics(self, problem: str) -> None:
+        self._set(self.metrics, *self._metrics_text(problem))
+
+    @Slot()
+    def _on_session_disconnected(self) -> None:
+        self.not_connected()
+        self.serve.setText("")
+
+    @Slot(object)
+    def _on_session_status_changed(self, _status: ServeStatus) -> None:
+        base = self.model.session.load.serve_http_base()
+        self.serve.setText(f"Serve HTTP: {base}" if base else "Serve not running")
+
+    @Slot(str)
+    def _on_session_status_failed(self, message: str) -> None:
+        self._set(self.serve, "Cluster not answering", message)
+
+    @Slot(str)
+    def _on_recording_started(self, path: str) -> None:
+        self._set(self.recording, "● Recording",
+                  f"This session is recorded to {path}.\nSession → Sessions… (Ctrl+O) "
+                  "opens it again, offline; --no-record turns recording off.")
+        self.model.log(f"Recording this session to {path}", "info")
+
+    @Slot(str)
+    def _on_recording_failed(self, message: str) -> None:
+        self._set(self.recording, "● Recording failed", message)
+        self.model.log(message, "warning")
+
+    @Slot(object)
+    def _on_advisor_hints_changed(self, hints) -> None:
+        n = len(hints)
+        self._set(self.advisor,
+                  f"<a href='advisor'>Advisor: {n} hint{'s' if n != 1 else ''}</a>" if n
+                  else "", "Show the advisor (Ctrl+Shift+A)")
