@@ -55,7 +55,7 @@ def wait_for(signal, timeout_s: float):
 
 def measure(session: Session, app: str, dep: str, path: str, value) -> float:
     t0 = time.monotonic()
-    # What a slider release does (the knob panel's is_settled(path) is True for it)
+    # What a slider release does (the knob panel's request carries settled=True)
     session.tuning.request(app, dep, path, value, immediate=True)
     outcome = QEventLoop()
     result = {}

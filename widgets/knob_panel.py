@@ -1,10 +1,11 @@
 """Live tuning: one deployment's knobs as sliders, spin boxes, check boxes and JSON fields.
 
 The panel renders a `backend.tuning.knobs.KnobSet` and turns the user's edits into
-`change_requested(app, deployment, path, value)`; applying the change to the cluster
-(debounced, newest value wins) is the console's job, which reports back through
-`set_state` and the next `set_knobs`. `is_settled(path)` says whether that change ends
-an edit (a slider released: nothing to debounce) or is one step of a burst.
+`change_requested(app, deployment, path, value, settled)`; *settled* says whether that
+change ends an edit (a slider released: nothing to debounce) or is one step of a burst.
+Applying the change to the cluster (debounced, newest value wins) is the console's job,
+and so is the knob's state: the console reports pending, applied or failed through
+`set_state`, and the cluster's values through the next `set_knobs`.
 
 Two values matter per knob: the one the control shows and the one the cluster runs (the
 `Knob.value` of the last `set_knobs`). They differ while the user drags or types and
@@ -36,7 +37,8 @@ GROUP_TITLES = {"batching": "Batching", "concurrency": "Concurrency",
 class KnobPanel(QWidget):
     """The knobs of one deployment, grouped in sections, updated in place each poll."""
 
-    change_requested = Signal(str, str, str, object)  # (app, deployment, path, value)
+    # (app, deployment, path, value, settled): see the module docstring
+    change_requested = Signal(str, str, str, object, bool)
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
@@ -210,14 +212,6 @@ class KnobPanel(QWidget):
     def displayed_value(self, path: str) -> Any:
         return self._rows[path].displayed_value()
 
-    def is_settled(self, path: str) -> bool:
-        """Whether the knob's latest change (the one `change_requested` carries, when
-        asked from its slot) is a value the user settled on — a slider released, a box
-        ticked, a JSON edit finished — rather than one step of a burst (arrow keys,
-        spin-box steps), which the console debounces."""
-        row = self._rows.get(path)
-        return row is not None and row.pending_settled
-
     def cluster_hint(self, path: str) -> str:
         """'cluster: 16' while the control shows something else, else ''."""
         label = self._rows[path].cluster_label
@@ -236,10 +230,10 @@ class KnobPanel(QWidget):
 
     # ----------------------------------------------------------------- slots
 
-    def _on_row_committed(self, path: str, value: Any) -> None:
+    def _on_row_committed(self, path: str, value: Any, settled: bool) -> None:
         ks = self._knob_set
         if ks is not None:
-            self.change_requested.emit(ks.app, ks.deployment, path, value)
+            self.change_requested.emit(ks.app, ks.deployment, path, value, settled)
 
     # ----------------------------------------------------------------- internals
 

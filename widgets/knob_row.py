@@ -204,18 +204,21 @@ class WheelGuard(QObject):
 class KnobRow(QWidget):
     """The controls of one knob: name, badge, state, editor, cluster value, error."""
 
-    committed = Signal(str, object)  # (path, typed value) the user settled on
+    # (path, typed value, settled): a value the user chose. *settled*: the gesture ended
+    # an edit (a slider released, a box ticked, a JSON edit finished) rather than being
+    # one step of a burst (arrow keys, spin-box steps); the console sends a settled value
+    # without its debounce. The row does not mark itself pending: the console owns the
+    # knob's state and says so through `set_state`.
+    committed = Signal(str, object, bool)
 
     def __init__(self, knob: Knob, wheel_guard: QObject, parent: QWidget | None = None) -> None:
         super().__init__(parent)
         self.knob = knob
         self.path = knob.path
         self.cluster_value: Any = knob.value
+        # The value the user asked for last, until the console reports on it (applied:
+        # it becomes the cluster's value; failed: the control shows the cluster's again).
         self.pending_value: Any = None
-        # Whether pending_value came from a gesture that ends an edit (a slider released,
-        # a box ticked, a JSON edit finished) rather than one step of a burst (arrow keys,
-        # spin-box steps): the console sends a settled value without its debounce.
-        self.pending_settled = False
         self.state = IDLE
         self.message = ""
         self._read_only_reason = ""
@@ -520,21 +523,16 @@ class KnobRow(QWidget):
             self.show_value(self.cluster_value)
             return
         decimals = self.scale.decimals if self.scale else None
-        if self.state == PENDING:
+        if self.pending_value is not None:
             if _same(value, self.pending_value, decimals):
                 return  # e.g. Enter on an unchanged spin box after a release
         elif _same(value, self.cluster_value, decimals):
             self._refresh_hint()
             return  # nothing to change: the cluster runs this already
         self.pending_value = value
-        self.pending_settled = settled
-        self.state = PENDING
-        self.message = ""
-        self._applied_timer.stop()
         self._show_error("")
-        self._show_state()
         self._refresh_hint()
-        self.committed.emit(self.path, value)
+        self.committed.emit(self.path, value, settled)
 
     def _update_enabled(self) -> None:
         knob = self.knob

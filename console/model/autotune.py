@@ -178,15 +178,9 @@ class AutoTuneController(QObject):
         return {"batch_size": float(values[-1])} if len(values) else {}
 
     def _on_worker_applied(self, app: str, dep: str, changes: dict, t: float) -> None:
-        """Tell everyone who listens to knob changes (plots' markers, event log, knob
-        panel, the session recording) that the tuner changed these knobs, in the tuning
-        controller's own signals — as if a slider had, with source "auto-tune"."""
-        tuning = self._s.tuning
-        for path, value in changes.items():
-            tuning.requested.emit(app, dep, path, value, SOURCE)
-        for path in changes:
-            tuning.knob_state.emit(app, dep, path, "applied", "")
-        tuning.applied.emit(app, dep, changes, t)
+        """The tuner changed these knobs: manual tuning, which owns every knob's state,
+        announces it to everyone who listens (markers, event log, knob panel, recording)."""
+        self._s.tuning.announce(app, dep, changes, t, SOURCE)
 
     def _on_worker_event(self, kind: str, payload: Any) -> None:
         key = self._key

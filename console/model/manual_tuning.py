@@ -108,6 +108,20 @@ class TuningController(QObject):
             self._start_pending(key)
         # else: _next() sends it when the apply in flight returns
 
+    def announce(self, app: str, deployment: str, changes: dict[str, Any], t: float,
+                 source: str) -> None:
+        """Changes someone else already made on the cluster (the auto-tuner, a rollout),
+        told to everyone who listens to knob changes as if a slider had made them, with
+        their *source*: requested, then applied at *t*. A change of the same knob the user
+        has pending here still goes after it (newest wins)."""
+        for path, value in changes.items():
+            self.requested.emit(app, deployment, path, value, source)
+        newer = self._pending.get((app, deployment), {})
+        for path in changes:
+            if path not in newer:
+                self.knob_state.emit(app, deployment, path, "applied", "")
+        self.applied.emit(app, deployment, changes, t)
+
     def _start_pending(self, key: DeploymentKey) -> None:
         self._urgent.discard(key)
         changes = self._pending.pop(key, None)

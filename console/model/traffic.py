@@ -206,10 +206,8 @@ class TrafficController(QObject):
         if plan is None:
             return
         value = weights_change(shares)[WEIGHTS]
-        tuning = self._s.tuning
-        tuning.requested.emit(plan.app, plan.router, WEIGHTS, value, ROLLOUT_SOURCE)
-        tuning.knob_state.emit(plan.app, plan.router, WEIGHTS, "applied", "")
-        tuning.applied.emit(plan.app, plan.router, {WEIGHTS: value}, time.time())
+        self._s.tuning.announce(plan.app, plan.router, {WEIGHTS: value}, time.time(),
+                                ROLLOUT_SOURCE)
 
     def _on_worker_event(self, kind: str, payload: Any) -> None:
         plan = self._run.plan if self._run else None

@@ -136,7 +136,7 @@ class MainWindow(QMainWindow):
         self.plots.paused_changed.connect(self.gpu_plots.set_paused)
         self.plots.window_changed.connect(self.gpu_plots.set_window)
         self.gpu_plots.shown_changed.connect(self._on_gpu_plots_shown_changed)
-        self.knob_panel.change_requested.connect(self._on_knob_panel_change_requested)
+        self.knob_panel.change_requested.connect(self.model.request_change)
         self.tree.deployment_selected.connect(lambda app, dep: self.model.select((app, dep)))
         self.tree.selection_cleared.connect(lambda: self.model.select(None))
         self.load_panel.start_requested.connect(self.model.start_load)
@@ -365,12 +365,6 @@ class MainWindow(QMainWindow):
         self._status.show_metrics(problem)
 
     # -- tuning ---------------------------------------------------------------------------
-    @Slot(str, str, str, object)
-    def _on_knob_panel_change_requested(self, app: str, deployment: str, path: str,
-                                        value) -> None:
-        self.model.request_change(app, deployment, path, value,
-                                  settled=self.knob_panel.is_settled(path))
-
     @Slot(str, str, str, str, str)
     def _on_tuning_knob_state(self, app, deployment, path, state, message) -> None:
         if self.model.is_shown(app, deployment):

@@ -51,19 +51,27 @@ def knob_set(mbs=16, wait=0.01, mor=32, replicas=2, auto=False, model="resnet18"
                    notes=("Batching knobs come from user_config.",))
 
 
+def as_the_console(panel: KnobPanel) -> KnobPanel:
+    """What the console's manual tuning does first with every change the panel asks for:
+    it owns the knob's state and reports it pending (the row does not mark itself)."""
+    panel.change_requested.connect(
+        lambda app, dep, path, value, settled: panel.set_state(path, "pending"))
+    return panel
+
+
 @pytest.fixture
 def panel(qtbot) -> KnobPanel:
     w = KnobPanel()
     qtbot.addWidget(w)
     w.resize(400, 800)
     w.set_knobs(knob_set())
-    return w
+    return as_the_console(w)
 
 
 @pytest.fixture
 def changes(panel) -> list[tuple]:
     received: list[tuple] = []
-    panel.change_requested.connect(lambda *args: received.append(args))
+    panel.change_requested.connect(lambda *args: received.append(args[:4]))
     return received
 
 
@@ -144,7 +152,7 @@ def test_read_only_disables_everything_and_says_why(qtbot):
             assert not control.isEnabled(), knob.path
         assert READ_ONLY in w.control(knob.path).toolTip()
     received = []
-    w.change_requested.connect(lambda *a: received.append(a))
+    w.change_requested.connect(lambda *a: received.append(a[:4]))
     drag(w, MBS, 64)  # even driven programmatically, nothing is sent
     assert received == [] and w.displayed_value(MBS) == 16
     # The same deployment becoming declarative (redeployed from a config) enables them.
@@ -212,11 +220,11 @@ def test_checkbox_toggle_emits_bool(qtbot, panel, changes):
 
 
 def test_a_release_is_settled_but_steps_are_not(qtbot, panel):
-    # What the console asks from its slot of change_requested: a settled value is sent
-    # without the debounce, a step of a burst is debounced.
+    # The request says whether the value is settled: the console sends a settled value
+    # without the debounce, and debounces a step of a burst.
     seen = []
-    panel.change_requested.connect(lambda app, dep, path, value:
-                                   seen.append((path, value, panel.is_settled(path))))
+    panel.change_requested.connect(lambda app, dep, path, value, settled:
+                                   seen.append((path, value, settled)))
     show_active(qtbot, panel)
     drag(panel, MBS, 64)
     panel.slider(MOR).setFocus()
@@ -226,7 +234,6 @@ def test_a_release_is_settled_but_steps_are_not(qtbot, panel):
     qtbot.mouseClick(panel.control(AUTO), Qt.MouseButton.LeftButton)
     assert [(p, s) for p, _, s in seen] == [(MBS, True), (MOR, False), (WAIT, False),
                                             (AUTO, True)]
-    assert panel.is_settled(MBS) and not panel.is_settled(MOR)
     drag(panel, MOR, 96)  # releasing the slider after the step settles that knob too
     assert seen[-1][::2] == (MOR, True)
 
@@ -472,7 +479,7 @@ def resources(qtbot) -> KnobPanel:
     qtbot.addWidget(w)
     w.resize(420, 900)
     w.set_knobs(resource_knob_set())
-    return w
+    return as_the_console(w)
 
 
 def test_resource_knobs_say_they_roll_replicas_with_the_seeds_advice(resources):
@@ -495,7 +502,7 @@ def test_resource_knobs_say_they_roll_replicas_with_the_seeds_advice(resources):
 def test_fractional_cpus_and_gpus_are_shown_and_sent_as_fractions(qtbot, resources):
     w = resources
     received = []
-    w.change_requested.connect(lambda *a: received.append(a))
+    w.change_requested.connect(lambda *a: received.append(a[:4]))
     show_active(qtbot, w)
     assert w.control(CPUS).text() == "0.500"
     assert w.displayed_value(GPUS) == 0
@@ -511,7 +518,7 @@ def test_fractional_cpus_and_gpus_are_shown_and_sent_as_fractions(qtbot, resourc
 def test_omp_num_threads_is_a_whole_number_or_unset(qtbot, resources):
     w = resources
     received = []
-    w.change_requested.connect(lambda *a: received.append(a))
+    w.change_requested.connect(lambda *a: received.append(a[:4]))
     show_active(qtbot, w)
     assert w.displayed_value(OMP) == 1
     type_into(qtbot, w.control(OMP), "6")
@@ -537,6 +544,24 @@ def test_request_timeout_is_read_only_with_the_reason(qtbot, resources):
     w.set_knobs(resource_knob_set(timeout=30.0))
     assert w.displayed_value(TIMEOUT) == pytest.approx(30.0)
     received = []
-    w.change_requested.connect(lambda *a: received.append(a))
+    w.change_requested.connect(lambda *a: received.append(a[:4]))
     drag(w, TIMEOUT, 60)             # even driven programmatically, nothing is sent
     assert received == []
+
+
+def test_the_row_leaves_the_knobs_state_to_the_console(qtbot):
+    # A change asked for is not "pending" until the console says so; nothing answers
+    # here, so the row stays idle (with the asked-for value shown beside the cluster's).
+    w = KnobPanel()
+    qtbot.addWidget(w)
+    w.set_knobs(knob_set())
+    received = []
+    w.change_requested.connect(lambda *a: received.append(a))
+    drag(w, MBS, 64)
+    assert received == [("batched", "Model", MBS, 64, True)]
+    assert w.state(MBS) == "idle" and w.cluster_hint(MBS) == "cluster: 16"
+    drag(w, MBS, 64)  # the same value again is not asked for twice
+    assert len(received) == 1
+    w.set_state(MBS, "pending")
+    w.set_state(MBS, "applied")
+    assert w.state(MBS) == "applied" and w.cluster_hint(MBS) == ""
