@@ -100,7 +100,7 @@ class ClusterClient:
         self._controller_noted: tuple[str, str] | None = None
         self._controller_log_file: tuple[str, str] | None = None
         if self.token:
-            self._session.headers["Authorization"] = f"Bearer {self.token}"
+            self._session.headers.update(self.auth_headers)
 
     @property
     def host(self) -> str:

@@ -57,11 +57,6 @@ class LoadGenerator:
         return isinstance(self._impl, ThreadLoadGenerator)
 
     @property
-    def child_pid(self) -> int | None:
-        """The child process's id while one runs (None in process or when stopped)."""
-        return getattr(self._impl, "pid", None)
-
-    @property
     def running(self) -> bool:
         return self._impl.running
 

@@ -452,9 +452,6 @@ class RunSummary:
         d["ttfb_ms"] = dict(self.ttfb_ms)
         return d
 
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=2)
-
     def rows(self) -> list[tuple[str, str]]:
         """(metric, value) rows: the CSV and the copied text."""
         r = [("target", self.target), ("load model", self.model),

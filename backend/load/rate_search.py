@@ -22,12 +22,6 @@ class Search:
     trials: list = field(default_factory=list)   # (rate, sustained, result) in order
     dropped: bool = False                # must_beat given and not beaten: stopped early
 
-    def not_at(self) -> float | None:
-        """The lowest rate above the best that did not sustain (the bracket's top)."""
-        above = [rate for rate, ok, _ in self.trials if not ok and rate > self.best]
-        return min(above) if above else None
-
-
 def bisect_max_rate(trial: Callable[[float], tuple[bool, object]], start: float,
                     precision: float = 0.07, ceiling: float = 1e6,
                     max_trials: int = 14, must_beat: float | None = None,

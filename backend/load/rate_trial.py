@@ -12,10 +12,9 @@ backlog, so the next trial does not start behind this one's leftovers.
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Callable
 
 import requests
 
@@ -154,10 +153,3 @@ def settle(target: LoadTarget, quick_ms: float, limit_s: float = 30.0,
             return True
         cancel.sleep(0.2)
     return False
-
-
-def trial_dict(t: RateTrial) -> dict[str, Any]:
-    d = dataclasses.asdict(t)
-    d["why"] = list(t.why)
-    d["errors_by_kind"] = dict(t.errors_by_kind)
-    return d

@@ -85,16 +85,6 @@ GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QU
                     REPLICA_HEALTHY, TARGET_REPLICAS, AUTOSCALING_DESIRED,
                     AUTOSCALING_TOTAL_REQUESTS, AUTOSCALING_TARGET_ONGOING})
 
-#: Families present only while some deployment autoscales (the recorded test pages
-#: predate them; tests/backend/test_metrics_replicas.py checks them on a live page).
-AUTOSCALING_FAMILIES: frozenset[str] = frozenset({AUTOSCALING_DESIRED,
-                                                  AUTOSCALING_TOTAL_REQUESTS,
-                                                  AUTOSCALING_TARGET_ONGOING})
-
-#: The streaming demo's families (absent from pages of clusters that do not run it).
-PIPELINE_FAMILIES: frozenset[str] = frozenset({PIPELINE_CHUNKS + "_total", PIPELINE_TTFO,
-                                               PIPELINE_TOTAL})
-
 #: Family names as they appear after `# TYPE` (counters carry `_total` there). The
 #: node GPU gauges (backend/metrics/gpu.py) are per node, not per deployment: only pages
 #: of nodes with a GPU have them.
@@ -187,12 +177,6 @@ def parse(filtered_text: str) -> dict[str, tuple[str, list[Sample]]]:
         else:
             out[fam.name] = (fam.type, samples)
     return out
-
-
-def parse_page(text: str, families: frozenset[str] = NEEDED_FAMILIES
-               ) -> dict[str, tuple[str, list[Sample]]]:
-    """prefilter + parse: what the direct source does with each fetched page."""
-    return parse(prefilter(text, families))
 
 
 _LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)\s*=\s*"((?:[^"\\]|\\.)*)"')

@@ -81,13 +81,6 @@ def deployment_needs(app_config: dict[str, Any]) -> list[DeploymentNeeds]:
     return out
 
 
-def app_needs(app_config: dict[str, Any]) -> dict[str, float]:
-    """What the application's replicas reserve when it starts: {resource: amount}, in
-    Ray's names (CPU, GPU, memory in bytes, custom resources). Only the deployments the
-    config lists; `app_unknowns` says what that leaves out or assumes."""
-    return _sum(d.total for d in deployment_needs(app_config))
-
-
 def app_unknowns(app_config: dict[str, Any]) -> list[str]:
     """Plain sentences: what the config leaves to the code, with what was counted."""
     return _no_deployments_note(app_config) + _assumed_notes(deployment_needs(app_config))
@@ -165,13 +158,6 @@ class ClusterResources:
     source: str = "cluster_status"                # or "nodes" (usage not reported)
     # app → node id → what its placed replicas hold there (to give back on replace)
     app_by_node: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
-
-
-def cluster_free(client: ClusterClient, details: dict[str, Any] | None = None
-                 ) -> tuple[dict[str, float], dict[str, float], dict[str, dict[str, float]]]:
-    """(total, free, used_by) of the cluster now. See `cluster_resources`."""
-    r = cluster_resources(client, details)
-    return r.total, r.free, r.used_by
 
 
 def cluster_resources(client: ClusterClient, details: dict[str, Any] | None = None,

@@ -120,9 +120,6 @@ class Comparison:
     rows: tuple[Row, ...]
     config_changes: tuple[ConfigChange, ...]
 
-    def rows_for(self, app: str, deployment: str) -> list[Row]:
-        return [r for r in self.rows if (r.app, r.deployment) == (app, deployment)]
-
     def row(self, app: str, deployment: str, key: str) -> Row | None:
         return next((r for r in self.rows if (r.app, r.deployment, r.figure.key)
                      == (app, deployment, key)), None)

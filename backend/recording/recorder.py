@@ -152,9 +152,6 @@ class Recorder:
     def note(self, t: float, text: str) -> None:
         self._q.put(("note", t, text, time.time()))
 
-    def set_meta(self, key: str, value: Any) -> None:
-        self._q.put(("meta", key, value))
-
     def flush(self, timeout_s: float = 10.0) -> bool:
         """Write everything handed over so far now; True once it is on disk."""
         if self._closed:
@@ -368,5 +365,3 @@ class Recorder:
         c.execute("INSERT INTO notes (t, text, written_t) VALUES (?, ?, ?)",
                   (t, text, written_t))
 
-    def _w_meta(self, c, key, value) -> None:
-        c.execute("INSERT OR REPLACE INTO meta VALUES (?, ?)", (key, json.dumps(value)))

@@ -122,20 +122,6 @@ def short_reason(reason: str, limit: int = 220) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def parse_replica_actor_name(name: str) -> tuple[str, str, str] | None:
-    """(app, deployment, replica_id) of a Serve replica actor name
-    (`SERVE_REPLICA::app#deployment#id`, ray/serve/_private/common.py); None otherwise."""
-    prefix = "SERVE_REPLICA::"
-    if not name or not name.startswith(prefix):
-        return None
-    parts = name[len(prefix):].split("#")
-    if len(parts) == 3:
-        return parts[0], parts[1], parts[2]
-    if len(parts) == 2:
-        return "", parts[0], parts[1]
-    return None
-
-
 @dataclass
 class _Death:
     replica_id: str

@@ -172,15 +172,6 @@ def _clip(text: str, limit: int = 80) -> str:
     return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
-def get_path(entry: dict[str, Any], path: str) -> Any:
-    node: Any = entry
-    for part in path.split("."):
-        if not isinstance(node, dict) or part not in node:
-            return None
-        node = node[part]
-    return copy.deepcopy(node)
-
-
 # -- building the knobs of a deployment from what the cluster reports --------------------
 
 _ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts", "multiplexing",

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, Signal
 
@@ -24,7 +24,11 @@ from backend.tuning.autotune_search import Candidate, Objective
 from console.model.tasks import start_run, user_message
 
 if TYPE_CHECKING:
-    from console.model.live_session import Session
+    from backend.cluster.client import ClusterClient
+    from backend.metrics.series import SeriesStore
+    from console.model.connection import ConnectionInfo
+    from console.model.manual_tuning import TuningController
+    from console.model.tasks import TaskRunner
 
 SOURCE = "auto-tune"
 #: How long quitting waits for a running search to put the starting config back.
@@ -41,9 +45,23 @@ class AutoTuneController(QObject):
     # The worker thread's events, delivered on the GUI thread (a queued connection).
     _event = Signal(str, object)
 
-    def __init__(self, session: "Session", demos=(), parent: QObject | None = None) -> None:
+    def __init__(self, *, client: Callable[[], "ClusterClient | None"],
+                 info: Callable[[], "ConnectionInfo | None"],
+                 knob_values: Callable[[str, str], dict[str, Any]],
+                 store: "SeriesStore", tuning: "TuningController", runner: "TaskRunner",
+                 event: Callable[..., None], demos=(), parent: QObject | None = None) -> None:
+        """*client*: the cluster's client while it answers, else None; *info*: the
+        connection's addresses; *knob_values*: what a deployment runs now; *store*: the
+        live series; *tuning*: manual tuning, through which every change goes or is
+        announced; *runner*: workers for short actions; *event*: the event log."""
         super().__init__(parent)
-        self._s = session
+        self._client = client
+        self._info = info
+        self._knob_values = knob_values
+        self._store = store
+        self._tuning = tuning
+        self._runner = runner
+        self._log = event
         self._demos = tuple(demos)
         self._run: TuneRun | None = None
         self._thread: threading.Thread | None = None
@@ -77,8 +95,8 @@ class AutoTuneController(QObject):
         if self.running:
             self.failed.emit("An auto-tune is already running; stop it first.")
             return False
-        client = self._s.client
-        if client is None or not self._s.connection.usable:
+        client = self._client()
+        if client is None:
             self.failed.emit("Not connected to a cluster (or it is not answering).")
             return False
         try:
@@ -90,7 +108,7 @@ class AutoTuneController(QObject):
         self.report = None
         self.start_config = None
         self._last_applied = {}
-        info = self._s.info
+        info = self._info()
         run = TuneRun(client, request, demos=self._demos,
                       serve_http_url=info.serve_http_url if info else None,
                       observe=lambda: self._observe(self._key),
@@ -100,7 +118,7 @@ class AutoTuneController(QObject):
 
         self._thread = start_run("autotune", run.run, self._event.emit, "report")
         self.running_changed.emit(True)
-        self._s.event.emit(f"Auto-tune of {request.app}/{request.deployment} started: "
+        self._log(f"Auto-tune of {request.app}/{request.deployment} started: "
                            f"{request.objective.describe()}, knobs "
                            f"{', '.join(k.split('.')[-1] for k in request.knobs)}, budget "
                            f"{request.budget_s:.0f} s.", "info")
@@ -113,7 +131,7 @@ class AutoTuneController(QObject):
             self._run.stop(leave_on)
             where = "the best config so far" if leave_on == BEST else "its starting config"
             self.status.emit(f"Stopping: leaving the deployment on {where}…")
-            self._s.event.emit(f"Auto-tune: stop asked; leaving the deployment on {where}.",
+            self._log(f"Auto-tune: stop asked; leaving the deployment on {where}.",
                                "info")
 
     def shutdown(self, wait_s: float = QUIT_WAIT_S) -> None:
@@ -141,19 +159,19 @@ class AutoTuneController(QObject):
             if self.start_config is None:
                 return
             config = self.start_config
-        running = self._s.knob_values(*key)
+        running = self._knob_values(*key)
         changes = {p: v for p, v in config.items() if running.get(p) != v}
         if not changes:
             where = "the best config" if which == "best" else "its starting config"
             self.status.emit(f"{key[0]}/{key[1]} already runs {where}; nothing to change.")
             return
         for path, value in changes.items():
-            self._s.tuning.request(key[0], key[1], path, value, source=SOURCE,
+            self._tuning.request(key[0], key[1], path, value, source=SOURCE,
                                    immediate=True)
 
     def export_yaml(self, path: str) -> None:
         """Write the best config as a Serve config YAML (asks the cluster: on a worker)."""
-        report, key, client = self.report, self._key, self._s.client
+        report, key, client = self.report, self._key, self._client()
         if report is None or report.outcome.best is None or key is None or client is None:
             self.failed.emit("There is no best config to export.")
             return
@@ -165,8 +183,8 @@ class AutoTuneController(QObject):
                 f.write(text)
             return f"Exported the auto-tuner's best config of {key[0]}/{key[1]} to {path}."
 
-        self._s.action_runner.submit(
-            work, on_done=lambda msg: self._s.event.emit(msg, "info"),
+        self._runner.submit(
+            work, on_done=lambda msg: self._log(msg, "info"),
             on_error=lambda e: self.failed.emit(f"Export failed: {user_message(e)}"))
 
     # -- the worker's events (on the GUI thread) -------------------------------------------
@@ -174,13 +192,13 @@ class AutoTuneController(QObject):
         """The server-side batch size now (the store is filled by the metrics poller)."""
         if key is None:
             return {}
-        _, values = self._s.store.snapshot(key, "batch_size")
+        _, values = self._store.snapshot(key, "batch_size")
         return {"batch_size": float(values[-1])} if len(values) else {}
 
     def _on_worker_applied(self, app: str, dep: str, changes: dict, t: float) -> None:
         """The tuner changed these knobs: manual tuning, which owns every knob's state,
         announces it to everyone who listens (markers, event log, knob panel, recording)."""
-        self._s.tuning.announce(app, dep, changes, t, SOURCE)
+        self._tuning.announce(app, dep, changes, t, SOURCE)
 
     def _on_worker_event(self, kind: str, payload: Any) -> None:
         key = self._key
@@ -207,7 +225,7 @@ class AutoTuneController(QObject):
             self.status.emit(f"#{cand.index}: {r.text()}")
         elif kind in ("done", "skipped"):
             self.candidate.emit(payload.row())
-            self._s.event.emit(f"Auto-tune {candidate_text(payload)}", "info")
+            self._log(f"Auto-tune {candidate_text(payload)}", "info")
         elif kind == "best":
             self.best.emit(payload.index)
         elif kind == "left":
@@ -220,7 +238,7 @@ class AutoTuneController(QObject):
             self._thread = None
             self.running_changed.emit(False)
             self.failed.emit(f"Auto-tune could not run: {payload}")
-            self._s.event.emit(f"Auto-tune could not run: {payload}", "error")
+            self._log(f"Auto-tune could not run: {payload}", "error")
 
     def _changes_from(self, config: dict[str, Any]) -> dict[str, Any]:
         """What differs from the config last put on the cluster (by the tuner)."""
@@ -234,7 +252,7 @@ class AutoTuneController(QObject):
         summary = report.summary()
         self.running_changed.emit(False)
         self.finished.emit(summary)
-        self._s.event.emit(f"Auto-tune finished ({report.outcome.ended}): "
+        self._log(f"Auto-tune finished ({report.outcome.ended}): "
                            f"{finish_text(report)}",
                            "info" if report.left_ok else "error")
 

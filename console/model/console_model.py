@@ -84,6 +84,9 @@ class ConsoleModel(QObject):
         # Every session is recorded (Session → Sessions… opens them again).
         self.recording = SessionRecording(session, self)
         self.advisor = Advisor(session, self)
+        # Made on first use (Tune → Auto-tune…, Traffic…): the console starts without them.
+        self._autotune = None
+        self._traffic = None
         self._wire()
 
     def _wire(self) -> None:
@@ -340,10 +343,42 @@ class ConsoleModel(QObject):
         self.session.load.stop()
         self.load_running.emit(False)
 
+    # -- auto-tune and traffic (made on first use) -------------------------------------------
+    @property
+    def autotune(self):
+        """The auto-tuner (console.model.autotune.AutoTuneController)."""
+        if self._autotune is None:
+            from console.model.autotune import AutoTuneController
+            s = self.session
+            self._autotune = AutoTuneController(
+                client=s.client_if_usable, info=lambda: s.info, knob_values=s.knob_values,
+                store=s.store, tuning=s.tuning, runner=s.action_runner, event=self.log,
+                demos=self.catalog.values(), parent=self)
+        return self._autotune
+
+    @property
+    def traffic(self):
+        """Traffic management (console.model.traffic.TrafficController)."""
+        if self._traffic is None:
+            from console.model.traffic import TrafficController
+            s = self.session
+            self._traffic = TrafficController(
+                client=s.client_if_usable, status=lambda: s.status, store=s.store,
+                tuning=s.tuning, event=self.log, parent=self)
+            s.status_changed.connect(self._traffic.refresh)
+            s.load.stats.connect(self._traffic.on_load_stats)
+            self._traffic.refresh()
+        return self._traffic
+
     # -- the end -----------------------------------------------------------------------------
     def close(self) -> None:
-        """Quitting: no more questions, the advisor stops, and what the recording has
-        queued reaches its file (the session's stores let go of it)."""
+        """Quitting: no more questions; a running auto-tune or rollout puts the starting
+        config back first (bounded wait: never leave a trial's config on the cluster); the
+        advisor stops, and what the recording has queued reaches its file (the session's
+        stores let go of it)."""
         self.closing = True
+        for part in (self._autotune, self._traffic):
+            if part is not None:
+                part.shutdown()
         self.advisor.stop()
         self.recording.detach()

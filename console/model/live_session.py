@@ -122,7 +122,7 @@ class Session(QObject):
         # Applies wait for the cluster to report the change; their own pool keeps them
         # from queueing behind a deploy.
         self._tuning_runner = TaskRunner("tuning", max_workers=2, parent=self)
-        self.tuning = TuningController(self._tuning_runner, self._client_if_usable,
+        self.tuning = TuningController(self._tuning_runner, self.client_if_usable,
                                        self.knob_values, self.latest_p99,
                                        operations=self.operations, parent=self)
         self.tuning.notice.connect(self.event)
@@ -135,12 +135,12 @@ class Session(QObject):
         self.held_models: dict = {}
         #: The nodes' GPUs (series, device names) and the replicas' GPU shares.
         self.gpus = GpuWatch(self)
-        self.scaling = ScalingWatch(client=self._client_if_usable, status=lambda: self.status,
+        self.scaling = ScalingWatch(client=self.client_if_usable, status=lambda: self.status,
                                     event=self.event.emit, parent=self)
         #: Applications to offer for redeploy once a restarted local cluster is up.
         self._redeploy_after_connect: list[str] | None = None
 
-    def _client_if_usable(self) -> ClusterClient | None:
+    def client_if_usable(self) -> ClusterClient | None:
         return self.client if self.connection.usable else None
 
     # -- connecting -------------------------------------------------------------------

@@ -187,10 +187,6 @@ class TuningController(QObject):
         else:
             self._cancelled(op, key, changes)
 
-    def awaiting_answer(self) -> list[int]:
-        """The ids of fit problems not answered yet."""
-        return list(self._awaiting)
-
     def _cancelled(self, op: Operation, key: DeploymentKey, changes: dict[str, Any]) -> None:
         """Not sent after all: the knobs show the cluster's values again."""
         self._operations.finish(op)

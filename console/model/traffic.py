@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
@@ -25,7 +25,10 @@ from backend.traffic.router import (AFFINITY, WEIGHTS, TrafficRouter, router_of,
 from console.model.tasks import start_run
 
 if TYPE_CHECKING:
-    from console.model.live_session import Session
+    from backend.cluster.client import ClusterClient
+    from backend.metrics.series import SeriesStore
+    from backend.model import ServeStatus
+    from console.model.manual_tuning import TuningController
 
 SOURCE, ROLLOUT_SOURCE = "traffic", "rollout"
 STATS_WINDOW_S = 10.0
@@ -47,17 +50,26 @@ class TrafficController(QObject):
     failed = Signal(str)
     _event = Signal(str, object)           # the worker's events, on the GUI thread
 
-    def __init__(self, session: "Session", parent: QObject | None = None) -> None:
+    def __init__(self, *, client: Callable[[], "ClusterClient | None"],
+                 status: Callable[[], "ServeStatus | None"], store: "SeriesStore",
+                 tuning: "TuningController", event: Callable[..., None],
+                 parent: QObject | None = None) -> None:
+        """*client*: the cluster's client while it answers, else None; *status*: the last
+        polled status; *store*: the live series; *tuning*: manual tuning, through which
+        every change goes or is announced; *event*: the event log. Whoever makes it
+        calls `refresh` on each new status and `on_load_stats` with the load's figures."""
         super().__init__(parent)
-        self._s = session
+        self._client = client
+        self._status = status
+        self._store = store
+        self._tuning = tuning
+        self._log = event
         self.app = ""
         self._apps: list[str] = []
         self._run: RolloutRun | None = None
         self._thread: threading.Thread | None = None
         self.report: RolloutReport | None = None
         self._event.connect(self._on_worker_event)
-        session.status_changed.connect(self.refresh)
-        session.load.stats.connect(self._on_load_stats)
         self._client_versions: tuple = ()
         self._timer = QTimer(self)
         self._timer.setInterval(1000)
@@ -69,8 +81,12 @@ class TrafficController(QObject):
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def apps(self) -> list[str]:
+        """The applications that split their traffic, as of the last status."""
+        return list(self._apps)
+
     def router(self) -> TrafficRouter | None:
-        return router_of(self._s.status, self.app) if self.app else None
+        return router_of(self._status(), self.app) if self.app else None
 
     def select(self, app: str) -> None:
         self.app = app
@@ -80,7 +96,7 @@ class TrafficController(QObject):
     def refresh(self, *_args) -> None:
         """Re-read which apps split traffic and the selected app's router from the
         session's last polled status (no network call)."""
-        apps = splittable_apps(self._s.status)
+        apps = splittable_apps(self._status())
         if apps != self._apps:
             self._apps = apps
             self.apps_changed.emit(list(apps))
@@ -97,13 +113,13 @@ class TrafficController(QObject):
         out = {}
         for version in router.versions:
             key = (router.app, version)
-            s = stats_since(self._s.store, key, since)
-            _, p50 = self._s.store.recent(key, "latency_p50_ms", since)
+            s = stats_since(self._store, key, since)
+            _, p50 = self._store.recent(key, "latency_p50_ms", since)
             p50 = p50[p50 == p50]
             out[version] = (s, float(p50[-1]) if len(p50) else None, STATS_WINDOW_S)
         self.stats.emit(out)
 
-    def _on_load_stats(self, stats) -> None:
+    def on_load_stats(self, stats) -> None:
         versions = tuple(stats.versions) if stats.running else ()
         router = self.router()
         if router is not None:
@@ -120,7 +136,7 @@ class TrafficController(QObject):
             self.failed.emit("A rollout is running; pause or abort it before moving the "
                              "shares by hand.")
             return False
-        router = router_of(self._s.status, app)
+        router = router_of(self._status(), app)
         if router is None:
             self.failed.emit(f"{app} does not split its traffic (no router deployment).")
             return False
@@ -129,16 +145,16 @@ class TrafficController(QObject):
         except ValueError as e:
             self.failed.emit(f"Traffic: {e}.")
             return False
-        self._s.tuning.request(app, router.router, WEIGHTS, change[WEIGHTS], source=SOURCE,
+        self._tuning.request(app, router.router, WEIGHTS, change[WEIGHTS], source=SOURCE,
                                immediate=True)
         return True
 
     def set_affinity(self, app: str, on: bool) -> bool:
-        router = router_of(self._s.status, app)
+        router = router_of(self._status(), app)
         if router is None:
             self.failed.emit(f"{app} does not split its traffic (no router deployment).")
             return False
-        self._s.tuning.request(app, router.router, AFFINITY, bool(on), source=SOURCE,
+        self._tuning.request(app, router.router, AFFINITY, bool(on), source=SOURCE,
                                immediate=True)
         return True
 
@@ -148,11 +164,11 @@ class TrafficController(QObject):
         if self.running:
             self.failed.emit("A rollout is already running.")
             return False
-        client = self._s.client
-        if client is None or not self._s.connection.usable:
+        client = self._client()
+        if client is None:
             self.failed.emit("Not connected to a cluster (or it is not answering).")
             return False
-        router = router_of(self._s.status, spec.get("app", ""))
+        router = router_of(self._status(), spec.get("app", ""))
         if router is None:
             self.failed.emit(f"{spec.get('app')} does not split its traffic.")
             return False
@@ -168,7 +184,7 @@ class TrafficController(QObject):
         except (KeyError, TypeError, ValueError) as e:
             self.failed.emit(f"Rollout: {e}.")
             return False
-        store = self._s.store
+        store = self._store
         run = RolloutRun(client, plan,
                          lambda version, since: stats_since(store, (plan.app, version), since),
                          on_event=lambda kind, payload: self._event.emit(kind, payload))
@@ -176,7 +192,7 @@ class TrafficController(QObject):
 
         self._thread = start_run("rollout", run.run, self._event.emit, "done")
         self.running_changed.emit(True)
-        self._s.event.emit(f"Rollout of {plan.new} in {plan.app} started: steps "
+        self._log(f"Rollout of {plan.new} in {plan.app} started: steps "
                            f"{', '.join(f'{s:g}' for s in plan.steps)} %, {plan.hold_s:g} s "
                            f"each; guard: {plan.guard.describe()}.", "info")
         return True
@@ -206,7 +222,7 @@ class TrafficController(QObject):
         if plan is None:
             return
         value = weights_change(shares)[WEIGHTS]
-        self._s.tuning.announce(plan.app, plan.router, {WEIGHTS: value}, time.time(),
+        self._tuning.announce(plan.app, plan.router, {WEIGHTS: value}, time.time(),
                                 ROLLOUT_SOURCE)
 
     def _on_worker_event(self, kind: str, payload: Any) -> None:
@@ -222,13 +238,13 @@ class TrafficController(QObject):
             self.rollout_text.emit(f"Step {percent:g} % — {verdict.state}: {verdict.reason}")
         elif kind == "paused":
             self.rollout_text.emit("Paused: the step holds until resumed.")
-            self._s.event.emit("Rollout paused.", "info")
+            self._log("Rollout paused.", "info")
         elif kind == "resumed":
-            self._s.event.emit("Rollout resumed.", "info")
+            self._log("Rollout resumed.", "info")
         elif kind == "rolled_back":
             reason, shares = payload
             self._announce(shares)
-            self._s.event.emit(f"Rollout guard tripped: {reason}. Rolled back to "
+            self._log(f"Rollout guard tripped: {reason}. Rolled back to "
                                f"{_shares_text(shares)}.", "error")
         elif kind == "done":
             self._finish(payload)
@@ -236,7 +252,7 @@ class TrafficController(QObject):
             self._thread = None
             self.running_changed.emit(False)
             self.failed.emit(f"Rollout could not run: {payload}")
-            self._s.event.emit(f"Rollout could not run: {payload}", "error")
+            self._log(f"Rollout could not run: {payload}", "error")
 
     def _finish(self, report: RolloutReport) -> None:
         self.report = report
@@ -250,4 +266,4 @@ class TrafficController(QObject):
         text = (f"Rollout of {report.plan.new} {words} after {report.elapsed_s:.0f} s: "
                 f"{report.reason}. Weights now {_shares_text(report.end_shares)}.")
         self.rollout_text.emit(text)
-        self._s.event.emit(text, "info" if report.outcome == COMPLETED else "warning")
+        self._log(text, "info" if report.outcome == COMPLETED else "warning")

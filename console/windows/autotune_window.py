@@ -19,7 +19,7 @@ class AutoTuneUi(QObject):
         super().__init__(window)
         self._window = window
         session = window.session
-        self.controller = AutoTuneController(session, window.catalog.values(), parent=self)
+        self.controller: AutoTuneController = window.model.autotune
         self.panel = AutoTunePanel(window)
         p, c = self.panel, self.controller
         p.start_requested.connect(self._on_panel_start_requested)
@@ -49,9 +49,6 @@ class AutoTuneUi(QObject):
         self.panel.clear_results()
         self.panel.set_slo(float(spec["slo_p99_ms"]))
         return self.controller.start({**self.panel.spec(), **spec})
-
-    def shutdown(self) -> None:
-        self.controller.shutdown()
 
     # -- slots -----------------------------------------------------------------------------
     def _on_panel_start_requested(self, spec: dict) -> None:

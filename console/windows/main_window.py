@@ -416,14 +416,14 @@ class MainWindow(QMainWindow):
         self.sessions.open(path, on_opened)
 
     def autotune_ui(self):
-        """The auto-tuner's window and controller (console.windows.autotune_window), made on first use."""
+        """The auto-tuner's window (console.windows.autotune_window), made on first use."""
         if self._autotune is None:
             from console.windows.autotune_window import AutoTuneUi
             self._autotune = AutoTuneUi(self)
         return self._autotune
 
     def traffic_ui(self):
-        """The traffic window and controller (console.windows.traffic_window), made on first use."""
+        """The traffic window (console.windows.traffic_window), made on first use."""
         if self._traffic is None:
             from console.windows.traffic_window import TrafficUi
             self._traffic = TrafficUi(self)
@@ -431,11 +431,6 @@ class MainWindow(QMainWindow):
 
     def closeEvent(self, event: QCloseEvent) -> None:
         self.model.closing = True
-        for ui in (self._autotune, self._traffic):
-            if ui is not None:
-                # A search or a rollout running now puts the starting config back before
-                # the console goes (bounded): never leave a trial's config on the cluster.
-                ui.shutdown()
         self._redraw.stop()
         self.model.close()
         self.settings.set_geometry(self.saveGeometry(), self.saveState())

@@ -15,7 +15,7 @@ class TrafficUi(QObject):
     def __init__(self, window) -> None:
         super().__init__(window)
         self._window = window
-        self.controller = TrafficController(window.session, parent=self)
+        self.controller: TrafficController = window.model.traffic
         self.dialog = QDialog(window)
         self.dialog.setWindowTitle("Traffic")
         self.dialog.setModal(False)
@@ -39,7 +39,9 @@ class TrafficUi(QObject):
         c.finished.connect(self._on_controller_finished)
         tuning = window.session.tuning
         tuning.knob_state.connect(self._on_tuning_knob_state)
-        c.refresh()
+        # The controller may have looked before this window existed: show what it knows.
+        p.set_apps(c.apps())
+        p.set_router(c.router())
 
     def show(self, app: str | None = None) -> TrafficPanel:
         if app and not self.controller.running and app in [
@@ -48,9 +50,6 @@ class TrafficUi(QObject):
         self.dialog.show()
         self.dialog.raise_()
         return self.panel
-
-    def shutdown(self) -> None:
-        self.controller.shutdown()
 
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_state(message)

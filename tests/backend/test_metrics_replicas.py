@@ -23,6 +23,7 @@ from backend.metrics.series import REPLICA_SERIES, SERIES, replica_id
 from tests.backend.test_metrics_direct import APP, DEP, KEY, counter, feed, gauge, histogram, lat
 from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps, scaling_app
+from tests.support.metric_families import AUTOSCALING_FAMILIES
 
 # Its own head: the agreement between sources is measured on a page the size of a user's,
 # not on the package head's, which by then carries every earlier test's series
@@ -320,7 +321,7 @@ def test_the_live_page_carries_the_autoscaler_families(cluster_client, two_repli
     text = requests.get(cluster_client.metrics_targets()[0], timeout=10).text
     full = {f.name: f for f in text_string_to_metric_families(text)}
     kept = ex.parse(ex.prefilter(text))
-    for family in ex.AUTOSCALING_FAMILIES:
+    for family in AUTOSCALING_FAMILIES:
         ours = [s for s in full[family].samples if s.labels.get("application") == APP_NAME]
         assert len(ours) == 1, (family, ours)  # one series per deployment
         assert ours[0].labels["deployment"] == DEP_NAME

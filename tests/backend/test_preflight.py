@@ -20,13 +20,23 @@ from backend.deploy.deployer import deploy_app, upload_demo_package
 from backend.preflight.common import PreflightError
 from backend.preflight.env_probe import (check_python_env, missing_modules_message,
                                          probe_entrypoint, probe_python_env)
-from backend.preflight.fit import (OTHER_WORK, app_needs, app_unknowns, check_fit, cluster_free,
+from backend.preflight.fit import (OTHER_WORK, app_unknowns, check_fit,
                                    cluster_resources, deployment_needs)
 from backend.preflight.versions import ray_version_warning
 from tests.helpers import batched_copy, own_cluster
 
 
-# -- app_needs: Serve 2.60's defaults -----------------------------------------------------
+# -- what an application needs: Serve 2.60's defaults ------------------------------------
+
+def app_needs(app_config) -> dict[str, float]:
+    """What the application's replicas reserve when it starts: the sum of its
+    deployments' needs, as the fit check adds them up."""
+    total: dict[str, float] = {}
+    for need in deployment_needs(app_config):
+        for res, amount in need.total.items():
+            total[res] = total.get(res, 0.0) + amount
+    return total
+
 
 def _app(*deployments, name="a"):
     return {"name": name, "import_path": "x:app", "deployments": list(deployments)}
@@ -279,7 +289,7 @@ def full_cluster(cluster, client):
                        num_replicas=2, ray_actor_options={"num_cpus": 1})
     deploy_app(client, app, timeout_s=240,
                http_options_if_new={"host": "127.0.0.1", "port": cluster.serve_http_port})
-    _wait_for(lambda: cluster_free(client)[1].get("CPU", 1) == 0, what="usage to show 0 free")
+    _wait_for(lambda: cluster_resources(client).free.get("CPU", 1) == 0, what="usage to show 0 free")
     return app
 
 
@@ -333,7 +343,7 @@ def _probe_jobs(client) -> list[tuple[str, str]]:
 
 def test_probe_finds_the_demo_modules_and_a_bogus_one_missing_on_a_full_cluster(
         client, full_cluster):
-    assert cluster_free(client)[1]["CPU"] == 0
+    assert cluster_resources(client).free["CPU"] == 0
     probe = probe_python_env(client, ["torch", "numpy", "no_such_module_xyz"],
                              full_cluster["runtime_env"], CancelToken(), timeout_s=90)
     print(f"probe took {probe.seconds:.1f} s in {probe.python}")

@@ -52,7 +52,8 @@ def _second(i: int) -> SecondStats:
 def _record_everything(path: Path, flush_s: float = 0.05) -> dict:
     """Hand a Recorder one of everything, over several writer transactions; returns
     what was handed over."""
-    rec = Recorder(str(path), {"cluster_url": "http://head:8265", "ray_version": "2.60.0"},
+    rec = Recorder(str(path), {"cluster_url": "http://head:8265", "ray_version": "2.60.0",
+                               "name": "tuning run", "extra": {"nested": [1, "x"]}},
                    flush_s=flush_s)
     want: dict = {"a": [], "b": [], "rep": [], "history": []}
     for i in range(8):
@@ -108,8 +109,6 @@ def _record_everything(path: Path, flush_s: float = 0.05) -> dict:
     rec.serve_details(T0 + 6, {"applications": {"batched": {"deployed_app_config":
                                                             c1["applications"][0]}}})
     rec.note(T0 + 3.2, "bs 32: p99 drops?")
-    rec.set_meta("name", "tuning run")
-    rec.set_meta("extra", {"nested": [1, "x"]})
     rec.close()
     want.update(changes=changes, configs=[(T0, c1), (T0 + 3, c2), (T0 + 5, c1)])
     return want
@@ -334,7 +333,7 @@ def test_a_record_it_cannot_store_is_lost_alone_and_said_once(tmp_path):
     errors: list[str] = []
     rec = Recorder(str(path), on_error=errors.append, flush_s=0.05)
     rec.samples(T0, {DEP_A: {"requests_per_s": 1.0}})
-    rec.set_meta("bad", object())  # json cannot write it
+    rec.config(T0, {"applications": [object()]})  # json cannot write it
     rec.knob_change(KnobChange("a", "d", "num_replicas", 1, {2}, T0, T0, "applied",
                                "slider"))  # nor a set
     rec.event(T0, "info", "same second")
@@ -344,11 +343,11 @@ def test_a_record_it_cannot_store_is_lost_alone_and_said_once(tmp_path):
     rec.samples(T0 + 1, {DEP_A: {"requests_per_s": 2.0}})
     rec.close()
     assert len(errors) == 1 and "2 records could not be written" in errors[0]
-    assert "meta: Object of type object is not JSON serializable" in errors[0]
+    assert "config: Object of type object is not JSON serializable" in errors[0]
     data = open_session(str(path))
     assert data.store.snapshot(DEP_A, "requests_per_s")[1].tolist() == [1.0, 2.0]
     assert data.events == [(T0, "info", "same second")] and data.knob_changes == []
-    assert "bad" not in data.meta
+    assert data.configs == []
 
 
 def _session(folder: Path, name: str, started: float, apps=("batched",), notes=0,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from backend.cluster.client import _death_from_state_api, _deaths_from_logical
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.scaling.replica_watch import (
-    DIED, REPLACED, ActorDeath, ReplicaWatcher, intended_stop, parse_replica_actor_name,
+    DIED, REPLACED, ActorDeath, ReplicaWatcher, intended_stop,
     short_reason,
 )
 
@@ -217,9 +217,6 @@ def test_helpers():
     assert intended_stop(SIGKILL_DETAIL) is False
     assert intended_stop("") is None
     assert short_reason(SIGKILL_DETAIL).startswith("its worker process has died.")
-    assert parse_replica_actor_name("SERVE_REPLICA::app#Dep#abc") == ("app", "Dep", "abc")
-    assert parse_replica_actor_name("SERVE_REPLICA::Dep#abc") == ("", "Dep", "abc")
-    assert parse_replica_actor_name("SERVE_CONTROLLER_ACTOR") is None
 
 
 def test_dashboard_answers_are_parsed():
