@@ -75,7 +75,7 @@ def main() -> int:
     session = Session()
     win = MainWindow(session, load_catalog(),
                      Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
-    win.interactive = False
+    win.model.interactive = False
     win.show()
     deaths: list[float] = []
     lost: list[float] = []
@@ -91,7 +91,7 @@ def main() -> int:
         demo = load_catalog()["batched"]
         done = []
         session.deploys.finished.connect(lambda ok, name, msg: done.append((ok, msg)))
-        win.deploy_demo(demo)
+        win.model.deploy_demo(demo)
         wait_until(app, lambda: done, 300, "deploy the batched demo")
         if not done[0][0]:
             raise RuntimeError(f"deploy failed: {done[0][1]}")

@@ -96,7 +96,7 @@ def main() -> int:
     session = Session()
     win = MainWindow(session, load_catalog(),
                      Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
-    win.interactive = False
+    win.model.interactive = False
     win.show()
     gen = None
     seen_at: dict[int, float] = {}  # id(decision) → when the console said it

@@ -49,7 +49,7 @@ def main() -> int:
         session = Session()
         win = MainWindow(session, load_catalog(),
                          Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.interactive = False
+        win.model.interactive = False
         win.resize(1600, 1000)
         win.show()
         win.event_log.entry_added.connect(
@@ -57,7 +57,7 @@ def main() -> int:
         state: dict = {"load_t0": None, "applied_t": None}
 
         def on_connected(_info):
-            win.deploy_demo(load_catalog()["batched"])
+            win.model.deploy_demo(load_catalog()["batched"])
 
         def on_deployed(ok, name, message):
             if not ok:
@@ -70,13 +70,13 @@ def main() -> int:
             QTimer.singleShot(5_000, start_load)
 
         def start_load():
-            win.start_load(LOAD_RPS)
+            win.model.start_load(LOAD_RPS)
             state["load_t0"] = time.time()
 
         def tick():
             if state["load_t0"] is None:
                 return
-            hints = win.advisor.hints
+            hints = win.model.advisor.hints
             elapsed = time.time() - state["load_t0"]
             cap = next((h for h in hints if h.rule == BATCH_CAP), None)
             if state["applied_t"] is None and cap is not None and elapsed > APPLY_AFTER_S:

@@ -52,14 +52,14 @@ def main() -> int:
         session = Session()
         win = MainWindow(session, load_catalog(),
                          Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.interactive = False
+        win.model.interactive = False
         win.resize(1600, 1050)
         win.show()
         demo = load_catalog()["batched"]
         t0: list[float] = []
 
         def on_connected(_info):
-            win.deploy_demo(demo)
+            win.model.deploy_demo(demo)
 
         def on_deployed(ok, app_name, message):
             print(f"deploy of {app_name}: {ok} {message}", flush=True)

@@ -69,7 +69,7 @@ def main() -> int:
         settings = Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))
         session = Session()
         win = MainWindow(session, load_catalog(), settings)
-        win.interactive = False
+        win.model.interactive = False
         win.resize(1600, 1000)
         win.log_dock.hide()   # room for the plots: the load runs, its panel is hidden
         win.load_dock.hide()
@@ -77,7 +77,7 @@ def main() -> int:
         demo = load_catalog()["batched"]
 
         def on_connected(_info):
-            win.deploy_demo(demo)
+            win.model.deploy_demo(demo)
 
         def on_deployed(ok, app_name, message):
             print(f"deploy of {app_name}: {ok} {message}", flush=True)
@@ -85,7 +85,7 @@ def main() -> int:
                 app.exit(1)
                 return
             win.load_panel.set_rate(RPS)
-            win.start_load(RPS)
+            win.model.start_load(RPS)
             QTimer.singleShot(SETTLE_S * 1000, shoot)
 
         def shoot():

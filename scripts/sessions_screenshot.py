@@ -47,7 +47,7 @@ def main() -> int:
         session = Session()
         win = MainWindow(session, load_catalog(),
                          Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.interactive = False
+        win.model.interactive = False
         win.resize(1600, 1000)
         win.show()
         demo = load_catalog()["batched"]
@@ -59,8 +59,8 @@ def main() -> int:
             if not ok:
                 app.exit(1)
                 return
-            path.append(win.recording.path)
-            win.start_load(RPS)
+            path.append(win.model.recording.path)
+            win.model.start_load(RPS)
             QTimer.singleShot(40_000, small_batches)
             QTimer.singleShot(80_000, back)
             QTimer.singleShot(120_000, finish)
@@ -68,7 +68,7 @@ def main() -> int:
         def small_batches():
             changes.append(time.time())
             session.tuning.request(APP, DEP, "user_config.max_batch_size", 2)
-            win.add_note("max_batch_size 2: does p99 drop at 40 req/s?")
+            win.model.add_note("max_batch_size 2: does p99 drop at 40 req/s?")
 
         def back():
             session.tuning.request(APP, DEP, "user_config.max_batch_size", 32)
@@ -105,7 +105,7 @@ def main() -> int:
                   f"(session {path[0]})", flush=True)
             app.exit(0 if ok else 1)
 
-        session.connected.connect(lambda _info: win.deploy_demo(demo))
+        session.connected.connect(lambda _info: win.model.deploy_demo(demo))
         session.deploys.finished.connect(on_deployed)
         win.session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang

@@ -47,14 +47,14 @@ def main() -> int:
         session = Session()
         win = MainWindow(session, load_catalog(),
                          Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.interactive = False
+        win.model.interactive = False
         win.resize(1600, 1000)
         win.show()
         win.event_log.entry_added.connect(
             lambda e: print(e.plain(), flush=True) if "ollout" in e.message else None)
 
         def on_connected(_info):
-            win.deploy_demo(load_catalog()[APP])
+            win.model.deploy_demo(load_catalog()[APP])
 
         def on_deployed(ok, name, message):
             if not ok:
@@ -64,7 +64,7 @@ def main() -> int:
             session.tuning.request(APP, "ModelV2", "user_config.error_rate", 0.1,
                                    immediate=True)
             win.tree.select_key(APP, "VersionRouter")
-            win.start_load(30)
+            win.model.start_load(30)
             QTimer.singleShot(15_000, start_rollout)
 
         def start_rollout():

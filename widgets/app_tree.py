@@ -163,17 +163,8 @@ class AppTree(QTreeWidget):
             if item is not None and dep is not None:
                 self._describe_deployment(item, dep)
 
-    def scaling_note(self, app: str, deployment: str) -> str:
-        return self._scaling_notes.get((app, deployment), "")
-
-    def note_row(self, app: str, deployment: str) -> QTreeWidgetItem | None:
-        return self._note_rows.get((app, deployment))
-
     def model_info(self, app: str, deployment: str) -> ModelInfo | None:
         return self._model_info.get((app, deployment))
-
-    def model_row(self, app: str, deployment: str) -> QTreeWidgetItem | None:
-        return self._model_rows.get((app, deployment))
 
     def selected_key(self) -> tuple[str, str] | None:
         """(app, deployment) of the selection: a deployment row, a replica under one, or
@@ -191,15 +182,6 @@ class AppTree(QTreeWidget):
 
     def deployment_item(self, app: str, deployment: str) -> QTreeWidgetItem | None:
         return self._deployments.get((app, deployment))
-
-    def app_item(self, app: str) -> QTreeWidgetItem | None:
-        return self._apps.get(app)
-
-    def replica_item(self, app: str, deployment: str, replica_id: str) -> QTreeWidgetItem | None:
-        return self._replicas.get((app, deployment, replica_id))
-
-    def placeholder_item(self) -> QTreeWidgetItem | None:
-        return self._placeholder
 
     # ----------------------------------------------------------------- slots
 

@@ -129,9 +129,6 @@ class ClientPlots(QWidget):
         or 'errors:<kind>' (e.g. 'errors:HTTP 503', 'errors:timeout')."""
         return self._curves[name]
 
-    def curve_names(self) -> list[str]:
-        return list(self._curves)
-
     def plot(self, name: str) -> pg.PlotItem:
         return self._plots[name]
 

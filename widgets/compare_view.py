@@ -43,6 +43,7 @@ class CompareView(QWidget):
             "Rates are means over the range; latencies and levels are medians of the "
             "per-second values. (client) rows are what the load generator measured.")
         self._config = QTreeWidget()
+        self._config.setObjectName("configDiff")
         self._config.setHeaderLabels(["Where", "Config field", "A", "B"])
         self._config.setRootIsDecorated(False)
         self._deployment = QComboBox()
@@ -151,9 +152,6 @@ class CompareView(QWidget):
 
     def table(self) -> QTreeWidget:
         return self._table
-
-    def config_table(self) -> QTreeWidget:
-        return self._config
 
     def curve(self, name: str, which: str) -> pg.PlotDataItem:
         return self._curves[(name, which)]

@@ -35,6 +35,7 @@ class EventLog(QWidget):
         self._entries: list[LogEntry] = []
 
         self._list = QTreeWidget()
+        self._list.setObjectName("eventList")
         self._list.setHeaderLabels(["Time", "Level", "Message"])
         self._list.setRootIsDecorated(False)
         self._list.setUniformRowHeights(True)
@@ -131,12 +132,6 @@ class EventLog(QWidget):
         text = self.text(selected_only=bool(self._list.selectedItems()))
         QGuiApplication.clipboard().setText(text)
         return text
-
-    def copy_action(self) -> QAction:
-        return self._copy_action
-
-    def list_widget(self) -> QTreeWidget:
-        return self._list
 
     # ----------------------------------------------------------------- slots
 

@@ -22,8 +22,7 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSlider, QVBoxLayout, QWidget
 
 from backend.tuning.knobs import KnobSet
-from widgets.knob_row import (  # noqa: F401 (SliderScale: re-exported)
-    AMBER, GREY, KnobRow, SliderScale, knob_shape, WheelGuard)
+from widgets.knob_row import AMBER, GREY, KnobRow, knob_shape, WheelGuard
 
 EMPTY_TEXT = "Select a deployment to tune it"
 GROUP_ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts",
@@ -59,6 +58,7 @@ class KnobPanel(QWidget):
         self._notes.setStyleSheet(f"color: {GREY}; font-size: small;")
         self._notes.setToolTip("Notes about what this deployment can tune")
         self._banner = QLabel()
+        self._banner.setObjectName("banner")
         self._banner.setWordWrap(True)
         self._banner.setStyleSheet("QLabel { background: rgba(128,128,128,40); "
                                    f"border: 1px solid {GREY}; border-radius: 3px; padding: 4px; }}")
@@ -72,6 +72,7 @@ class KnobPanel(QWidget):
         self._warnings.setToolTip("Checks across knobs: the values shown work against "
                                   "each other")
         self._empty = QLabel(EMPTY_TEXT)
+        self._empty.setObjectName("emptyState")
         self._empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._empty.setWordWrap(True)
         self._empty.setStyleSheet(f"color: {GREY}; font-style: italic;")
@@ -196,9 +197,6 @@ class KnobPanel(QWidget):
     def state(self, path: str) -> str:
         return self._rows[path].state
 
-    def state_message(self, path: str) -> str:
-        return self._rows[path].message
-
     def control(self, path: str) -> QWidget:
         """The knob's main control: the spin box of a number, the check box, the JSON field."""
         return self._rows[path].main_control()
@@ -211,22 +209,6 @@ class KnobPanel(QWidget):
 
     def displayed_value(self, path: str) -> Any:
         return self._rows[path].displayed_value()
-
-    def cluster_hint(self, path: str) -> str:
-        """'cluster: 16' while the control shows something else, else ''."""
-        label = self._rows[path].cluster_label
-        return label.text() if not label.isHidden() else ""
-
-    def banner_text(self) -> str:
-        return self._banner.text() if not self._banner.isHidden() else ""
-
-    def empty_text(self) -> str:
-        return self._empty.text() if not self._empty.isHidden() else ""
-
-    def section_titles(self) -> list[str]:
-        return [self._sections[g][0].findChild(QLabel, "sectionTitle").text()
-                for g in GROUP_ORDER + tuple(g for g in self._sections if g not in GROUP_ORDER)
-                if g in self._sections]
 
     # ----------------------------------------------------------------- slots
 

@@ -41,6 +41,7 @@ class ModelCacheView(QWidget):
         self._bars = pg.BarGraphItem(x=[], height=[], width=0.8, brushes=[])
         self._plot.addItem(self._bars)
         self._held_label = QLabel()
+        self._held_label.setObjectName("heldModels")
         self._held_label.setTextFormat(Qt.TextFormat.PlainText)
         self._held_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self._held_label.setWordWrap(True)
@@ -83,9 +84,6 @@ class ModelCacheView(QWidget):
         """(model id, share of requests, held by some replica) per bar, left to right."""
         held_ids = {m for ids in self._held.values() for m in ids}
         return [(m, s, m in held_ids) for m, s in zip(self._ids, self._shares)]
-
-    def held_text(self) -> str:
-        return self._held_label.text()
 
 
 def _common_prefix(ids: list[str]) -> str:

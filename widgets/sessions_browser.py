@@ -149,15 +149,6 @@ class SessionsBrowser(QDialog):
         return [self._table.item(r, 0).data(Qt.ItemDataRole.UserRole) for r in rows
                 if self._table.item(r, 0) is not None]
 
-    def select_paths(self, paths: list[str]) -> None:
-        self._table.clearSelection()
-        mode = self._table.selectionMode()
-        self._table.setSelectionMode(QAbstractItemView.SelectionMode.MultiSelection)
-        for r in range(self._table.rowCount()):
-            if self._table.item(r, 0).data(Qt.ItemDataRole.UserRole) in paths:
-                self._table.selectRow(r)
-        self._table.setSelectionMode(mode)
-
     def table(self) -> QTableWidget:
         return self._table
 

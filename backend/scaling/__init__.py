@@ -1,1 +1,2 @@
-"""Scaling made explainable: replicas against target and why, replica deaths and replacements, the per-replica table's rows."""
+"""Scaling made explainable: replicas against target and why, replica deaths and
+replacements, the per-replica table's rows."""

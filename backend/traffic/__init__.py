@@ -1,1 +1,2 @@
-"""Traffic management: the router convention (shares, session affinity) and guarded incremental rollouts."""
+"""Traffic management: the router convention (shares, session affinity) and guarded
+incremental rollouts."""

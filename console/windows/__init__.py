@@ -1,1 +1,2 @@
-"""The windows: views of the console's model (the main window and its parts, the auto-tune and traffic windows, recorded sessions offline)."""
+"""The windows: views of the console's model (the main window and its parts, the auto-tune
+and traffic windows, recorded sessions offline)."""

@@ -67,7 +67,7 @@ class AutoTuneUi(QObject):
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_status(message)
         self._window.model.log(message, "error")
-        if getattr(self._window, "interactive", True) and self.panel.isVisible():
+        if self._window.model.interactive and self.panel.isVisible():
             QMessageBox.warning(self.panel, "Auto-tune", message)
 
     def _on_controller_finished(self, summary: dict) -> None:

@@ -12,7 +12,7 @@ import time
 
 from PySide6.QtCore import Qt, QTimer, Slot
 from PySide6.QtGui import QCloseEvent
-from PySide6.QtWidgets import QLabel, QMainWindow, QMessageBox, QWidget
+from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 
 from backend.deploy.catalog import Demo
 from backend.model import ServeStatus
@@ -75,32 +75,6 @@ class MainWindow(QMainWindow):
             self._on_per_replica_toggled(True)
         self._update_actions()
 
-    # -- what the model owns, under the names the rest of the console knows ---------------
-    @property
-    def recording(self):
-        return self.model.recording
-
-    @property
-    def advisor(self):
-        return self.model.advisor
-
-    @property
-    def interactive(self) -> bool:
-        """False for scripted runs: nothing stops at a modal box (the model's flag)."""
-        return self.model.interactive
-
-    @interactive.setter
-    def interactive(self, value: bool) -> None:
-        self.model.interactive = value
-
-    @property
-    def _dialog(self):
-        return self._connect.dialog
-
-    @property
-    def _metrics_label(self) -> QLabel:
-        return self._status.metrics
-
     # -- layout ---------------------------------------------------------------------------
     def _wire(self) -> None:
         m, s = self.model, self.session
@@ -161,14 +135,8 @@ class MainWindow(QMainWindow):
         if not why:
             self.deploy_actions[demo.key].setEnabled(False)
             self.statusBar().showMessage(f"Deploying {demo.title}…")
-        elif self.session.client is None and self.interactive:
+        elif self.session.client is None and self.model.interactive:
             QMessageBox.information(self, "Not connected", why)
-
-    def start_load(self, rps: float) -> bool:
-        return self.model.start_load(rps)
-
-    def add_note(self, text: str, t: float | None = None) -> None:
-        self.model.add_note(text, t)
 
     def _select(self, app: str, deployment: str) -> None:
         self.tree.select_key(app, deployment)
@@ -408,7 +376,7 @@ class MainWindow(QMainWindow):
         the console starts without importing it."""
         if self._sessions is None:
             from console.windows.recordings import SessionsUi
-            self._sessions = SessionsUi(self, self.recording)
+            self._sessions = SessionsUi(self, self.model.recording)
         return self._sessions
 
     def open_recorded_session(self, path: str, on_opened=None) -> None:

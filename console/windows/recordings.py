@@ -27,7 +27,7 @@ class SessionsUi(QObject):
 
     @property
     def _interactive(self) -> bool:
-        return getattr(self._window, "interactive", True)
+        return self._window.model.interactive
 
     def _say(self, text: str, level: str = "info") -> None:
         self._window.model.log(text, level)

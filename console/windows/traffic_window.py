@@ -54,7 +54,7 @@ class TrafficUi(QObject):
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_state(message)
         self._window.model.log(message, "error")
-        if getattr(self._window, "interactive", True) and self.dialog.isVisible():
+        if self._window.model.interactive and self.dialog.isVisible():
             QMessageBox.warning(self.dialog, "Traffic", message)
 
     def _on_controller_finished(self, report: RolloutReport) -> None:

@@ -24,6 +24,7 @@ class WindowStatus(QObject):
         self.connection = QLabel("Not connected")
         self.serve = QLabel("")
         self.metrics = QLabel("")
+        self.metrics.setObjectName("metricsStatus")
         self.recording = QLabel("")
         # The advisor's hint count, always in sight; its link shows the advisor.
         self.advisor = QLabel("")

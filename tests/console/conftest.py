@@ -21,7 +21,7 @@ def connected_window(qtbot, tmp_path, ray_cluster):
     (a demo, a patched fetch) asks for that before this fixture."""
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    win.interactive = False
+    win.model.interactive = False
     qtbot.addWidget(win)
     win.show()
     with qtbot.waitSignal(session.connected, timeout=20_000):

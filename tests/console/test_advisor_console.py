@@ -153,13 +153,13 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
     win = connected_window
     session = win.session
     base = advisor_apps
-    qtbot.waitUntil(lambda: win.recording.path is not None, timeout=10_000)
+    qtbot.waitUntil(lambda: win.model.recording.path is not None, timeout=10_000)
     win.advisor_action.trigger()  # View → Advisor
     assert win.advisor_dock.isVisible()
 
     # Every hint ever shown, as the panel got it (some symptoms pass: a cold start).
     shown: dict[tuple[tuple[str, str], str], object] = {}
-    win.advisor.hints_changed.connect(
+    win.model.advisor.hints_changed.connect(
         lambda hints: shown.update({(h.key, h.rule): h for h in hints}))
 
     started = time.monotonic()
@@ -269,8 +269,8 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
         session.load.stop()
 
     # Recorded as knob changes asked for by the advisor.
-    path = win.recording.path
-    win.recording.stop()
+    path = win.model.recording.path
+    win.model.recording.stop()
     changes = {(k.app, k.path): k for k in open_session(path).knob_changes}
     for app, (_, knob, value) in APPLY.items():
         k = changes[(app, knob)]

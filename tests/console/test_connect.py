@@ -12,6 +12,7 @@ from PySide6.QtCore import Qt, QTimer
 
 from backend.cluster.ports import free_ports
 from console.model.live_session import Session
+from widgets.connect_dialog import ConnectDialog
 
 
 class StallMeter:
@@ -156,7 +157,7 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
     qtbot.addWidget(win)
     try:
         win.show_connect_dialog()
-        dialog = win._dialog
+        dialog = win.findChild(ConnectDialog)
         dialog.set_remote(True)
         dialog.set_url(f"http://127.0.0.1:{free_ports(1)[0]}")
         meter = StallMeter()
@@ -185,8 +186,8 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         later = MainWindow(Session(), load_catalog(), again)
         qtbot.addWidget(later)
         later.show_connect_dialog()
-        later._dialog.set_remote(True)
-        offered = later._dialog.target()
+        later.findChild(ConnectDialog).set_remote(True)
+        offered = later.findChild(ConnectDialog).target()
         assert offered.url == ray_cluster.dashboard_url
         assert offered.serve_http_url == serve_url and offered.verify_tls
         assert offered.token is None
@@ -213,11 +214,11 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
     try:
         run = ScriptedRun(win.model, args, win)   # kept: it owns the slots
         run.start()
-        qtbot.waitUntil(lambda: win._dialog is not None and win._dialog.isVisible()
-                        and win._dialog.status_is_error(), timeout=15_000)
-        assert "Connection refused" in win._dialog.status_text()
+        qtbot.waitUntil(lambda: win.findChild(ConnectDialog) is not None and win.findChild(ConnectDialog).isVisible()
+                        and win.findChild(ConnectDialog).status_is_error(), timeout=15_000)
+        assert "Connection refused" in win.findChild(ConnectDialog).status_text()
         # Ready to correct and retry: nothing the command line said is lost.
-        target = win._dialog.target()
+        target = win.findChild(ConnectDialog).target()
         assert (target.url, target.token, target.prometheus_url, target.serve_http_url,
                 target.verify_tls) == (address, "tok", "http://prom.example:9090",
                                        "http://lb.example:8000", False)

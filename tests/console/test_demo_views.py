@@ -9,6 +9,7 @@ import time
 import numpy as np
 import pytest
 import requests
+from PySide6.QtWidgets import QLabel
 
 from backend.deploy.catalog import load_catalog
 from backend.deploy.deployer import deploy_demo
@@ -68,7 +69,7 @@ def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
                         headers={HEADER: "tenant-7"}, timeout=60).json()
     assert one["model_id"] == "tenant-7" and 0 <= one["label"] < 10
 
-    assert window.start_load(12.0)  # the demo's own target: Zipf model ids in the header
+    assert window.model.start_load(12.0)  # the demo's own target: Zipf model ids in the header
     assert session.load.app == "multiplexed"
     try:
         def filled():
@@ -88,7 +89,7 @@ def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
             assert len(bars) >= 5 and bars[0][0] == "tenant-0", bars
             assert bars[0][1] > bars[4][1]
             assert any(held for _, _, held in bars), "some requested id is held now"
-            assert "Held now" in view.held_text()
+            assert "Held now" in view.findChild(QLabel, "heldModels").text()
         qtbot.waitUntil(filled, timeout=90_000)
         stats = session.load._gen.stats()
         assert stats.ok >= 10 and stats.errors == 0, stats.errors_by_kind
@@ -158,7 +159,7 @@ def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, wi
     deploy_from_menu(qtbot, window, "combined")
     assert window.plots.key() == ("combined", "BatchedMultiplexed")
     session = window.session
-    assert window.start_load(20.0)
+    assert window.model.start_load(20.0)
     try:
         def filled():
             window.plots.refresh(time.time())
@@ -184,7 +185,7 @@ def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
     session = window.session
     # The catalog's rate (a video is seconds of work on the tests' 2 CPUs);
     # mode=alternate: naive and streaming, one each in turn.
-    assert window.start_load(load_catalog()["streaming"].load.default_rps)
+    assert window.model.start_load(load_catalog()["streaming"].load.default_rps)
     try:
         def filled():
             # Streamed responses read to the end: three of them (each mode at least once).

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from backend.cluster.client import ClusterClient
 from backend.cluster.local import LocalCluster
@@ -42,6 +43,11 @@ def full_cluster():
         deploy_app(client, app, timeout_s=240,
                    http_options_if_new={"host": "127.0.0.1", "port": cluster.serve_http_port})
         yield cluster, client
+
+
+def metrics_status(win) -> str:
+    """What the status bar says about the metrics source."""
+    return win.statusBar().findChild(QLabel, "metricsStatus").text()
 
 
 def declarative(client: ClusterClient) -> str:
@@ -121,7 +127,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
     qtbot.addWidget(win)
-    win.interactive = False  # no modal boxes in a test
+    win.model.interactive = False  # no modal boxes in a test
     try:
         win.show()
         connect_remote_and_wait(
@@ -174,7 +180,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert "not answering" in win.deploy_actions["batched"].toolTip()
         assert not win.tree.isEnabled()
         # Not blamed on the metrics: the status bar says the plots are paused.
-        assert "paused" in win._metrics_label.text(), win._metrics_label.text()
+        assert "paused" in metrics_status(win), metrics_status(win)
         # History kept, not advanced (no fake zeros after the kill).
         t_hist, rps_hist = session.store.snapshot(key, "requests_per_s")
         assert len(rps_hist) >= 3
@@ -237,7 +243,7 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
         session.deploys.fit_problem.connect(
             lambda op_id, what, msg: (answers.append(msg), session.deploys.confirm(op_id,
                                                                                   False)))
-        win.interactive = True
+        win.model.interactive = True
         session.deploys.fit_problem.disconnect(win.model._on_deploys_fit_problem)
         with qtbot.waitSignal(session.deploys.finished, timeout=120_000) as blocker:
             win.deploy_demo(demo)
@@ -257,9 +263,13 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
                         and session.status.application("batched") is not None, timeout=60_000)
         assert "batched" in session.deploys.pending_apps()
         # Its row says why, in words, before Ray's own message (which comes after 30 s).
-        from widgets.app_tree import COL_MESSAGE
-        qtbot.waitUntil(lambda: win.tree.app_item("batched") is not None and "needs 0.5 CPU"
-                        in win.tree.app_item("batched").text(COL_MESSAGE), timeout=10_000)
+        from widgets.app_tree import COL_MESSAGE, COL_NAME
+
+        def batched_message() -> str:
+            rows = [win.tree.topLevelItem(i) for i in range(win.tree.topLevelItemCount())]
+            return next((r.text(COL_MESSAGE) for r in rows
+                         if r.text(COL_NAME).split("  ")[0] == "batched"), "")
+        qtbot.waitUntil(lambda: "needs 0.5 CPU" in batched_message(), timeout=10_000)
         assert win.cancel_deploy_action.isEnabled()
         with qtbot.waitSignal(session.deploys.finished, timeout=60_000) as blocker:
             win.cancel_deploy_action.trigger()
@@ -292,11 +302,11 @@ def test_a_blocked_node_metrics_port_is_named_in_the_status_bar(qtbot, tmp_path,
         with qtbot.waitSignal(session.connected, timeout=30_000):
             win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
         t0 = time.monotonic()
-        qtbot.waitUntil(lambda: f"127.0.0.1:{port}" in win._metrics_label.text(),
+        qtbot.waitUntil(lambda: f"127.0.0.1:{port}" in metrics_status(win),
                         timeout=20_000)
         figure(f"blocked node metrics port named in the status bar after "
                f"{time.monotonic() - t0:.1f} s")
-        assert "failing since" in win._metrics_label.text()
+        assert "failing since" in metrics_status(win)
         assert any(f"127.0.0.1:{port}" in e.message for e in win.event_log.entries())
         # The other node's data still flows, and the cluster itself is fine.
         key = ("batched", "BatchedGenerator")
@@ -329,17 +339,17 @@ def test_prometheus_stopped_offers_the_direct_scrape(qtbot, tmp_path, cluster_cl
         assert session.metrics_source == "prometheus"
         qtbot.wait(3000)
         # A Prometheus that answers is no problem, whatever its data.
-        assert "switch_direct" not in win.banner.action_keys(), win._metrics_label.text()
+        assert "switch_direct" not in win.banner.action_keys(), metrics_status(win)
         t0 = time.monotonic()  # from the stop: terminating takes a moment itself
         proc.terminate()
         proc.wait(10)
         qtbot.waitUntil(lambda: "switch_direct" in win.banner.action_keys(), timeout=20_000)
         figure(f"Prometheus stopped: offer to switch after {time.monotonic() - t0:.1f} s")
-        assert "Prometheus" in win._metrics_label.text()
+        assert "Prometheus" in metrics_status(win)
         assert session.connection.state == ConnectionState.CONNECTED  # the cluster is fine
         win.banner.trigger("switch_direct")
         assert session.metrics_source == "direct"
-        qtbot.waitUntil(lambda: "direct" in win._metrics_label.text(), timeout=20_000)
+        qtbot.waitUntil(lambda: "direct" in metrics_status(win), timeout=20_000)
     finally:
         win.close()
         session.shutdown()
@@ -372,7 +382,7 @@ def test_local_cluster_death_is_reported_and_restarted(qtbot, tmp_path):
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
     qtbot.addWidget(win)
-    win.interactive = False
+    win.model.interactive = False
     pgids = []
     try:
         with qtbot.waitSignal(session.connected, timeout=120_000):

@@ -34,7 +34,7 @@ APP_DIR = Path(__file__).parent / "data" / "gpu_share_app"
 def open_window(qtbot, tmp_path, cluster) -> MainWindow:
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    win.interactive = False
+    win.model.interactive = False
     qtbot.addWidget(win)
     win.show()
     connect_remote_and_wait(

@@ -37,7 +37,7 @@ def test_deploy_menu_load_and_live_curves(qtbot, window):
     assert ok, message
     assert window.plots.key() == ("batched", "BatchedGenerator")
 
-    assert window.start_load(40.0)
+    assert window.model.start_load(40.0)
     try:
         def plotted():
             window.plots.refresh(time.time())

@@ -17,7 +17,7 @@ from backend.metrics.model_info import ModelInfo, count_text
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from console.model.model_info import ModelInfoWatch
 from console.model.tasks import TaskRunner
-from widgets.app_tree import COL_NAME
+from widgets.app_tree import COL_NAME, MODEL_ROW_PREFIX
 
 KEY = ("batched", "BatchedGenerator")
 
@@ -47,8 +47,12 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
     tree = window.tree
 
     def shown() -> str:
-        row = tree.model_row(*KEY)
-        return row.text(COL_NAME) if row is not None else ""
+        # The row right under the deployment's, when it is its model row ("↳ …").
+        dep = tree.deployment_item(*KEY)
+        parent = dep.parent() if dep is not None else None
+        row = parent.child(parent.indexOfChild(dep) + 1) if parent is not None else None
+        text = row.text(COL_NAME) if row is not None else ""
+        return text if text.startswith(MODEL_ROW_PREFIX) else ""
 
     qtbot.waitUntil(lambda: "params" in shown(), timeout=60_000)
     # Asked on worker threads only: the GUI thread never waits for the network.

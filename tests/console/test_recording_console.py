@@ -36,8 +36,8 @@ def recorded(qtbot, tuning_app, connected_window):
     win = connected_window
     s = win.session
     app, dep, url = tuning_app
-    qtbot.waitUntil(lambda: win.recording.path is not None, timeout=5000)
-    path = win.recording.path
+    qtbot.waitUntil(lambda: win.model.recording.path is not None, timeout=5000)
+    path = win.model.recording.path
     final_stats = []
     s.load.run_stats.connect(lambda run_id, t0, stats: final_stats.append(stats))
     s.load.start(LoadTarget(url=url, body='{"seed": {seq}}'), 30)
@@ -48,7 +48,7 @@ def recorded(qtbot, tuning_app, connected_window):
         s.tuning.request(app, dep, knob, value)
         qtbot.waitUntil(lambda: len(applied) == i + 1, timeout=120_000)
         qtbot.wait(1500)
-    win.add_note("switched to <bs 4> because p99 < 50 ms")
+    win.model.add_note("switched to <bs 4> because p99 < 50 ms")
     qtbot.wait(3000)
     s.load.stop()
     qtbot.wait(1500)  # the run's last seconds arrive after stop
@@ -61,7 +61,7 @@ def recorded(qtbot, tuning_app, connected_window):
         "events": [(e.t, e.level, e.message) for e in win.event_log.entries()],
         "load_history": final_stats[-1].history,
     }
-    win.recording.stop()  # as closing the window does: the rest reaches the file
+    win.model.recording.stop()  # as closing the window does: the rest reaches the file
     return win, live, path
 
 
@@ -170,8 +170,8 @@ def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app, tmp
 
 def test_sessions_browser_lists_renames_and_protects_the_live_file(qtbot, connected_window):
     win = connected_window
-    qtbot.waitUntil(lambda: win.recording.path is not None, timeout=5000)
-    live = win.recording.path
+    qtbot.waitUntil(lambda: win.model.recording.path is not None, timeout=5000)
+    live = win.model.recording.path
     browser = win.sessions.show_browser()
     qtbot.addWidget(browser)
     qtbot.waitUntil(lambda: live in [s.path for s in browser.summaries()], timeout=10_000)
@@ -190,13 +190,13 @@ def test_no_record_writes_nothing(qtbot, tmp_path, ray_cluster):
     folder = tmp_path / "sessions"
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
-    win.interactive = False
+    win.model.interactive = False
     qtbot.addWidget(win)
-    win.recording.configure(enabled=False, folder=str(folder))
+    win.model.recording.configure(enabled=False, folder=str(folder))
     with qtbot.waitSignal(session.connected, timeout=20_000):
         win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
     qtbot.wait(2500)
-    assert win.recording.path is None
+    assert win.model.recording.path is None
     assert list_sessions(str(folder)) == []
     win.close()
     session.shutdown()
@@ -206,7 +206,7 @@ def test_an_imported_config_file_is_recorded_knob_by_knob(qtbot, tuning_app, clu
                                                           connected_window, tmp_path):
     win = connected_window
     app, dep, _ = tuning_app
-    qtbot.waitUntil(lambda: win.recording.path is not None and win.session.status
+    qtbot.waitUntil(lambda: win.model.recording.path is not None and win.session.status
                     is not None, timeout=10_000)
     doc = yaml.safe_load(export_application(cluster_client.serve_details(), app))
     entry = next(d for d in doc["applications"][0]["deployments"] if d["name"] == dep)
@@ -218,8 +218,8 @@ def test_an_imported_config_file_is_recorded_knob_by_knob(qtbot, tuning_app, clu
     with qtbot.waitSignal(win.session.deploys.config_file_done, timeout=120_000) as done:
         win.session.deploys.import_config(str(path))
     assert done.args[0], done.args
-    live = win.recording.path
-    win.recording.stop()
+    live = win.model.recording.path
+    win.model.recording.stop()
     data = open_session(live)
     imported = [k for k in data.knob_changes if k.source == "import"]
     assert [(k.app, k.deployment, k.path, k.old, k.new, k.state) for k in imported] == [

@@ -10,6 +10,7 @@ from backend.deploy.catalog import load_catalog
 from console.windows.main_window import MainWindow
 from console.model.live_session import Session
 from console.settings import Settings
+from widgets.connect_dialog import ConnectDialog
 
 
 @pytest.fixture
@@ -24,7 +25,7 @@ def window(qtbot, tmp_path):
 
 def run_test_connection(qtbot, win, url, token=None, token_file=None):
     win.show_connect_dialog()
-    dialog = win._dialog
+    dialog = win.findChild(ConnectDialog)
     dialog.set_remote(True)
     dialog.set_url(url)
     dialog.set_token(token or "")

@@ -130,7 +130,7 @@ def entries(win: MainWindow, level: str | None = None) -> list[str]:
 def test_a_change_that_does_not_fit_asks_and_cancel_changes_nothing(qtbot, window, client,
                                                                    monkeypatch):
     win = window
-    win.interactive = True
+    win.model.interactive = True
     panel = win.knob_panel
     assert panel.row(NUM_CPUS).badge.text() == "rolls replicas"
     assert panel.knob_set().knob(NUM_CPUS).value == 0.25
@@ -157,7 +157,7 @@ def test_a_change_that_does_not_fit_asks_and_cancel_changes_nothing(qtbot, windo
         "1 of 2 CPUs free (replacing 'probe' frees 0.5 CPU) — used by: other (0.5 CPU). "
         "It does not fit"), message
     assert "Change it anyway?" in informative and "nothing is changed" in informative
-    assert "Cancelled: nothing was changed" in panel.state_message(NUM_CPUS)
+    assert "Cancelled: nothing was changed" in panel.row(NUM_CPUS).error_label.text()
     assert panel.displayed_value(NUM_CPUS) == 0.25          # back at the cluster's value
     assert any(m.startswith("probe/Probe (num_cpus 0.25 → 2") for m in entries(win, "warning"))
     time.sleep(2)
@@ -167,7 +167,7 @@ def test_a_change_that_does_not_fit_asks_and_cancel_changes_nothing(qtbot, windo
 def test_change_anyway_waits_for_room_and_moving_back_undoes_it(qtbot, window, client,
                                                                  probe_url):
     win = window
-    win.interactive = True
+    win.model.interactive = True
     panel = win.knob_panel
     session = win.session
     before = snapshot(client)
@@ -208,7 +208,7 @@ def test_change_anyway_waits_for_room_and_moving_back_undoes_it(qtbot, window, c
 
 def test_a_scripted_run_goes_ahead_and_logs_it(qtbot, window, client, probe_url):
     win = window
-    win.interactive = False          # what --demo / --exit-after runs set
+    win.model.interactive = False          # what --demo / --exit-after runs set
     session = win.session
     before = snapshot(client)
     session.tuning.request(APP, DEP, NUM_CPUS, 2.0)
@@ -261,7 +261,7 @@ def test_load_goes_to_an_application_the_console_did_not_deploy(qtbot, window, p
     assert win.load_panel._button.isEnabled()
     stats = []
     win.session.load.stats.connect(stats.append)
-    assert win.start_load(8.0)
+    assert win.model.start_load(8.0)
     assert win.load_panel.rate() == 8.0  # the panel shows the rate it runs at
     try:
         qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 12, timeout=30_000)

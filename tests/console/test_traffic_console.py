@@ -112,7 +112,7 @@ def test_a_rollout_from_the_window_ends_at_100_and_quitting_mid_rollout_reverts(
                         timeout=30_000)
         assert c.start_rollout({**spec, "hold_s": 600})
         qtbot.waitUntil(lambda: _shares(cluster_client)["ModelV2"] == 50.0, timeout=60_000)
-        path = win.recording.path
+        path = win.model.recording.path
         win.close()
         assert not c.running
         assert _shares(cluster_client) == {"ModelV1": 100.0, "ModelV2": 0.0}

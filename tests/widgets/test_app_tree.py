@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor
+from PySide6.QtWidgets import QTreeWidgetItem
 
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.metrics.model_info import ModelInfo
@@ -13,11 +14,57 @@ from widgets.app_tree import (
     COL_NAME,
     COL_REPLICAS,
     COL_STATUS,
+    MODEL_ROW_PREFIX,
+    NOTE_ROW_PREFIX,
     PLACEHOLDER_TEXT,
     READ_ONLY_NOTE,
     STATUS_COLORS,
     AppTree,
 )
+
+
+# The rows as the user sees them: found by the text in their first column.
+
+def top_names(tree: AppTree) -> list[str]:
+    return [tree.topLevelItem(i).text(COL_NAME) for i in range(tree.topLevelItemCount())]
+
+
+def app_row(tree: AppTree, app: str) -> QTreeWidgetItem | None:
+    """The application's top-level row (named "app" or "app  (deployed from code…)")."""
+    return next((tree.topLevelItem(i) for i in range(tree.topLevelItemCount())
+                 if tree.topLevelItem(i).text(COL_NAME).split("  ")[0] == app), None)
+
+
+def replica_row(tree: AppTree, app: str, deployment: str,
+                replica_id: str) -> QTreeWidgetItem | None:
+    dep = tree.deployment_item(app, deployment)
+    return next((dep.child(i) for i in range(dep.childCount())
+                 if dep.child(i).text(COL_NAME) == replica_id), None)
+
+
+def row_under(tree: AppTree, app: str, deployment: str,
+              prefix: str) -> QTreeWidgetItem | None:
+    """The row starting with *prefix* among those right below the deployment's row (its
+    model row "↳ …", then its note row "⚠ …"); None if there is none."""
+    dep = tree.deployment_item(app, deployment)
+    parent = dep.parent() if dep is not None else None
+    if parent is None:
+        return None
+    for i in range(parent.indexOfChild(dep) + 1, parent.childCount()):
+        row = parent.child(i)
+        if not row.text(COL_NAME).startswith((MODEL_ROW_PREFIX, NOTE_ROW_PREFIX)):
+            return None  # the next deployment
+        if row.text(COL_NAME).startswith(prefix):
+            return row
+    return None
+
+
+def model_row(tree: AppTree, app: str, deployment: str) -> QTreeWidgetItem | None:
+    return row_under(tree, app, deployment, MODEL_ROW_PREFIX)
+
+
+def note_row(tree: AppTree, app: str, deployment: str) -> QTreeWidgetItem | None:
+    return row_under(tree, app, deployment, NOTE_ROW_PREFIX)
 
 
 def replicas(n: int, state: str = "RUNNING") -> tuple[ReplicaInfo, ...]:
@@ -53,9 +100,7 @@ def test_placeholder_until_there_are_applications(tree):
     assert tree.topLevelItemCount() == 1
     assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
     tree.set_status(status())
-    assert tree.placeholder_item() is None
-    assert [tree.topLevelItem(i).text(COL_NAME) for i in range(tree.topLevelItemCount())] == [
-        "batched"]
+    assert top_names(tree) == ["batched"]  # the placeholder is gone
     tree.set_status(ServeStatus())
     assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
     assert tree.selected_key() is None
@@ -69,7 +114,7 @@ def test_update_in_place_keeps_selection_and_expansion(qtbot, tree):
         tree.setCurrentItem(model)
     assert sig.args == ["batched", "Model"]
     model.setExpanded(True)
-    tree.app_item("batched").setExpanded(False)
+    app_row(tree, "batched").setExpanded(False)
 
     # The next poll: a replica started. No new selection signal, same item, same state.
     with qtbot.assertNotEmitted(tree.deployment_selected), \
@@ -78,7 +123,7 @@ def test_update_in_place_keeps_selection_and_expansion(qtbot, tree):
     assert tree.deployment_item("batched", "Model") is model
     assert model.text(COL_REPLICAS) == "2/2"
     assert model.isSelected() and tree.selected_key() == ("batched", "Model")
-    assert model.isExpanded() and not tree.app_item("batched").isExpanded()
+    assert model.isExpanded() and not app_row(tree, "batched").isExpanded()
     assert model.childCount() == 2
     assert model.child(1).text(COL_NAME) == "r1"
     assert "10.0.0.1" in model.child(1).text(COL_MESSAGE)
@@ -105,17 +150,17 @@ def test_failed_deployment_is_red_with_its_message(tree):
 
 def test_code_deployed_application_is_marked_read_only(tree):
     tree.set_status(status(with_code_app=True))
-    assert READ_ONLY_NOTE in tree.app_item("scripted").text(COL_NAME)
-    assert READ_ONLY_NOTE not in tree.app_item("batched").text(COL_NAME)
+    assert READ_ONLY_NOTE in app_row(tree, "scripted").text(COL_NAME)
+    assert READ_ONLY_NOTE not in app_row(tree, "batched").text(COL_NAME)
 
 
 def test_selecting_app_or_replica_selects_a_deployment(qtbot, tree):
     tree.set_status(status(running=2, target=2))
     with qtbot.waitSignal(tree.deployment_selected) as sig:
-        tree.setCurrentItem(tree.app_item("batched"))
+        tree.setCurrentItem(app_row(tree, "batched"))
     assert sig.args == ["batched", "Ingress"]  # the first deployment
     with qtbot.waitSignal(tree.deployment_selected) as sig:
-        tree.setCurrentItem(tree.replica_item("batched", "Model", "r1"))
+        tree.setCurrentItem(replica_row(tree, "batched", "Model", "r1"))
     assert sig.args == ["batched", "Model"]
     assert tree.selected_key() == ("batched", "Model")
 
@@ -126,7 +171,7 @@ def test_selected_deployment_disappearing_clears_selection(qtbot, tree):
     with qtbot.waitSignal(tree.selection_cleared):
         tree.set_status(status())
     assert tree.selected_key() is None
-    assert tree.app_item("scripted") is None
+    assert app_row(tree, "scripted") is None
 
 
 def model_info(**changes) -> ModelInfo:
@@ -139,18 +184,18 @@ def model_info(**changes) -> ModelInfo:
 
 def test_model_figures_show_in_a_row_under_the_deployment(tree):
     tree.set_status(status())
-    app, model = tree.app_item("batched"), tree.deployment_item("batched", "Model")
-    assert tree.model_row("batched", "Model") is None
+    app, model = app_row(tree, "batched"), tree.deployment_item("batched", "Model")
+    assert model_row(tree, "batched", "Model") is None
     tree.set_model_info({("batched", "Model"): model_info()})
     # Visible without hovering, the moment they arrive (no poll needed): a row right
     # under the deployment, across all columns (the tree's panel is narrow)…
-    row = tree.model_row("batched", "Model")
+    row = model_row(tree, "batched", "Model")
     assert row is not None and row.isFirstColumnSpanned()
     assert app.indexOfChild(row) == app.indexOfChild(model) + 1
     assert row.text(COL_NAME) == "↳ cpu · 135M params · 1: 23 ms, 16: 25 ms"
     assert not row.flags() & Qt.ItemFlag.ItemIsSelectable  # about the row above it
     assert tree.deployment_item("batched", "Ingress").text(COL_MESSAGE) == ""
-    assert tree.model_row("batched", "Ingress") is None
+    assert model_row(tree, "batched", "Ingress") is None
     # …and more in the tooltips: the model, its weights, threads, the batching gain.
     for tip in (row.toolTip(COL_NAME), model.toolTip(COL_MESSAGE)):
         assert "MLP 8×4096" in tip and "135,344,138 parameters in bfloat16" in tip
@@ -161,7 +206,7 @@ def test_model_figures_show_in_a_row_under_the_deployment(tree):
     assert tree.selected_key() == ("batched", "Ingress")
     # The row survives the next poll, and follows new figures (a new replica's).
     tree.set_status(status())
-    assert tree.model_row("batched", "Model") is row
+    assert model_row(tree, "batched", "Model") is row
     tree.set_model_info({("batched", "Model"): model_info(
         device="cuda", params=151_206_922, ms_per_batch=((1, 4.2), (16, 4.9)))})
     assert row.text(COL_NAME) == "↳ cuda · 151M params · 1: 4.2 ms, 16: 4.9 ms"
@@ -172,14 +217,14 @@ def test_model_row_beside_serve_messages_and_gone_with_its_deployment(tree):
     tree.set_status(status(model_status="UNHEALTHY", model_message="replica crashed"))
     model = tree.deployment_item("batched", "Model")
     assert model.text(COL_MESSAGE) == "replica crashed"  # Serve's word in its column
-    assert tree.model_row("batched", "Model").text(COL_NAME).startswith("↳ cpu · 135M")
+    assert model_row(tree, "batched", "Model").text(COL_NAME).startswith("↳ cpu · 135M")
     assert "135,344,138 parameters" in model.toolTip(COL_NAME)
     tree.set_model_info({})
-    assert tree.model_row("batched", "Model") is None
+    assert model_row(tree, "batched", "Model") is None
     assert "parameters" not in model.toolTip(COL_NAME)
     tree.set_model_info({("batched", "Model"): model_info()})
     tree.set_status(ServeStatus())  # the application is gone: so is the row
-    assert tree.model_row("batched", "Model") is None
+    assert model_row(tree, "batched", "Model") is None
     assert tree.topLevelItem(0).text(COL_NAME) == PLACEHOLDER_TEXT
 
 
@@ -214,10 +259,10 @@ def test_why_not_at_target_shows_in_a_row_of_its_own(qtbot):
     qtbot.addWidget(tree)
     reps = (ReplicaInfo("a", "RUNNING", "10.0.0.1", 1), ReplicaInfo("b", "STARTING"))
     tree.set_status(scaling_status(reps, target=2))
-    assert tree.note_row("scaled", "S") is None
+    assert note_row(tree, "scaled", "S") is None
     why = "1 of 2 replicas waiting for resources (3 s): each needs {CPU: 8}; free now: {CPU: 2}"
     tree.set_scaling_notes({("scaled", "S"): why})
-    row = tree.note_row("scaled", "S")
+    row = note_row(tree, "scaled", "S")
     assert row is not None and row.text(COL_NAME) == "⚠ " + why
     # Right under its deployment, spanning the columns, never selectable.
     item = tree.deployment_item("scaled", "S")
@@ -228,9 +273,9 @@ def test_why_not_at_target_shows_in_a_row_of_its_own(qtbot):
     assert item.text(COL_MESSAGE) == why and "Not at target: " + why in item.toolTip(COL_NAME)
     # Survives polls; goes when the deployment reaches its target.
     tree.set_status(scaling_status(reps, target=2))
-    assert tree.note_row("scaled", "S") is row
+    assert note_row(tree, "scaled", "S") is row
     tree.set_scaling_notes({})
-    assert tree.note_row("scaled", "S") is None and parent.indexOfChild(row) == -1
+    assert note_row(tree, "scaled", "S") is None and parent.indexOfChild(row) == -1
 
 
 def test_autoscaler_metrics_health_in_the_row(qtbot):
@@ -242,10 +287,10 @@ def test_autoscaler_metrics_health_in_the_row(qtbot):
     item = tree.deployment_item("scaled", "S")
     assert "Autoscaler metrics: p99 42 ms from report to controller (healthy)" in \
         item.toolTip(COL_NAME)
-    assert tree.note_row("scaled", "S") is None
+    assert note_row(tree, "scaled", "S") is None
     tree.set_metrics_health({("scaled", "S"): 3200.0})
-    row = tree.note_row("scaled", "S")
+    row = note_row(tree, "scaled", "S")
     assert row is not None and "metrics arrive 3.2 s late (p99)" in row.text(COL_NAME)
     assert "(late)" in item.toolTip(COL_NAME)
     tree.set_metrics_health({})
-    assert tree.note_row("scaled", "S") is None
+    assert note_row(tree, "scaled", "S") is None

@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+from PySide6.QtWidgets import QTreeWidget
 
 from backend.recording.compare import (CLIENT_FIGURES, SERVER_FIGURES, Comparison,
                                        ConfigChange, Row, TimeRange)
 from widgets.compare_view import VERDICT_COLORS, CompareView
+
+
+def config_diff(v: CompareView) -> QTreeWidget:
+    """The Serve config diff shown below the table."""
+    return v.findChild(QTreeWidget, "configDiff")
 
 THROUGHPUT = SERVER_FIGURES[0]
 P99 = next(f for f in SERVER_FIGURES if f.key == "latency_p99_ms")
@@ -33,7 +39,7 @@ def test_rows_changes_and_verdicts(qtbot):
     assert p99.foreground(4).color().name() == VERDICT_COLORS["worse"]
     client = v.table().topLevelItem(1).child(0)
     assert client.text(2) == "–" and client.text(4) == ""
-    diff = v.config_table().topLevelItem(0)
+    diff = config_diff(v).topLevelItem(0)
     assert [diff.text(i) for i in range(4)] == ["batched/Model", "user_config.max_batch_size",
                                                 "8", "32"]
     # The client group is not a deployment to overlay.
@@ -57,4 +63,4 @@ def test_same_config_says_so(qtbot):
     qtbot.addWidget(v)
     c = _comparison()
     v.set_comparison(Comparison(c.a, c.b, c.rows, ()))
-    assert "same" in v.config_table().topLevelItem(0).text(1)
+    assert "same" in config_diff(v).topLevelItem(0).text(1)

@@ -6,8 +6,14 @@ import time
 
 import pytest
 from PySide6.QtGui import QColor, QGuiApplication
+from PySide6.QtWidgets import QTreeWidget
 
 from widgets.event_log import LEVEL_COLORS, EventLog
+
+
+def rows(log: EventLog) -> QTreeWidget:
+    """The list of entries the user sees."""
+    return log.findChild(QTreeWidget, "eventList")
 
 
 @pytest.fixture
@@ -23,7 +29,7 @@ def test_entries_are_timestamped_levelled_and_bounded(log):
     log.add("replica restarted", level="warning", t=t + 1)
     log.add("PUT refused: 400 Bad Request\ndetails...", level="error", t=t + 2)
     log.add("fourth", t=t + 3)
-    lst = log.list_widget()
+    lst = rows(log)
     assert lst.topLevelItemCount() == 3  # the oldest was dropped
     assert [e.message for e in log.entries()][0] == "replica restarted"
     first = lst.topLevelItem(0)
@@ -46,5 +52,5 @@ def test_copy_puts_the_lines_on_the_clipboard(log):
     assert QGuiApplication.clipboard().text() == text
     lines = text.splitlines()
     assert len(lines) == 2 and lines[0].endswith("INFO     one") and "ERROR" in lines[1]
-    log.list_widget().topLevelItem(1).setSelected(True)
+    rows(log).topLevelItem(1).setSelected(True)
     assert log.copy_to_clipboard().splitlines() == [lines[1]]

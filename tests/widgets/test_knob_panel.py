@@ -7,12 +7,13 @@ import dataclasses
 
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication, QWidget
+from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
 import widgets.knob_panel as kp
 import widgets.knob_row as kr
 from backend.tuning.knobs import LIVE, ROLLS, Knob, KnobSet
-from widgets.knob_panel import EMPTY_TEXT, KnobPanel, SliderScale
+from widgets.knob_panel import EMPTY_TEXT, KnobPanel
+from widgets.knob_row import SliderScale
 
 MBS = "user_config.max_batch_size"
 WAIT = "user_config.batch_wait_timeout_s"
@@ -94,6 +95,32 @@ def show_active(qtbot, panel: KnobPanel) -> None:
     qtbot.waitUntil(panel.isActiveWindow)
 
 
+def shown_text(label: QLabel) -> str:
+    """The label's text while it is shown (to the user, not only in a shown window)."""
+    return label.text() if not label.isHidden() else ""
+
+
+def cluster_hint(panel: KnobPanel, path: str) -> str:
+    """'cluster: 16' beside a knob whose control shows something else, else ''."""
+    return shown_text(panel.row(path).cluster_label)
+
+
+def banner_text(panel: KnobPanel) -> str:
+    return shown_text(panel.findChild(QLabel, "banner"))
+
+
+def empty_text(panel: KnobPanel) -> str:
+    return shown_text(panel.findChild(QLabel, "emptyState"))
+
+
+def section_titles(panel: KnobPanel) -> list[str]:
+    """The sections' titles, top to bottom."""
+    def position(title: QLabel) -> int:
+        section = title.parentWidget()
+        return section.parentWidget().layout().indexOf(section)
+    return [t.text() for t in sorted(panel.findChildren(QLabel, "sectionTitle"), key=position)]
+
+
 def type_into(qtbot, widget: QWidget, text: str, enter: bool = True) -> None:
     line = widget.lineEdit() if hasattr(widget, "lineEdit") else widget
     widget.setFocus()
@@ -108,13 +135,13 @@ def type_into(qtbot, widget: QWidget, text: str, enter: bool = True) -> None:
 def test_empty_state_then_sections_in_order(qtbot):
     w = KnobPanel()
     qtbot.addWidget(w)
-    assert w.empty_text() == EMPTY_TEXT
+    assert empty_text(w) == EMPTY_TEXT
     w.set_knobs(knob_set())
-    assert w.empty_text() == ""
-    assert w.section_titles() == ["Batching", "Concurrency", "Autoscaling", "Multiplexing",
+    assert empty_text(w) == ""
+    assert section_titles(w) == ["Batching", "Concurrency", "Autoscaling", "Multiplexing",
                                   "user_config"]
     w.set_knobs(None)
-    assert w.empty_text() == EMPTY_TEXT and w.knob_set() is None
+    assert empty_text(w) == EMPTY_TEXT and w.knob_set() is None
 
 
 def test_controls_by_kind_badges_and_tooltips(panel):
@@ -146,7 +173,7 @@ def test_read_only_disables_everything_and_says_why(qtbot):
     w = KnobPanel()
     qtbot.addWidget(w)
     w.set_knobs(knob_set(read_only=READ_ONLY))
-    assert READ_ONLY in w.banner_text()
+    assert READ_ONLY in banner_text(w)
     for knob in w.knob_set().knobs:
         for control in w.row(knob.path).focus_widgets():
             assert not control.isEnabled(), knob.path
@@ -157,7 +184,7 @@ def test_read_only_disables_everything_and_says_why(qtbot):
     assert received == [] and w.displayed_value(MBS) == 16
     # The same deployment becoming declarative (redeployed from a config) enables them.
     w.set_knobs(knob_set())
-    assert w.banner_text() == "" and w.control(MOR).isEnabled()
+    assert banner_text(w) == "" and w.control(MOR).isEnabled()
 
 
 # ------------------------------------------------------------------ user edits → signal
@@ -172,7 +199,7 @@ def test_slider_release_emits_one_typed_change_and_marks_pending(qtbot, panel, c
     assert type(changes[0][3]) is int
     assert panel.state(MBS) == "pending"
     assert panel.row(MBS).state_label.text() == "pending…"
-    assert panel.cluster_hint(MBS) == "cluster: 16"
+    assert cluster_hint(panel, MBS) == "cluster: 16"
 
 
 def test_slider_snaps_to_suggestions_but_spinbox_takes_any_integer(qtbot, panel, changes):
@@ -272,10 +299,10 @@ def test_same_deployment_updates_in_place_but_not_a_pending_knob(qtbot, panel, c
     assert panel.displayed_value(WAIT) == pytest.approx(0.05)
     assert panel.displayed_value(MOR) == 64
     assert panel.control(AUTO).isChecked() and panel.displayed_value(MODEL) == "vit"
-    assert panel.cluster_hint(MOR) == ""
+    assert cluster_hint(panel, MOR) == ""
     # The pending knob keeps the user's value and shows the cluster's beside it.
     assert panel.displayed_value(MBS) == 64 and panel.state(MBS) == "pending"
-    assert panel.cluster_hint(MBS) == "cluster: 32"
+    assert cluster_hint(panel, MBS) == "cluster: 32"
 
 
 def test_a_knob_being_dragged_or_typed_into_is_not_overwritten(qtbot, panel, changes):
@@ -283,7 +310,7 @@ def test_a_knob_being_dragged_or_typed_into_is_not_overwritten(qtbot, panel, cha
     drag(panel, MBS, 128, release=False)
     type_into(qtbot, panel.control(MOR), "200", enter=False)  # typed, not yet confirmed
     panel.set_knobs(knob_set(mbs=8, mor=50))
-    assert panel.displayed_value(MBS) == 128 and panel.cluster_hint(MBS) == "cluster: 8"
+    assert panel.displayed_value(MBS) == 128 and cluster_hint(panel, MBS) == "cluster: 8"
     assert panel.control(MOR).cleanText() == "200"
     panel.slider(MBS).setSliderDown(False)
     assert changes == [("batched", "Model", MBS, 128)]
@@ -307,7 +334,7 @@ def test_knobs_coming_and_going_keep_a_pending_row(qtbot, panel, changes):
                   "autoscaling", 0, 64, help="Fewest replicas."),)
     panel.set_knobs(knob_set(auto=False, num_replicas_enabled=False, extra=extra))
     assert panel.control(AUTO) is auto_box and auto_box.isChecked()
-    assert panel.state(AUTO) == "pending" and panel.cluster_hint(AUTO) == "cluster: off"
+    assert panel.state(AUTO) == "pending" and cluster_hint(panel, AUTO) == "cluster: off"
     assert panel.displayed_value("autoscaling_config.min_replicas") == 1
     # Tab order follows the panel top to bottom, the new row included.
     chain, w = [], panel.row(MBS).focus_widgets()[0]
@@ -330,7 +357,7 @@ def test_failed_reverts_to_the_cluster_value_with_the_reason(qtbot, panel, chang
     assert panel.row(MBS).state_label.text() == "failed ✗"
     assert "HTTP 400: invalid user_config" in panel.row(MBS).state_label.toolTip()
     assert "HTTP 400" in panel.row(MBS).error_label.text()
-    assert panel.cluster_hint(MBS) == ""
+    assert cluster_hint(panel, MBS) == ""
     # Trying again clears the failure.
     drag(panel, MBS, 32)
     assert panel.state(MBS) == "pending" and panel.row(MBS).error_label.isHidden()
@@ -349,7 +376,7 @@ def test_applied_shows_a_tick_then_idle(qtbot, panel, changes, monkeypatch):
     assert panel.row(MOR).state_label.text() == "applied ✓"
     # What was sent is now the cluster's value: no "cluster: …" beside it, and sending
     # the same value again is not a change.
-    assert panel.cluster_hint(MOR) == ""
+    assert cluster_hint(panel, MOR) == ""
     qtbot.waitUntil(lambda: panel.state(MOR) == "idle", timeout=2000)
     assert panel.row(MOR).state_label.text() == ""
     type_into(qtbot, panel.control(MOR), "64")
@@ -360,7 +387,7 @@ def test_revert_sets_the_cluster_value_without_a_signal(qtbot, panel, changes):
     drag(panel, MBS, 64)
     panel.revert(MBS, 8)
     assert panel.displayed_value(MBS) == 8 and panel.state(MBS) == "idle"
-    assert len(changes) == 1 and panel.cluster_hint(MBS) == ""
+    assert len(changes) == 1 and cluster_hint(panel, MBS) == ""
 
 
 def test_warnings_shown_above_the_knobs(qtbot, panel):
@@ -484,8 +511,8 @@ def resources(qtbot) -> KnobPanel:
 
 def test_resource_knobs_say_they_roll_replicas_with_the_seeds_advice(resources):
     w = resources
-    assert "Resources (per replica)" in w.section_titles()
-    assert "Timeouts" in w.section_titles()
+    assert "Resources (per replica)" in section_titles(w)
+    assert "Timeouts" in section_titles(w)
     for path in (CPUS, GPUS, OMP):
         assert w.row(path).badge.text() == "rolls replicas", path
         assert kp.AMBER in w.row(path).badge.styleSheet()
@@ -509,7 +536,7 @@ def test_fractional_cpus_and_gpus_are_shown_and_sent_as_fractions(qtbot, resourc
     type_into(qtbot, w.control(GPUS), "0.125")
     type_into(qtbot, w.control(CPUS), "2")
     assert received == [("a", "D", GPUS, pytest.approx(0.125)), ("a", "D", CPUS, 2.0)]
-    assert w.state(CPUS) == "pending" and w.cluster_hint(CPUS) == "cluster: 0.5"
+    assert w.state(CPUS) == "pending" and cluster_hint(w, CPUS) == "cluster: 0.5"
     # The slider snaps to the usual shares, the spin box takes any value.
     drag(w, GPUS, 0.5)
     assert received[-1] == ("a", "D", GPUS, 0.5)
@@ -559,9 +586,9 @@ def test_the_row_leaves_the_knobs_state_to_the_console(qtbot):
     w.change_requested.connect(lambda *a: received.append(a))
     drag(w, MBS, 64)
     assert received == [("batched", "Model", MBS, 64, True)]
-    assert w.state(MBS) == "idle" and w.cluster_hint(MBS) == "cluster: 16"
+    assert w.state(MBS) == "idle" and cluster_hint(w, MBS) == "cluster: 16"
     drag(w, MBS, 64)  # the same value again is not asked for twice
     assert len(received) == 1
     w.set_state(MBS, "pending")
     w.set_state(MBS, "applied")
-    assert w.state(MBS) == "applied" and w.cluster_hint(MBS) == ""
+    assert w.state(MBS) == "applied" and cluster_hint(w, MBS) == ""

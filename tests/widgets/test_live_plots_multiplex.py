@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QLabel
 
 from backend.metrics.series import SeriesStore
 from widgets.live_plots import PLOTS, LivePlots
@@ -113,12 +114,12 @@ def test_model_cache_view_shows_held_ids_beside_the_requested_distribution(plots
     assert view.isVisibleTo(plots)
     assert view.bars() == [("tenant-0", 0.5, True), ("tenant-1", 0.25, True),
                            ("tenant-2", 0.15, False), ("tenant-3", 0.1, True)]
-    text = view.held_text()
+    text = view.findChild(QLabel, "heldModels").text()
     assert "abc: tenant-0, tenant-3" in text and "xyz: tenant-1" in text
     many = {f"tenant-{i}": 100 - i for i in range(100)}
     plots.set_model_cache({}, many)
     assert len(view.bars()) == view.MAX_BARS and view.bars()[0][0] == "tenant-0"
-    assert view.held_text() == "No replica holds a model."
+    assert view.findChild(QLabel, "heldModels").text() == "No replica holds a model."
     # Ticks name what differs; the shared prefix goes to the axis label once.
     axis = view._plot.getPlotItem().getAxis("bottom")
     major, minor = axis._tickLevels

@@ -158,8 +158,11 @@ def test_stats_draw_client_plots_with_errors_by_kind(panel):
     assert list(_data(plots.curve("p99"))[1]) == [40, 40, 40]
     text = panel.stats_text()
     assert "errors 15 (HTTP 503 7, timeout 8)" in text and "p99.9 50.0 ms" in text
+    errors = plots.plot("errors")
+    assert len(errors.listDataItems()) == 2 and "timeout" in errors.titleLabel.text
     plots.clear()
-    assert "errors:timeout" not in plots.curve_names()
+    # The error kinds' curves go, and so do their names in the plot's title.
+    assert errors.listDataItems() == [] and "timeout" not in errors.titleLabel.text
 
 
 def test_live_run_is_plotted_and_summary_copied_and_saved(qtbot, panel, tmp_path):

@@ -27,6 +27,17 @@ def _row_texts(browser: SessionsBrowser, path: str) -> list[str]:
     raise AssertionError(f"{path} not listed")
 
 
+def click_row(qtbot, browser: SessionsBrowser, path: str, add: bool = False) -> None:
+    """Click the session's row, as the user does; *add*: with Ctrl, to add it to the
+    selection."""
+    t = browser.table()
+    row = next(r for r in range(t.rowCount())
+               if t.item(r, 0).data(Qt.ItemDataRole.UserRole) == path)
+    modifier = Qt.KeyboardModifier.ControlModifier if add else Qt.KeyboardModifier.NoModifier
+    qtbot.mouseClick(t.viewport(), Qt.MouseButton.LeftButton, modifier,
+                     t.visualItemRect(t.item(row, 0)).center())
+
+
 def test_lists_what_it_is_given(qtbot):
     b = SessionsBrowser()
     qtbot.addWidget(b)
@@ -43,13 +54,15 @@ def test_buttons_follow_the_selection_and_say_what_was_asked(qtbot):
     b = SessionsBrowser()
     qtbot.addWidget(b)
     b.set_sessions(SESSIONS)
+    b.show()
+    qtbot.waitExposed(b)
     assert not b.open_button.isEnabled() and not b.compare_button.isEnabled()
-    b.select_paths(["/s/old.db"])
+    click_row(qtbot, b, "/s/old.db")
     assert b.open_button.isEnabled() and not b.compare_button.isEnabled()
     with qtbot.waitSignal(b.open_requested) as opened:
         b.open_button.click()
     assert opened.args == ["/s/old.db"]
-    b.select_paths(["/s/new.db", "/s/old.db"])
+    click_row(qtbot, b, "/s/new.db", add=True)
     assert b.compare_button.isEnabled() and not b.open_button.isEnabled()
     with qtbot.waitSignal(b.compare_requested) as compared:
         b.compare_button.click()
