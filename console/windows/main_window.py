@@ -309,7 +309,7 @@ class MainWindow(QMainWindow):
             a = status.application(app) if status else None
             if a is not None and a.deployments:
                 self._select(app, a.deployments[0].name)
-        elif not self.model.closing and self.interactive and not message.startswith(
+        elif not self.model.closing and self.model.interactive and not message.startswith(
                 "Cancelled"):
             QMessageBox.warning(self, f"Deploy of {app} failed", message)
 
@@ -358,7 +358,7 @@ class MainWindow(QMainWindow):
     @Slot(bool, str)
     def _on_session_config_file_done(self, ok: bool, message: str) -> None:
         self.statusBar().showMessage(message, 10_000)
-        if not ok and not self.model.closing and self.interactive and self.isVisible():
+        if not ok and not self.model.closing and self.model.interactive and self.isVisible():
             QMessageBox.warning(self, "Config file", message)
 
     @Slot()
