@@ -76,14 +76,41 @@ class AutoTunePanel(QDialog):
         self._best: int | None = None
         self._running = False
 
-        # -- what to search ------------------------------------------------------------------
+        top = self._build_search()
+        splitter = self._build_trials()
+        out = self._build_way_out()
+        layout = QVBoxLayout(self)
+        layout.addWidget(top)
+        layout.addWidget(splitter, 1)
+        layout.addLayout(out)
+        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self._on_start_clicked)
+        self._connect_signals()
+        self._on_objective_changed()
+        self._update_buttons(has_best=False, has_start=False)
+
+    # -- construction --------------------------------------------------------------------------
+    def _build_search(self) -> QWidget:
+        """What to search: the form and the run buttons beside the knobs with their ranges."""
+        form = self._build_search_form()
+        knobs_box = self._build_knobs_box()
+        buttons = self._build_run_buttons()
+        top = QWidget()
+        top_layout = QHBoxLayout(top)
+        left = QVBoxLayout()
+        left.addLayout(form)
+        left.addLayout(buttons)
+        top_layout.addLayout(left, 1)
+        top_layout.addWidget(knobs_box, 1)
+        return top
+
+    def _build_search_form(self) -> QFormLayout:
+        """Deployment, objective, SLO, rate, error limit and time budget."""
         self._deployment = QComboBox()
         self._deployment.setToolTip("The deployment to tune. Load goes to its "
                                     "application's route.")
         self._objective = QComboBox()
         self._objective.addItem("Highest throughput with p99 under the SLO", MAX_RPS)
         self._objective.addItem("Lowest p99 at a given rate", MIN_P99)
-        self._objective.currentIndexChanged.connect(self._on_objective_changed)
         self._slo = QDoubleSpinBox(decimals=0, minimum=1, maximum=600_000, value=300,
                                    suffix=" ms")
         self._slo.setToolTip("Client-side p99 (coordinated-omission corrected) every "
@@ -105,7 +132,10 @@ class AutoTunePanel(QDialog):
         form.addRow("At rate:", self._at_rate)
         form.addRow("Error limit:", self._errors)
         form.addRow("Time budget:", self._budget)
+        return form
 
+    def _build_knobs_box(self) -> QGroupBox:
+        """One row per knob in KNOB_CHOICES: a tick to search it, and its range."""
         knobs_box = QGroupBox("Knobs to search (ranges)")
         grid = QGridLayout(knobs_box)
         self._knob_checks: dict[str, QCheckBox] = {}
@@ -125,31 +155,25 @@ class AutoTunePanel(QDialog):
             grid.addWidget(hi, row, 4)
             self._knob_checks[path] = check
             self._knob_ranges[path] = (lo, hi)
+        return knobs_box
 
+    def _build_run_buttons(self) -> QHBoxLayout:
+        """Start, and the two ways to stop: keep the best, or revert."""
         self._start = QPushButton("Start")
         self._start.setToolTip("Start the search (Ctrl+Return)")
-        self._start.clicked.connect(self._on_start_clicked)
         self._stop_best = QPushButton("Stop, keep best")
         self._stop_best.setToolTip("Stop now and leave the deployment on the best config "
                                    "found so far (Esc)")
-        self._stop_best.clicked.connect(lambda: self.stop_requested.emit("best"))
         self._stop_start = QPushButton("Stop, revert")
         self._stop_start.setToolTip("Stop now and put back the config it started from")
-        self._stop_start.clicked.connect(lambda: self.stop_requested.emit("start"))
         buttons = QHBoxLayout()
         for b in (self._start, self._stop_best, self._stop_start):
             buttons.addWidget(b)
         buttons.addStretch(1)
+        return buttons
 
-        top = QWidget()
-        top_layout = QHBoxLayout(top)
-        left = QVBoxLayout()
-        left.addLayout(form)
-        left.addLayout(buttons)
-        top_layout.addLayout(left, 1)
-        top_layout.addWidget(knobs_box, 1)
-
-        # -- the trials --------------------------------------------------------------------
+    def _build_trials(self) -> QSplitter:
+        """The trials: a table of every config tried beside the throughput-vs-p99 scatter."""
         self._table = QTableWidget(0, len(COLUMNS))
         self._table.setHorizontalHeaderLabels(COLUMNS)
         self._table.verticalHeader().setVisible(False)
@@ -178,32 +202,35 @@ class AutoTunePanel(QDialog):
         splitter.addWidget(self._table)
         splitter.addWidget(self._plot)
         splitter.setSizes([600, 380])
+        return splitter
 
-        # -- the way out -------------------------------------------------------------------
+    def _build_way_out(self) -> QHBoxLayout:
+        """The way out: the status line, apply the best, revert, export as YAML."""
         self._status = QLabel("Choose a deployment and press Start.")
         self._status.setWordWrap(True)
         self._apply = QPushButton("Apply best")
         self._apply.setToolTip("Put the best config found on the deployment")
-        self._apply.clicked.connect(self.apply_best_requested)
         self._revert = QPushButton("Revert to where I started")
         self._revert.setToolTip("Put back the config the deployment ran before the search")
-        self._revert.clicked.connect(self.revert_requested)
         self._export = QPushButton("Export best as YAML…")
         self._export.setToolTip("Save the cluster's Serve config with the best config in "
                                 "place of this deployment's")
-        self._export.clicked.connect(self.export_requested)
         out = QHBoxLayout()
         out.addWidget(self._status, 1)
         for b in (self._apply, self._revert, self._export):
             out.addWidget(b)
+        return out
 
-        layout = QVBoxLayout(self)
-        layout.addWidget(top)
-        layout.addWidget(splitter, 1)
-        layout.addLayout(out)
-        QShortcut(QKeySequence("Ctrl+Return"), self, activated=self._on_start_clicked)
-        self._on_objective_changed()
-        self._update_buttons(has_best=False, has_start=False)
+    def _connect_signals(self) -> None:
+        """The controls to the panel's slots and signals (after the form is filled, so
+        that building it asks for nothing)."""
+        self._objective.currentIndexChanged.connect(self._on_objective_changed)
+        self._start.clicked.connect(self._on_start_clicked)
+        self._stop_best.clicked.connect(lambda: self.stop_requested.emit("best"))
+        self._stop_start.clicked.connect(lambda: self.stop_requested.emit("start"))
+        self._apply.clicked.connect(self.apply_best_requested)
+        self._revert.clicked.connect(self.revert_requested)
+        self._export.clicked.connect(self.export_requested)
 
     # -- input ---------------------------------------------------------------------------------
     def set_deployments(self, keys: list[tuple[str, str]],

@@ -121,6 +121,31 @@ class ConnectDialog(QDialog):
         self.setWindowTitle("Connect to a Ray cluster")
         self._busy = False
 
+        self._build_mode()
+        token_row = self._build_address()
+        self._build_options()
+        self._build_remote_form(token_row)
+        self._build_feedback()
+        self._build_buttons()
+        self._connect_signals()
+
+        layout = QVBoxLayout(self)
+        layout.addWidget(self._local_radio)
+        layout.addWidget(self._remote_radio)
+        layout.addLayout(self._remote_form)
+        layout.addSpacing(6)
+        layout.addWidget(self._progress)
+        layout.addWidget(self._status)
+        layout.addWidget(self._steps)
+        layout.addStretch(1)
+        layout.addWidget(self._buttons)
+
+        self._update_enabled()
+
+    # ----------------------------------------------------------------- construction
+
+    def _build_mode(self) -> None:
+        """Local or remote: two radio buttons, local chosen."""
         self._local_radio = QRadioButton("&Local cluster (start one on this machine)")
         self._local_radio.setToolTip(
             "Start a single-node Ray head as a child process of the console, on free "
@@ -132,8 +157,10 @@ class ConnectDialog(QDialog):
         self._mode.addButton(self._local_radio)
         self._mode.addButton(self._remote_radio)
         self._local_radio.setChecked(True)
-        self._remote_radio.toggled.connect(self._on_remote_radio_toggled)
 
+    def _build_address(self) -> QHBoxLayout:
+        """The dashboard address (with the recent ones) and the token; returns the token's
+        row (the field and its From file… button)."""
         self._url_combo = QComboBox()
         self._url_combo.setEditable(True)
         self._url_combo.setInsertPolicy(QComboBox.InsertPolicy.NoInsert)
@@ -142,8 +169,6 @@ class ConnectDialog(QDialog):
                                    "port 8265). Recent connections are in the list: "
                                    "picking one fills in its other settings.")
         self._url_combo.setMinimumContentsLength(28)
-        self._url_combo.editTextChanged.connect(self._on_url_combo_edited)
-        self._url_combo.activated.connect(self._on_url_combo_activated)
         self._recent: list[ConnectTarget] = []
 
         self._token_edit = QLineEdit()
@@ -157,12 +182,14 @@ class ConnectDialog(QDialog):
         self._token_file_button = QPushButton("From &file…")
         self._token_file_button.setToolTip("Read the token from a file when connecting "
                                            "(e.g. ~/.ray/auth_token); it is never stored.")
-        self._token_file_button.clicked.connect(self._on_token_file_button_clicked)
         self._token_file: str | None = None
         token_row = QHBoxLayout()
         token_row.addWidget(self._token_edit, 1)
         token_row.addWidget(self._token_file_button)
+        return token_row
 
+    def _build_options(self) -> None:
+        """The optional remote settings: Prometheus, Serve HTTP, TLS verification, CA."""
         self._prometheus_edit = QLineEdit()
         self._prometheus_edit.setPlaceholderText("optional, e.g. http://prometheus:9090")
         self._prometheus_edit.setToolTip(
@@ -184,8 +211,9 @@ class ConnectDialog(QDialog):
         self._ca_edit.setPlaceholderText("optional CA bundle (PEM)")
         self._ca_edit.setToolTip("A CA bundle to verify the dashboard's and Prometheus' "
                                  "certificates against (self-signed clusters).")
-        self._verify_check.toggled.connect(lambda _on: self._update_enabled())
 
+    def _build_remote_form(self, token_row: QHBoxLayout) -> None:
+        """The remote inputs as a form, indented under the Remote radio button."""
         self._remote_form = QFormLayout()
         self._remote_form.setContentsMargins(24, 0, 0, 0)
         url_label = QLabel("Dashboard &URL:")
@@ -202,6 +230,8 @@ class ConnectDialog(QDialog):
         self._remote_form.addRow(serve_label, self._serve_edit)
         self._remote_form.addRow(self._verify_check, self._ca_edit)
 
+    def _build_feedback(self) -> None:
+        """What an attempt or a test shows: the test's steps, a busy bar, a status line."""
         self._steps = QListWidget()
         self._steps.setToolTip("The connection test, step by step")
         self._steps.setVisible(False)
@@ -217,6 +247,8 @@ class ConnectDialog(QDialog):
         self._status.setWordWrap(True)
         self._status.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
 
+    def _build_buttons(self) -> None:
+        """Connect (the default), Test connection and Cancel."""
         self._buttons = QDialogButtonBox()
         self._connect_button = QPushButton("&Connect")
         self._connect_button.setDefault(True)
@@ -225,26 +257,22 @@ class ConnectDialog(QDialog):
         self._test_button = QPushButton("&Test connection")
         self._test_button.setToolTip("Check the address, the dashboard, the token, Serve "
                                      "and the metrics, step by step, without connecting")
-        self._test_button.clicked.connect(self._on_test_button_clicked)
         self._buttons.addButton(self._test_button, QDialogButtonBox.ButtonRole.ActionRole)
         self._cancel_button = self._buttons.addButton(QDialogButtonBox.StandardButton.Cancel)
         self._cancel_button.setToolTip("Close the dialog, or stop a connection attempt "
                                        "in progress (Esc)")
+
+    def _connect_signals(self) -> None:
+        """The inputs and buttons to the dialog's slots (after their initial values are
+        set, so that building the dialog triggers none)."""
+        self._remote_radio.toggled.connect(self._on_remote_radio_toggled)
+        self._url_combo.editTextChanged.connect(self._on_url_combo_edited)
+        self._url_combo.activated.connect(self._on_url_combo_activated)
+        self._token_file_button.clicked.connect(self._on_token_file_button_clicked)
+        self._verify_check.toggled.connect(lambda _on: self._update_enabled())
+        self._test_button.clicked.connect(self._on_test_button_clicked)
         self._connect_button.clicked.connect(self._on_connect_button_clicked)
         self._cancel_button.clicked.connect(self._on_cancel_button_clicked)
-
-        layout = QVBoxLayout(self)
-        layout.addWidget(self._local_radio)
-        layout.addWidget(self._remote_radio)
-        layout.addLayout(self._remote_form)
-        layout.addSpacing(6)
-        layout.addWidget(self._progress)
-        layout.addWidget(self._status)
-        layout.addWidget(self._steps)
-        layout.addStretch(1)
-        layout.addWidget(self._buttons)
-
-        self._update_enabled()
 
     # ----------------------------------------------------------------- public API
 

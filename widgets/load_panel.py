@@ -106,7 +106,31 @@ class LoadPanel(QWidget):
         self._presets: list[tuple[str, LoadTarget]] = []
         self._last_select: str | None = None
 
-        # --- load tab ------------------------------------------------------------------
+        self._build_rate_controls()
+        self._build_model_controls()
+        self._build_profile_controls()
+        self._build_stats_controls()
+        load_tab = self._build_load_tab()
+        self._build_request_editor()
+        request_tab = self._build_request_tab()
+        self._build_layout(load_tab, request_tab)
+
+        # One timer, restarted by every change: only the last value of a burst is sent.
+        self._debounce = QTimer(self)
+        self._debounce.setSingleShot(True)
+        self._debounce.setInterval(RATE_DEBOUNCE_MS)
+        self._connect_signals()
+
+        self.set_target("")
+        self.set_stats(0, 0, 0, 0.0, None, None)
+        self._on_mode_changed(0)
+        self._on_profile_kind_changed(0)
+        self._update_button()
+
+    # ----------------------------------------------------------------- construction
+
+    def _build_rate_controls(self) -> None:
+        """The target line, the rate (spin box and logarithmic slider) and Start/Stop."""
         self._target_label = QLabel()
         self._target_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self._target_label.setToolTip("Where the load generator sends requests")
@@ -119,25 +143,23 @@ class LoadPanel(QWidget):
         self._spin.setKeyboardTracking(False)  # typing "250" must not send 2, 25, 250
         self._spin.setToolTip(f"Target request rate ({MIN_RPS:g}–{MAX_RPS:g} requests/s). "
                               "Changes apply to a running load within a moment.")
-        self._spin.valueChanged.connect(self._on_spin_value_changed)
 
         self._slider = QSlider(Qt.Orientation.Horizontal)
         self._slider.setRange(0, _SLIDER_STEPS)
         self._slider.setValue(_rps_to_slider(DEFAULT_RPS))
         self._slider.setToolTip("Request rate on a logarithmic scale, "
                                 f"{MIN_RPS:g} to {MAX_RPS:g} requests/s")
-        self._slider.valueChanged.connect(self._on_slider_value_changed)
 
         self._button = QPushButton()
         self._button.setCheckable(True)
-        self._button.clicked.connect(self._on_button_clicked)
 
+    def _build_model_controls(self) -> None:
+        """Open or closed loop, and the closed loop's users and think time."""
         self._mode = QComboBox()
         for i, (text, _, _) in enumerate(_MODES):
             self._mode.addItem(text)
             self._mode.setItemData(i, _MODE_TIPS[i], Qt.ItemDataRole.ToolTipRole)
         self._mode.setToolTip("Load model. " + " ".join(_MODE_TIPS))
-        self._mode.currentIndexChanged.connect(self._on_mode_changed)
 
         self._users = QSpinBox()
         self._users.setRange(1, 2000)
@@ -145,21 +167,20 @@ class LoadPanel(QWidget):
         self._users.setSuffix(" users")
         self._users.setKeyboardTracking(False)
         self._users.setToolTip("Closed loop: concurrent users; changes apply while running")
-        self._users.valueChanged.connect(self._on_model_edited)
         self._think = QSpinBox()
         self._think.setRange(0, 60_000)
         self._think.setSuffix(" ms think")
         self._think.setKeyboardTracking(False)
         self._think.setToolTip("Closed loop: each user's pause after a response")
-        self._think.valueChanged.connect(self._on_model_edited)
 
+    def _build_profile_controls(self) -> None:
+        """How the level moves over the run, with each profile's own parameters."""
         self._profile = QComboBox()
         self._profile.addItems(PROFILE_KINDS)
         self._profile.setToolTip(
             "How the level (rate, or users) moves over the run: constant; step (a staircase "
             "up to the level); ramp (from 0 up to the level over the period); spike (factor × "
             "level for a while every period); sine (level ± amplitude)")
-        self._profile.currentIndexChanged.connect(self._on_profile_kind_changed)
         self._period = _dspin(0.5, 3600, 10, " s period", "Profile period (s)")
         self._steps = QSpinBox()
         self._steps.setRange(1, 100)
@@ -171,10 +192,9 @@ class LoadPanel(QWidget):
         self._spike_s = _dspin(0.1, 3600, 2, " s spike", "Spike profile: how long a spike lasts")
         self._amplitude = _dspin(0, 1, 0.5, " amplitude", "Sine profile: ± this fraction of "
                                                           "the level", decimals=2, step=0.05)
-        for w in (self._period, self._factor, self._spike_s, self._amplitude):
-            w.valueChanged.connect(self._on_model_edited)
-        self._steps.valueChanged.connect(self._on_model_edited)
 
+    def _build_stats_controls(self) -> None:
+        """The live stats line and the run summary's Copy and Save buttons."""
         self._stats_label = QLabel()
         self._stats_label.setWordWrap(True)
         self._stats_label.setToolTip("Requests sent / succeeded / failed since start, the "
@@ -183,12 +203,12 @@ class LoadPanel(QWidget):
                                      "send time)")
         self._copy = QPushButton("&Copy summary")
         self._copy.setToolTip("Copy the run summary (rate, percentiles, errors) as text")
-        self._copy.clicked.connect(self.copy_summary)
         self._save = QPushButton("Save summary…")
         self._save.setToolTip("Save the run summary as CSV or JSON (JSON includes every "
                               "second of the run)")
-        self._save.clicked.connect(self._on_save_clicked)
 
+    def _build_load_tab(self) -> QWidget:
+        """The Load tab: target, rate, model, profile, stats and summary, one row each."""
         load_tab = QWidget()
         grid = QGridLayout(load_tab)
         grid.setContentsMargins(4, 4, 4, 4)
@@ -203,34 +223,23 @@ class LoadPanel(QWidget):
         model_label = QLabel("&Model:")
         model_label.setBuddy(self._mode)
         grid.addWidget(model_label, 2, 0)
-        row = QHBoxLayout()
-        for w in (self._mode, self._users, self._think):
-            row.addWidget(w)
-        row.addStretch(1)
-        grid.addLayout(row, 2, 1, 1, 3)
+        grid.addLayout(_row(self._mode, self._users, self._think), 2, 1, 1, 3)
         profile_label = QLabel("&Profile:")
         profile_label.setBuddy(self._profile)
         grid.addWidget(profile_label, 3, 0)
-        row = QHBoxLayout()
-        for w in (self._profile, self._period, self._steps, self._factor, self._spike_s,
-                  self._amplitude):
-            row.addWidget(w)
-        row.addStretch(1)
-        grid.addLayout(row, 3, 1, 1, 3)
+        grid.addLayout(_row(self._profile, self._period, self._steps, self._factor,
+                            self._spike_s, self._amplitude), 3, 1, 1, 3)
         grid.addWidget(self._stats_label, 4, 0, 1, 4)
-        row = QHBoxLayout()
-        row.addWidget(self._copy)
-        row.addWidget(self._save)
-        row.addStretch(1)
-        grid.addLayout(row, 5, 0, 1, 4)
+        grid.addLayout(_row(self._copy, self._save), 5, 0, 1, 4)
         grid.setColumnStretch(1, 1)
         grid.setRowStretch(6, 1)
+        return load_tab
 
-        # --- request tab ----------------------------------------------------------------
+    def _build_request_editor(self) -> None:
+        """The request's fields: preset, method and URL, headers, body, streaming, model ids."""
         self._preset = QComboBox()
         self._preset.setToolTip("Fill the request from a bundled demo's endpoint or an "
                                 "application's route on the cluster")
-        self._preset.activated.connect(self._on_preset_activated)
         self._method = QComboBox()
         self._method.addItems(["POST", "GET", "PUT", "PATCH", "DELETE"])
         self._method.setEditable(True)
@@ -267,6 +276,8 @@ class LoadPanel(QWidget):
         self._request_error.setStyleSheet("color:#d03b3b")
         self._request_error.setWordWrap(True)
 
+    def _build_request_tab(self) -> QWidget:
+        """The Request tab: the request editor's fields as a form."""
         request_tab = QWidget()
         form = QFormLayout(request_tab)
         form.setContentsMargins(4, 4, 4, 4)
@@ -278,13 +289,13 @@ class LoadPanel(QWidget):
         form.addRow("Headers:", self._headers)
         form.addRow("Body:", self._body)
         form.addRow("", self._stream)
-        row = QHBoxLayout()
-        for w in (self._model_dist, self._model_count, self._model_s, self._model_prefix):
-            row.addWidget(w)
-        row.addStretch(1)
-        form.addRow("Model ids:", row)
+        form.addRow("Model ids:", _row(self._model_dist, self._model_count, self._model_s,
+                                       self._model_prefix))
         form.addRow("", self._request_error)
+        return request_tab
 
+    def _build_layout(self, load_tab: QWidget, request_tab: QWidget) -> None:
+        """The two tabs beside the client-side plots, in a splitter filling the panel."""
         self._tabs = QTabWidget()
         self._tabs.addTab(load_tab, "Load")
         self._tabs.addTab(request_tab, "Request")
@@ -299,17 +310,23 @@ class LoadPanel(QWidget):
         outer.setContentsMargins(0, 0, 0, 0)
         outer.addWidget(split)
 
-        # One timer, restarted by every change: only the last value of a burst is sent.
-        self._debounce = QTimer(self)
-        self._debounce.setSingleShot(True)
-        self._debounce.setInterval(RATE_DEBOUNCE_MS)
+    def _connect_signals(self) -> None:
+        """Wire the controls to the panel's slots (after every value is set up, so that
+        building the panel sends nothing)."""
+        self._spin.valueChanged.connect(self._on_spin_value_changed)
+        self._slider.valueChanged.connect(self._on_slider_value_changed)
+        self._button.clicked.connect(self._on_button_clicked)
+        self._mode.currentIndexChanged.connect(self._on_mode_changed)
+        self._users.valueChanged.connect(self._on_model_edited)
+        self._think.valueChanged.connect(self._on_model_edited)
+        self._profile.currentIndexChanged.connect(self._on_profile_kind_changed)
+        for w in (self._period, self._factor, self._spike_s, self._amplitude):
+            w.valueChanged.connect(self._on_model_edited)
+        self._steps.valueChanged.connect(self._on_model_edited)
+        self._copy.clicked.connect(self.copy_summary)
+        self._save.clicked.connect(self._on_save_clicked)
+        self._preset.activated.connect(self._on_preset_activated)
         self._debounce.timeout.connect(self._on_debounce_timeout)
-
-        self.set_target("")
-        self.set_stats(0, 0, 0, 0.0, None, None)
-        self._on_mode_changed(0)
-        self._on_profile_kind_changed(0)
-        self._update_button()
 
     # ----------------------------------------------------------------- public API
 
@@ -640,6 +657,15 @@ def _dspin(lo: float, hi: float, value: float, suffix: str, tip: str, decimals: 
     w.setToolTip(tip)
     w.setKeyboardTracking(False)
     return w
+
+
+def _row(*widgets: QWidget) -> QHBoxLayout:
+    """The widgets side by side, left-aligned (a stretch after them)."""
+    row = QHBoxLayout()
+    for w in widgets:
+        row.addWidget(w)
+    row.addStretch(1)
+    return row
 
 
 def _ms(v: float | None) -> str:

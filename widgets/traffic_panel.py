@@ -101,19 +101,63 @@ class TrafficPanel(QWidget):
         self._dragging = False
         self._running = False
 
+        self._build_shares()
+        roll = self._build_rollout()
+        self._connect_signals()
+
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Application"))
+        top.addWidget(self.app_box, 1)
+        box = QVBoxLayout(self)
+        box.addLayout(top)
+        box.addWidget(self.empty_label)
+        box.addLayout(self.grid)
+        box.addWidget(self.affinity_box)
+        box.addWidget(self.state_label)
+        box.addWidget(roll)
+        box.addStretch(1)
+        self._roll_group = roll
+        self.set_running(False)
+        self.set_router(None)
+
+    # -- construction ------------------------------------------------------------------------
+    def _build_shares(self) -> None:
+        """The application, the versions' grid (filled by set_router), affinity, state."""
         self.app_box = QComboBox()
         self.app_box.setToolTip("Applications that split traffic between versions")
-        self.app_box.currentTextChanged.connect(self._on_app_box_changed)
         self.empty_label = QLabel(EMPTY_TEXT)
         self.empty_label.setWordWrap(True)
         self.grid = QGridLayout()
         self.affinity_box = QCheckBox("Session affinity (X-Serve-Shard-Key header)")
         self.affinity_box.setToolTip(AFFINITY_TIP)
-        self.affinity_box.clicked.connect(self._on_affinity_box_clicked)
         self.state_label = QLabel("")
         self.state_label.setWordWrap(True)
 
+    def _build_rollout(self) -> QGroupBox:
+        """The guarded rollout's group: the plan's fields, Start/Pause/Abort, its state."""
         roll = QGroupBox("Guarded rollout")
+        form = self._build_rollout_form()
+        self.start_button = QPushButton("Start rollout")
+        self.start_button.setToolTip("Step the new version's share up, holding each step "
+                                     "while the guard watches; back to 0 % if it trips")
+        self.pause_button = QPushButton("Pause")
+        self.pause_button.setCheckable(True)
+        self.pause_button.setToolTip("Hold the current step (its clock stops) until resumed")
+        self.abort_button = QPushButton("Abort")
+        self.abort_button.setToolTip("Stop and put the weights back where the rollout began")
+        buttons = QHBoxLayout()
+        for b in (self.start_button, self.pause_button, self.abort_button):
+            buttons.addWidget(b)
+        self.rollout_label = QLabel("")
+        self.rollout_label.setWordWrap(True)
+        inner = QVBoxLayout(roll)
+        inner.addLayout(form)
+        inner.addLayout(buttons)
+        inner.addWidget(self.rollout_label)
+        return roll
+
+    def _build_rollout_form(self) -> QFormLayout:
+        """The rollout plan: new version, steps, time per step and the guard's limits."""
         self.new_box = QComboBox()
         self.new_box.setToolTip("The version to roll out; the one with the most traffic now "
                                 "is the old version it is compared with")
@@ -139,47 +183,21 @@ class TrafficPanel(QWidget):
         self.error_box.setSuffix(" %")
         self.error_box.setToolTip("The guard trips when the new version's error rate is "
                                   "above this")
-        self.start_button = QPushButton("Start rollout")
-        self.start_button.setToolTip("Step the new version's share up, holding each step "
-                                     "while the guard watches; back to 0 % if it trips")
-        self.pause_button = QPushButton("Pause")
-        self.pause_button.setCheckable(True)
-        self.pause_button.setToolTip("Hold the current step (its clock stops) until resumed")
-        self.abort_button = QPushButton("Abort")
-        self.abort_button.setToolTip("Stop and put the weights back where the rollout began")
-        self.start_button.clicked.connect(self._on_start_button_clicked)
-        self.pause_button.toggled.connect(self._on_pause_button_toggled)
-        self.abort_button.clicked.connect(self.abort_requested)
         form = QFormLayout()
         form.addRow("New version", self.new_box)
         form.addRow("Steps", self.steps_edit)
         form.addRow("Time per step", self.hold_box)
         form.addRow("Guard: p99 above old by at most", self.p99_box)
         form.addRow("Guard: errors at most", self.error_box)
-        buttons = QHBoxLayout()
-        for b in (self.start_button, self.pause_button, self.abort_button):
-            buttons.addWidget(b)
-        self.rollout_label = QLabel("")
-        self.rollout_label.setWordWrap(True)
-        inner = QVBoxLayout(roll)
-        inner.addLayout(form)
-        inner.addLayout(buttons)
-        inner.addWidget(self.rollout_label)
+        return form
 
-        top = QHBoxLayout()
-        top.addWidget(QLabel("Application"))
-        top.addWidget(self.app_box, 1)
-        box = QVBoxLayout(self)
-        box.addLayout(top)
-        box.addWidget(self.empty_label)
-        box.addLayout(self.grid)
-        box.addWidget(self.affinity_box)
-        box.addWidget(self.state_label)
-        box.addWidget(roll)
-        box.addStretch(1)
-        self._roll_group = roll
-        self.set_running(False)
-        self.set_router(None)
+    def _connect_signals(self) -> None:
+        """The controls to the panel's slots and signals."""
+        self.app_box.currentTextChanged.connect(self._on_app_box_changed)
+        self.affinity_box.clicked.connect(self._on_affinity_box_clicked)
+        self.start_button.clicked.connect(self._on_start_button_clicked)
+        self.pause_button.toggled.connect(self._on_pause_button_toggled)
+        self.abort_button.clicked.connect(self.abort_requested)
 
     # -- what the console shows ------------------------------------------------------------
     def set_apps(self, apps: list[str]) -> None:

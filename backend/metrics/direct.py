@@ -82,6 +82,12 @@ _AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
                       (ex.AUTOSCALING_TOTAL_REQUESTS, "autoscaler_total_requests"),
                       (ex.AUTOSCALING_TARGET_ONGOING, "target_ongoing_requests"))
 
+#: What WindowedSeries.ingest computes with: values per deployment, counters' increases
+#: (family -> deployment -> increase) and buckets' (family -> deployment -> le -> increase).
+_Values = dict[DeploymentKey, dict[str, float]]
+_Increases = dict[str, dict[DeploymentKey, float]]
+_Buckets = dict[str, dict[DeploymentKey, dict[float, float]]]
+
 
 @dataclass
 class ScrapeStats:
@@ -243,14 +249,39 @@ class WindowedSeries:
 
     def ingest(self, t: float, pages: Iterable[list[ex.Sample]]
                ) -> dict[DeploymentKey, dict[str, float]]:
+        """One poll's pages (one list of samples per node) at time *t*, later than every
+        earlier poll's: the values per deployment over the window that ends at *t*.
+        replica_values, held_models and gpus are brought up to date with them."""
+        t_base = self._advance_window(t)
+        gauges, replica_ongoing = self._read_pages(t, pages)
+        values: _Values = defaultdict(dict)
+        span = t - t_base
+        increases, buckets, r_increases, r_buckets = self._window_increases(t_base)
+        if span > 0:
+            self._rates(values, increases, span)
+        self._latencies(values, buckets)
+        self._pipeline_and_batches(values, increases, buckets, span)
+        self._gauges(values, gauges)
+        self.replica_values = self._replica_values(span, r_increases, r_buckets,
+                                                   replica_ongoing)
+        return {k: v for k, v in values.items() if v}
+
+    def _advance_window(self, t: float) -> float:
+        """Record poll time *t*; the window's start: the newest earlier poll at least
+        window_s old, else the oldest kept."""
         if self._polls and t <= self._polls[-1]:
             raise ValueError("poll times must increase")
         self._polls.append(t)
-        # Window base: the newest earlier poll at least window_s old, else the oldest.
         while len(self._polls) >= 2 and t - self._polls[1] >= self.window_s:
             self._polls.popleft()
-        t_base = self._polls[0]
+        return self._polls[0]
 
+    def _read_pages(self, t: float, pages: Iterable[list[ex.Sample]]
+                    ) -> tuple[dict[str, dict[DeploymentKey, list[float]]],
+                               dict[ReplicaKey, float]]:
+        """Take in every sample: counters and buckets into the window's history; this
+        poll's gauges (per family and deployment) and ongoing requests per replica are
+        returned; held models and GPUs are set from this poll alone."""
         gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
         replica_ongoing: dict[ReplicaKey, float] = defaultdict(float)
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
@@ -268,12 +299,16 @@ class WindowedSeries:
                 self._ingest_sample(t, s, gauges, replica_ongoing)
         self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
         self.gpus = gpu.from_samples(gpu_samples)
+        return gauges, replica_ongoing
 
-        values: dict[DeploymentKey, dict[str, float]] = defaultdict(dict)
-        span = t - t_base
-        increases: dict[str, dict[DeploymentKey, float]] = defaultdict(lambda: defaultdict(float))
-        buckets: dict[str, dict[DeploymentKey, dict[float, float]]] = defaultdict(
-            lambda: defaultdict(lambda: defaultdict(float)))
+    def _window_increases(self, t_base: float
+                          ) -> tuple[_Increases, _Buckets, dict[str, dict[ReplicaKey, float]],
+                                     dict[ReplicaKey, dict[float, float]]]:
+        """Every series' increase since *t_base*, summed per deployment (counters; and
+        histograms per bucket) and per replica (REPLICA_FAMILIES); a series with no sample
+        left in the window is forgotten."""
+        increases: _Increases = defaultdict(lambda: defaultdict(float))
+        buckets: _Buckets = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
         r_increases: dict[str, dict[ReplicaKey, float]] = defaultdict(lambda: defaultdict(float))
         r_buckets: dict[ReplicaKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
         dead = []
@@ -303,27 +338,34 @@ class WindowedSeries:
         for k in dead:
             del self._cum[k]
             replica_of.pop(k, None)
+        return increases, buckets, r_increases, r_buckets
 
-        if span > 0:
-            for family, name in ((ex.REQUESTS, "requests_per_s"), (ex.ERRORS, "errors_per_s"),
-                                 (ex.HTTP_REQUESTS, "requests_per_s"),
-                                 (ex.HTTP_ERRORS, "errors_per_s"),
-                                 (ex.MUX_LOADS, "model_loads_per_s"),
-                                 (ex.MUX_UNLOADS, "model_unloads_per_s")):
-                for dkey, inc in increases.get(family, {}).items():
-                    values[dkey][name] = inc / span
-            # A deployment that serves traffic but never failed has no error series yet:
-            # its error rate is 0, not unknown.
-            for dkey in list(increases.get(ex.REQUESTS, {})):
-                values[dkey].setdefault("errors_per_s", 0.0)
-            for dkey in list(increases.get(ex.HTTP_REQUESTS, {})):
-                values[dkey].setdefault("errors_per_s", 0.0)
-            gets = increases.get(ex.MUX_GET_MODEL, {})
-            loads = increases.get(ex.MUX_LOADS, {})
-            for dkey, n in gets.items():
-                if n > 0:
-                    values[dkey]["multiplex_hit_rate"] = max(0.0, 1.0 - loads.get(dkey, 0.0) / n)
+    @staticmethod
+    def _rates(values: _Values, increases: _Increases, span: float) -> None:
+        """Counters' rates over the window of *span* s, and the multiplex hit rate."""
+        for family, name in ((ex.REQUESTS, "requests_per_s"), (ex.ERRORS, "errors_per_s"),
+                             (ex.HTTP_REQUESTS, "requests_per_s"),
+                             (ex.HTTP_ERRORS, "errors_per_s"),
+                             (ex.MUX_LOADS, "model_loads_per_s"),
+                             (ex.MUX_UNLOADS, "model_unloads_per_s")):
+            for dkey, inc in increases.get(family, {}).items():
+                values[dkey][name] = inc / span
+        # A deployment that serves traffic but never failed has no error series yet:
+        # its error rate is 0, not unknown.
+        for dkey in list(increases.get(ex.REQUESTS, {})):
+            values[dkey].setdefault("errors_per_s", 0.0)
+        for dkey in list(increases.get(ex.HTTP_REQUESTS, {})):
+            values[dkey].setdefault("errors_per_s", 0.0)
+        gets = increases.get(ex.MUX_GET_MODEL, {})
+        loads = increases.get(ex.MUX_LOADS, {})
+        for dkey, n in gets.items():
+            if n > 0:
+                values[dkey]["multiplex_hit_rate"] = max(0.0, 1.0 - loads.get(dkey, 0.0) / n)
 
+    @staticmethod
+    def _latencies(values: _Values, buckets: _Buckets) -> None:
+        """Latency quantiles (processing, HTTP), the autoscaler's metrics delay and the
+        model load latency, from the window's bucket increases."""
         for family, prefix in ((ex.PROCESSING_LATENCY, "latency"),
                                (ex.HTTP_LATENCY, "http_latency")):
             for dkey, per_le in buckets.get(family, {}).items():
@@ -347,7 +389,12 @@ class WindowedSeries:
             v = histogram_quantile(0.99, list(per_le.items()))
             if v is not None:
                 values[dkey]["model_load_latency_p99_ms"] = v
-        # The streaming demo's stages and modes (label-split families, stored per app).
+
+    @staticmethod
+    def _pipeline_and_batches(values: _Values, increases: _Increases, buckets: _Buckets,
+                              span: float) -> None:
+        """The streaming demo's stages and modes (label-split families, stored per app),
+        and the batch size, wait and utilization means."""
         for family, inc_by_key in increases.items():
             if family.startswith(ex.PIPELINE_CHUNKS + "|") and span > 0:
                 stage = family.split("|", 1)[1]
@@ -368,6 +415,10 @@ class WindowedSeries:
                 if v is not None:
                     values[dkey][name] = v
 
+    @staticmethod
+    def _gauges(values: _Values, gauges: dict[str, dict[DeploymentKey, list[float]]]) -> None:
+        """This poll's gauges: summed over the series of a deployment, averaged (models
+        per replica) or the max (the controller's _AUTOSCALER_GAUGES)."""
         for family, name in ((ex.QUEUED, "queued_requests"),
                              (ex.REPLICA_ONGOING, "ongoing_requests"),
                              (ex.REPLICA_HEALTHY, "replicas_running"),
@@ -384,10 +435,6 @@ class WindowedSeries:
             total, running = v.get("autoscaler_total_requests"), v.get("replicas_running")
             if total is not None and running:
                 v["autoscaler_ongoing_per_replica"] = total / running
-
-        self.replica_values = self._replica_values(span, r_increases, r_buckets,
-                                                   replica_ongoing)
-        return {k: v for k, v in values.items() if v}
 
     @staticmethod
     def _replica_values(span: float, increases: dict[str, dict[ReplicaKey, float]],

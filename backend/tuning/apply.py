@@ -65,6 +65,19 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
     controller's loop, then the replicas' reconfigure), so polls 0.2 s apart made most
     changes wait for the third poll, 0.4 s after the PUT; a change that rolls or adds
     replicas takes seconds, and there the slower rate spares the dashboard."""
+    cancel = cancel or CancelToken()
+    old_options, old_replicas = _write_changes(client, app, deployment, changes, cancel, race)
+    return _wait_reported(client, app, deployment, changes, old_options, old_replicas,
+                          cancel=cancel, progress=progress, timeout_s=timeout_s,
+                          poll_s=poll_s, fast_poll_s=fast_poll_s, fast_for_s=fast_for_s)
+
+
+def _write_changes(client: ClusterClient, app: str, deployment: str, changes: dict[str, Any],
+                   cancel: CancelToken, race: RaceHooks | None
+                   ) -> tuple[dict[str, Any], frozenset]:
+    """Read–modify–write *changes* into *app*'s config, one writer at a time per cluster.
+    Returns the actor options the replicas ran and, when the deployment was HEALTHY, the
+    replicas running them (those a roll must replace; empty otherwise)."""
     with client.config_lock:  # read–modify–write: one at a time per cluster
         details = client.serve_details()
         app_details = (details.get("applications") or {}).get(app)
@@ -90,7 +103,6 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
             # may already run what this change asks for: then Ray's HEALTHY alone decides.)
             old_replicas = frozenset(r.get("replica_id") for r in dep_details.get("replicas") or []
                                      if r.get("replica_id"))
-        cancel = cancel or CancelToken()
         cancel.check()  # the last moment at which cancelling leaves the cluster untouched
         try:
             # Not over another writer's change made since the read (serve_config).
@@ -98,6 +110,17 @@ def apply_changes(client: ClusterClient, app: str, deployment: str, changes: dic
                          about={app}, race=race)
         except (ApiError, WriteConflict) as e:
             raise ApplyFailed(str(e)) from None
+    return old_options, old_replicas
+
+
+def _wait_reported(client: ClusterClient, app: str, deployment: str, changes: dict[str, Any],
+                   old_options: dict[str, Any], old_replicas: frozenset, *,
+                   cancel: CancelToken, progress: Callable[[str], None],
+                   timeout_s: float | None, poll_s: float, fast_poll_s: float,
+                   fast_for_s: float) -> float:
+    """Poll until the cluster reports *changes* (after a roll, on new replicas only) and
+    return when it first did; say what a roll or a wait for room is doing meanwhile.
+    Raises ApplyFailed when the deployment or application fails, or on the deadline."""
     sent = time.monotonic()
     deadline = None if timeout_s is None else sent + timeout_s
 

@@ -59,77 +59,11 @@ class SessionViewer(QMainWindow):
                                if other is not None else ""))
         self.resize(1400, 900)
 
-        self.deployments = QListWidget()
-        self.deployments.setToolTip("The deployments this session recorded")
-        for app, dep in data.deployments():
-            if not dep:
-                continue  # application-level series (HTTP latency) show with each one
-            item = QListWidgetItem(f"{app}/{dep}")
-            item.setData(Qt.ItemDataRole.UserRole, (app, dep))
-            self.deployments.addItem(item)
-        self.deployments.currentItemChanged.connect(self._on_deployments_current_changed)
-
-        self.plots = LivePlots()
-        self.plots.set_store(data.store)
-        self.plots.set_window(None)
-        self.plots.window_changed.connect(lambda _w: self._redraw())
-        for m in data.markers:
-            self.plots.add_marker(m.t, m.label, m.detail)
-
-        self.slider = QSlider(Qt.Orientation.Horizontal)
-        # Tenths of a second in a Qt int (a session of up to ~6 years).
-        self._span = min(2**31 - 1, max(1, int(round((data.ended_t - data.started_t) * 10))))
-        self.slider.setRange(0, self._span)
-        self.slider.setValue(self._span)
-        self.slider.setToolTip("Scrub through the session: the plots end at this moment "
-                               "(the window above sets how much they show; ←/→ step). "
-                               "Pause (Space) to zoom and pan with the mouse.")
-        self.slider.valueChanged.connect(lambda _v: self._redraw())
-        self._time_label = QLabel("")
-        scrub = QHBoxLayout()
-        scrub.addWidget(QLabel("Time"))
-        scrub.addWidget(self.slider, 1)
-        scrub.addWidget(self._time_label)
-
-        center = QWidget()
-        box = QVBoxLayout(center)
-        box.setContentsMargins(0, 0, 0, 0)
-        box.addWidget(self.plots, 1)
-        box.addLayout(scrub)
-        split = QSplitter(Qt.Orientation.Horizontal)
-        split.addWidget(self.deployments)
-        split.addWidget(center)
-        split.setSizes([260, 1000])
-        self.setCentralWidget(split)
-
-        self.event_log = EventLog(max_entries=max(1000, len(data.events) + 10))
-        for t, level, message in data.events:
-            self.event_log.add(message, level, t)
-        log_dock = QDockWidget("Event log", self)
-        log_dock.setObjectName("Event_log")
-        log_dock.setWidget(self.event_log)
-        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, log_dock)
-
-        self.compare_view = CompareView()
-        self.compare_view.deployment_changed.connect(lambda _k: self._update_overlay())
-        self.marker_combo = QComboBox()
-        self.marker_combo.setToolTip(
-            f"Compare the {RANGE_S:.0f} s before a marker (A) with the {RANGE_S:.0f} s "
-            f"after it, {SETTLE_S:.0f} s on to let it settle (B). Drag the shaded ranges "
-            "on the plots to change them.")
-        self.marker_combo.addItem("Ranges around a marker…", None)
-        for m in data.markers:
-            self.marker_combo.addItem(f"{_clock(m.t)}  {m.label}", m.t)
-        self.marker_combo.currentIndexChanged.connect(self._on_marker_combo_changed)
-        compare_box = QWidget()
-        cbox = QVBoxLayout(compare_box)
-        cbox.setContentsMargins(2, 2, 2, 2)
-        cbox.addWidget(self.marker_combo)
-        cbox.addWidget(self.compare_view, 1)
-        self.compare_dock = QDockWidget("Compare", self)
-        self.compare_dock.setObjectName("Compare")
-        self.compare_dock.setWidget(compare_box)
-        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.compare_dock)
+        self._build_deployment_list()
+        self._build_plots()
+        self._build_center(self._build_scrubber())
+        log_dock = self._build_event_log()
+        self._build_compare_dock()
         self.resizeDocks([self.compare_dock], [560], Qt.Orientation.Horizontal)
         self.resizeDocks([log_dock], [200], Qt.Orientation.Vertical)
 
@@ -144,6 +78,95 @@ class SessionViewer(QMainWindow):
             self.deployments.setCurrentRow(0)
         self._place_default_ranges()
         self._redraw()
+
+    # -- construction -----------------------------------------------------------------------
+    def _build_deployment_list(self) -> None:
+        """The deployments the session recorded (application-level series show with each)."""
+        self.deployments = QListWidget()
+        self.deployments.setToolTip("The deployments this session recorded")
+        for app, dep in self.data.deployments():
+            if not dep:
+                continue  # application-level series (HTTP latency) show with each one
+            item = QListWidgetItem(f"{app}/{dep}")
+            item.setData(Qt.ItemDataRole.UserRole, (app, dep))
+            self.deployments.addItem(item)
+        self.deployments.currentItemChanged.connect(self._on_deployments_current_changed)
+
+    def _build_plots(self) -> None:
+        """The live console's plots on the session's store, with its markers."""
+        self.plots = LivePlots()
+        self.plots.set_store(self.data.store)
+        self.plots.set_window(None)
+        self.plots.window_changed.connect(lambda _w: self._redraw())
+        for m in self.data.markers:
+            self.plots.add_marker(m.t, m.label, m.detail)
+
+    def _build_scrubber(self) -> QHBoxLayout:
+        """The time slider (tenths of a second, at the session's end) and its clock."""
+        data = self.data
+        self.slider = QSlider(Qt.Orientation.Horizontal)
+        # Tenths of a second in a Qt int (a session of up to ~6 years).
+        self._span = min(2**31 - 1, max(1, int(round((data.ended_t - data.started_t) * 10))))
+        self.slider.setRange(0, self._span)
+        self.slider.setValue(self._span)
+        self.slider.setToolTip("Scrub through the session: the plots end at this moment "
+                               "(the window above sets how much they show; ←/→ step). "
+                               "Pause (Space) to zoom and pan with the mouse.")
+        self.slider.valueChanged.connect(lambda _v: self._redraw())
+        self._time_label = QLabel("")
+        scrub = QHBoxLayout()
+        scrub.addWidget(QLabel("Time"))
+        scrub.addWidget(self.slider, 1)
+        scrub.addWidget(self._time_label)
+        return scrub
+
+    def _build_center(self, scrub: QHBoxLayout) -> None:
+        """The deployments beside the plots over the scrubber, as the central widget."""
+        center = QWidget()
+        box = QVBoxLayout(center)
+        box.setContentsMargins(0, 0, 0, 0)
+        box.addWidget(self.plots, 1)
+        box.addLayout(scrub)
+        split = QSplitter(Qt.Orientation.Horizontal)
+        split.addWidget(self.deployments)
+        split.addWidget(center)
+        split.setSizes([260, 1000])
+        self.setCentralWidget(split)
+
+    def _build_event_log(self) -> QDockWidget:
+        """The session's event log, docked at the bottom; returns its dock."""
+        self.event_log = EventLog(max_entries=max(1000, len(self.data.events) + 10))
+        for t, level, message in self.data.events:
+            self.event_log.add(message, level, t)
+        log_dock = QDockWidget("Event log", self)
+        log_dock.setObjectName("Event_log")
+        log_dock.setWidget(self.event_log)
+        self.addDockWidget(Qt.DockWidgetArea.BottomDockWidgetArea, log_dock)
+        return log_dock
+
+    def _build_compare_dock(self) -> None:
+        """The comparison of ranges A and B, with the marker to place them around, docked
+        on the right."""
+        self.compare_view = CompareView()
+        self.compare_view.deployment_changed.connect(lambda _k: self._update_overlay())
+        self.marker_combo = QComboBox()
+        self.marker_combo.setToolTip(
+            f"Compare the {RANGE_S:.0f} s before a marker (A) with the {RANGE_S:.0f} s "
+            f"after it, {SETTLE_S:.0f} s on to let it settle (B). Drag the shaded ranges "
+            "on the plots to change them.")
+        self.marker_combo.addItem("Ranges around a marker…", None)
+        for m in self.data.markers:
+            self.marker_combo.addItem(f"{_clock(m.t)}  {m.label}", m.t)
+        self.marker_combo.currentIndexChanged.connect(self._on_marker_combo_changed)
+        compare_box = QWidget()
+        cbox = QVBoxLayout(compare_box)
+        cbox.setContentsMargins(2, 2, 2, 2)
+        cbox.addWidget(self.marker_combo)
+        cbox.addWidget(self.compare_view, 1)
+        self.compare_dock = QDockWidget("Compare", self)
+        self.compare_dock.setObjectName("Compare")
+        self.compare_dock.setWidget(compare_box)
+        self.addDockWidget(Qt.DockWidgetArea.RightDockWidgetArea, self.compare_dock)
 
     # -- the session ------------------------------------------------------------------------
     def _describe(self) -> str:

@@ -18,6 +18,16 @@ def _action(w, menu, text, shortcut, tip, slot) -> QAction:
 
 def build_menus(w) -> None:
     """Cluster, Session, Tune, Deploy demo, View and Help, onto main window *w*."""
+    _cluster_menu(w)
+    _session_menu(w)
+    _tune_menu(w)
+    _deploy_menu(w)
+    _view_menu(w)
+    _help_menu(w)
+
+
+def _cluster_menu(w) -> None:
+    """Connect, disconnect, restart, cancel a deploy, export/import config, quit."""
     cluster = w.menuBar().addMenu("&Cluster")
     w.connect_action = _action(w, cluster, "&Connect…", "Ctrl+K",
                                "Connect to a local or remote Ray cluster",
@@ -48,6 +58,9 @@ def build_menus(w) -> None:
     cluster.addSeparator()
     _action(w, cluster, "&Quit", QKeySequence.StandardKey.Quit, "Quit serve-console", w.close)
 
+
+def _session_menu(w) -> None:
+    """Recorded sessions and notes."""
     sessions = w.menuBar().addMenu("&Session")
     w.sessions_action = _action(
         w, sessions, "&Sessions…", "Ctrl+O",
@@ -59,6 +72,9 @@ def build_menus(w) -> None:
         "plots, a line in the event log, a row in the session's report",
         lambda: dialogs.add_note(w))
 
+
+def _tune_menu(w) -> None:
+    """The auto-tuner and the traffic window."""
     tune = w.menuBar().addMenu("&Tune")
     w.autotune_action = _action(
         w, tune, "&Auto-tune…", "Ctrl+Shift+T",
@@ -73,6 +89,9 @@ def build_menus(w) -> None:
         "rollout that rolls itself back",
         lambda: w.traffic_ui().show(w.model.selected[0] if w.model.selected else None))
 
+
+def _deploy_menu(w) -> None:
+    """One action per bundled demo, Ctrl+1, Ctrl+2, … in catalog order."""
     w.deploy_menu = w.menuBar().addMenu("&Deploy demo")
     w.deploy_menu.setToolTipsVisible(True)  # a greyed demo says why
     w.deploy_actions = {}
@@ -81,6 +100,9 @@ def build_menus(w) -> None:
                          lambda _=False, d=demo: w.deploy_demo(d))
         w.deploy_actions[demo.key] = action
 
+
+def _view_menu(w) -> None:
+    """Pause, the metrics source, per-replica view, PromQL, the advisor and the docks."""
     view = w.menuBar().addMenu("&View")
     view.addAction(w.plots.pause_action())
     view.addSeparator()
@@ -117,6 +139,9 @@ def build_menus(w) -> None:
     view.addAction(w.load_dock.toggleViewAction())
     view.addAction(w.log_dock.toggleViewAction())
 
+
+def _help_menu(w) -> None:
+    """About serve-console."""
     help_menu = w.menuBar().addMenu("&Help")
     _action(w, help_menu, "&About serve-console", None, "About this program",
             lambda: dialogs.about(w))
