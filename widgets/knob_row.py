@@ -234,6 +234,14 @@ class KnobRow(QWidget):
         self._applied_timer.setSingleShot(True)
         self._applied_timer.timeout.connect(self._on_applied_timer_timeout)
 
+        self._build_labels()
+        self._lay_out(knob, wheel_guard)
+        self.update_knob(knob, force=True)
+        self._show_state()
+
+    def _build_labels(self) -> None:
+        """The name, the badge (live / rolls replicas), the state, the cluster's value and
+        the error line."""
         self.name_label = QLabel()
         self.badge = QLabel()
         self.badge.setObjectName("badge")
@@ -256,6 +264,9 @@ class KnobRow(QWidget):
         for w in (self.badge, self.state_label, self.cluster_label):
             w.setFont(small)
 
+    def _lay_out(self, knob: Knob, wheel_guard: QObject) -> None:
+        """The name line (name, badge, cluster's value, state), the editor's line, the
+        error line; the editor by the knob's kind."""
         head = QHBoxLayout()
         head.setContentsMargins(0, 0, 0, 0)
         head.setSpacing(6)
@@ -295,9 +306,6 @@ class KnobRow(QWidget):
         if line.count():
             box.addLayout(line)
         box.addWidget(self.error_label)
-
-        self.update_knob(knob, force=True)
-        self._show_state()
 
     def _build_number(self, knob: Knob, wheel_guard: QObject) -> None:
         scale = self.scale = SliderScale(knob)
