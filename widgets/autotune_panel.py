@@ -185,16 +185,17 @@ class AutoTunePanel(QDialog):
                                "SLO and the latencies there. 'not better' = dropped after "
                                "one trial at the best rate so far.")
         self._plot = pg.PlotWidget()
+        self._plot.setObjectName("trialsPlot")
         self._plot.setLabel("bottom", "p99 at the sustained rate", units="ms")
         self._plot.setLabel("left", "sustained throughput", units="req/s")
         for axis in ("bottom", "left"):
             self._plot.getAxis(axis).enableAutoSIPrefix(False)
         self._plot.showGrid(x=True, y=True, alpha=0.2)
-        self._scatter = pg.ScatterPlotItem(size=9, brush=pg.mkBrush("#1f77b4"))
+        self._scatter = pg.ScatterPlotItem(size=9, brush=pg.mkBrush("#1f77b4"), name="trials")
         self._best_point = pg.ScatterPlotItem(size=18, symbol="star",
-                                              brush=pg.mkBrush(BEST_COLOR))
+                                              brush=pg.mkBrush(BEST_COLOR), name="best")
         self._slo_line = pg.InfiniteLine(angle=90, pen=pg.mkPen("#d03b3b", style=Qt.DashLine),
-                                         label="SLO", labelOpts={"position": 0.9})
+                                         label="SLO", labelOpts={"position": 0.9}, name="slo")
         self._plot.addItem(self._scatter)
         self._plot.addItem(self._best_point)
         self._plot.addItem(self._slo_line)
@@ -207,6 +208,7 @@ class AutoTunePanel(QDialog):
     def _build_way_out(self) -> QHBoxLayout:
         """The way out: the status line, apply the best, revert, export as YAML."""
         self._status = QLabel("Choose a deployment and press Start.")
+        self._status.setObjectName("status")
         self._status.setWordWrap(True)
         self._apply = QPushButton("Apply best")
         self._apply.setToolTip("Put the best config found on the deployment")
@@ -330,9 +332,6 @@ class AutoTunePanel(QDialog):
     def set_status(self, text: str) -> None:
         self._status.setText(text)
 
-    def status_text(self) -> str:
-        return self._status.text()
-
     def show_candidate(self, row: dict[str, Any]) -> None:
         """Add or update a candidate's row (Candidate.row())."""
         index = row["trial"]
@@ -396,13 +395,6 @@ class AutoTunePanel(QDialog):
     def points(self) -> tuple[list[float], list[float]]:
         x, y = self._scatter.getData()
         return list(x), list(y)
-
-    def best_point(self) -> tuple[list[float], list[float]]:
-        x, y = self._best_point.getData()
-        return list(x), list(y)
-
-    def slo_line(self) -> float:
-        return float(self._slo_line.value())
 
     def buttons(self) -> dict[str, QPushButton]:
         return {"start": self._start, "stop_best": self._stop_best,

@@ -127,6 +127,7 @@ class ConnectDialog(QDialog):
         self._build_remote_form(token_row)
         self._build_feedback()
         self._build_buttons()
+        self._name_inputs()
         self._connect_signals()
 
         layout = QVBoxLayout(self)
@@ -262,6 +263,21 @@ class ConnectDialog(QDialog):
         self._cancel_button.setToolTip("Close the dialog, or stop a connection attempt "
                                        "in progress (Esc)")
 
+    def _name_inputs(self) -> None:
+        """The object names the inputs and the feedback are found by (tests, style sheets)."""
+        for widget, name in ((self._local_radio, "localCluster"),
+                             (self._remote_radio, "remoteCluster"),
+                             (self._url_combo, "dashboardUrl"), (self._token_edit, "token"),
+                             (self._token_file_button, "tokenFile"),
+                             (self._prometheus_edit, "prometheusUrl"),
+                             (self._serve_edit, "serveHttpUrl"),
+                             (self._verify_check, "verifyTls"), (self._ca_edit, "caBundle"),
+                             (self._steps, "testSteps"), (self._progress, "progress"),
+                             (self._status, "status"), (self._connect_button, "connect"),
+                             (self._test_button, "testConnection"),
+                             (self._cancel_button, "cancel")):
+            widget.setObjectName(name)
+
     def _connect_signals(self) -> None:
         """The inputs and buttons to the dialog's slots (after their initial values are
         set, so that building the dialog triggers none)."""
@@ -322,9 +338,6 @@ class ConnectDialog(QDialog):
             if self._verify_check.isChecked() else None,
             serve_http_url=serve)
 
-    def set_prometheus_url(self, url: str) -> None:
-        self._prometheus_edit.setText(url)
-
     def set_token_file(self, path: str | None) -> None:
         self._token_file = path or None
         self._token_edit.setPlaceholderText(
@@ -350,12 +363,6 @@ class ConnectDialog(QDialog):
         self._show_status("Connection test passed: Connect to use it." if ok
                           else "Connection test failed: see the steps above.", error=not ok)
 
-    def test_button(self) -> QPushButton:
-        return self._test_button
-
-    def is_busy(self) -> bool:
-        return self._busy
-
     def show_progress(self, text: str) -> None:
         """A connection attempt's progress ('Starting Ray head…')."""
         self._set_busy(True)
@@ -366,26 +373,8 @@ class ConnectDialog(QDialog):
         self._set_busy(False)
         self._show_status(message, error=True)
 
-    def status_text(self) -> str:
-        return self._status.text()
-
     def status_is_error(self) -> bool:
         return bool(self._status.property("error"))
-
-    def connect_button(self) -> QPushButton:
-        return self._connect_button
-
-    def cancel_button(self) -> QPushButton:
-        return self._cancel_button
-
-    def url_combo(self) -> QComboBox:
-        return self._url_combo
-
-    def token_edit(self) -> QLineEdit:
-        return self._token_edit
-
-    def progress_bar(self) -> QProgressBar:
-        return self._progress
 
     def accept(self) -> None:
         self._set_busy(False)

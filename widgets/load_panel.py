@@ -11,22 +11,18 @@ import html
 import math
 
 import json
-from dataclasses import asdict, replace
+from dataclasses import asdict
 from pathlib import Path
 
 from PySide6.QtCore import Qt, QTimer, Signal
-from PySide6.QtGui import QGuiApplication, QTextDocument
+from PySide6.QtGui import QGuiApplication
 from PySide6.QtWidgets import (
-    QCheckBox,
     QComboBox,
     QDoubleSpinBox,
     QFileDialog,
-    QFormLayout,
     QGridLayout,
     QHBoxLayout,
     QLabel,
-    QLineEdit,
-    QPlainTextEdit,
     QPushButton,
     QSlider,
     QSpinBox,
@@ -45,14 +41,11 @@ from backend.load.load_model import (
     LoadPlan,
     LoadStats,
     LoadTarget,
-    ModelIds,
     Profile,
     RunSummary,
-    check_target,
-    format_headers,
-    parse_headers,
 )
 from widgets.client_plots import ClientPlots
+from widgets.request_editor import RequestEditor, double_spin, row_of
 
 MIN_RPS = 0.1
 MAX_RPS = 2000.0
@@ -103,17 +96,15 @@ class LoadPanel(QWidget):
         self._enabled_for_target = True
         self._summary: RunSummary | None = None
         self._last_stats: LoadStats | None = None
-        self._presets: list[tuple[str, LoadTarget]] = []
-        self._last_select: str | None = None
 
         self._build_rate_controls()
         self._build_model_controls()
         self._build_profile_controls()
         self._build_stats_controls()
+        self._name_controls()
         load_tab = self._build_load_tab()
-        self._build_request_editor()
-        request_tab = self._build_request_tab()
-        self._build_layout(load_tab, request_tab)
+        self._editor = RequestEditor()
+        self._build_layout(load_tab, self._editor)
 
         # One timer, restarted by every change: only the last value of a burst is sent.
         self._debounce = QTimer(self)
@@ -181,17 +172,18 @@ class LoadPanel(QWidget):
             "How the level (rate, or users) moves over the run: constant; step (a staircase "
             "up to the level); ramp (from 0 up to the level over the period); spike (factor × "
             "level for a while every period); sine (level ± amplitude)")
-        self._period = _dspin(0.5, 3600, 10, " s period", "Profile period (s)")
+        self._period = double_spin(0.5, 3600, 10, " s period", "Profile period (s)")
         self._steps = QSpinBox()
         self._steps.setRange(1, 100)
         self._steps.setValue(5)
         self._steps.setSuffix(" steps")
         self._steps.setToolTip("Step profile: number of steps up to the level")
-        self._factor = _dspin(1, 100, 3, "× spike", "Spike profile: the level is multiplied "
-                                                   "by this during a spike")
-        self._spike_s = _dspin(0.1, 3600, 2, " s spike", "Spike profile: how long a spike lasts")
-        self._amplitude = _dspin(0, 1, 0.5, " amplitude", "Sine profile: ± this fraction of "
-                                                          "the level", decimals=2, step=0.05)
+        self._factor = double_spin(1, 100, 3, "× spike", "Spike profile: the level is "
+                                   "multiplied by this during a spike")
+        self._spike_s = double_spin(0.1, 3600, 2, " s spike",
+                                    "Spike profile: how long a spike lasts")
+        self._amplitude = double_spin(0, 1, 0.5, " amplitude", "Sine profile: ± this fraction "
+                                      "of the level", decimals=2, step=0.05)
 
     def _build_stats_controls(self) -> None:
         """The live stats line and the run summary's Copy and Save buttons."""
@@ -206,6 +198,18 @@ class LoadPanel(QWidget):
         self._save = QPushButton("Save summary…")
         self._save.setToolTip("Save the run summary as CSV or JSON (JSON includes every "
                               "second of the run)")
+
+    def _name_controls(self) -> None:
+        """The object names the controls are found by (tests, style sheets)."""
+        for widget, name in ((self._target_label, "target"), (self._spin, "rate"),
+                             (self._slider, "rateSlider"), (self._button, "startStop"),
+                             (self._mode, "loadModel"), (self._users, "users"),
+                             (self._think, "thinkTime"), (self._profile, "profile"),
+                             (self._period, "profilePeriod"), (self._steps, "profileSteps"),
+                             (self._factor, "spikeFactor"), (self._spike_s, "spikeLength"),
+                             (self._amplitude, "sineAmplitude"), (self._stats_label, "stats"),
+                             (self._copy, "copySummary"), (self._save, "saveSummary")):
+            widget.setObjectName(name)
 
     def _build_load_tab(self) -> QWidget:
         """The Load tab: target, rate, model, profile, stats and summary, one row each."""
@@ -223,76 +227,17 @@ class LoadPanel(QWidget):
         model_label = QLabel("&Model:")
         model_label.setBuddy(self._mode)
         grid.addWidget(model_label, 2, 0)
-        grid.addLayout(_row(self._mode, self._users, self._think), 2, 1, 1, 3)
+        grid.addLayout(row_of(self._mode, self._users, self._think), 2, 1, 1, 3)
         profile_label = QLabel("&Profile:")
         profile_label.setBuddy(self._profile)
         grid.addWidget(profile_label, 3, 0)
-        grid.addLayout(_row(self._profile, self._period, self._steps, self._factor,
-                            self._spike_s, self._amplitude), 3, 1, 1, 3)
+        grid.addLayout(row_of(self._profile, self._period, self._steps, self._factor,
+                              self._spike_s, self._amplitude), 3, 1, 1, 3)
         grid.addWidget(self._stats_label, 4, 0, 1, 4)
-        grid.addLayout(_row(self._copy, self._save), 5, 0, 1, 4)
+        grid.addLayout(row_of(self._copy, self._save), 5, 0, 1, 4)
         grid.setColumnStretch(1, 1)
         grid.setRowStretch(6, 1)
         return load_tab
-
-    def _build_request_editor(self) -> None:
-        """The request's fields: preset, method and URL, headers, body, streaming, model ids."""
-        self._preset = QComboBox()
-        self._preset.setToolTip("Fill the request from a bundled demo's endpoint or an "
-                                "application's route on the cluster")
-        self._method = QComboBox()
-        self._method.addItems(["POST", "GET", "PUT", "PATCH", "DELETE"])
-        self._method.setEditable(True)
-        self._url = QLineEdit()
-        self._url.setPlaceholderText("http://host:8000/route")
-        self._url.setToolTip("Full URL of any HTTP route")
-        self._headers = QPlainTextEdit()
-        self._headers.setPlaceholderText("Name: value (one a line)")
-        self._headers.setMaximumHeight(60)
-        self._body = QPlainTextEdit()
-        self._body.setPlaceholderText('{"seed": {seq}}')
-        self._body.setMaximumHeight(60)
-        self._body.setToolTip("Body template: {seq} request number, {model_id} the request's "
-                              "model id, {features:N} a JSON array of N floats")
-        self._stream = QCheckBox("Streamed response (read to the end, time to first chunk)")
-        self._model_dist = QComboBox()
-        self._model_dist.addItems(["none", "uniform", "zipf"])
-        self._model_dist.setToolTip("A model id per request in the serve_multiplexed_model_id "
-                                    "header: uniform over N ids, or Zipf with exponent s "
-                                    "(model-1 hottest)")
-        self._model_count = QSpinBox()
-        self._model_count.setRange(1, 100_000)
-        self._model_count.setValue(10)
-        self._model_count.setSuffix(" ids")
-        self._model_s = _dspin(0.01, 10, 1.0, "", "Zipf exponent s", decimals=2, step=0.1)
-        self._model_s.setPrefix("s = ")
-        self._model_prefix = QLineEdit("model-")
-        self._model_prefix.setMaximumWidth(90)
-        self._model_prefix.setToolTip("Ids are this prefix and a number")
-        # What the editor has no field for (the header name, the first id's number) comes
-        # from the preset and is kept.
-        self._model_ids_base = ModelIds()
-        self._request_error = QLabel()
-        self._request_error.setStyleSheet("color:#d03b3b")
-        self._request_error.setWordWrap(True)
-
-    def _build_request_tab(self) -> QWidget:
-        """The Request tab: the request editor's fields as a form."""
-        request_tab = QWidget()
-        form = QFormLayout(request_tab)
-        form.setContentsMargins(4, 4, 4, 4)
-        form.addRow("Preset:", self._preset)
-        row = QHBoxLayout()
-        row.addWidget(self._method)
-        row.addWidget(self._url, 1)
-        form.addRow("Request:", row)
-        form.addRow("Headers:", self._headers)
-        form.addRow("Body:", self._body)
-        form.addRow("", self._stream)
-        form.addRow("Model ids:", _row(self._model_dist, self._model_count, self._model_s,
-                                       self._model_prefix))
-        form.addRow("", self._request_error)
-        return request_tab
 
     def _build_layout(self, load_tab: QWidget, request_tab: QWidget) -> None:
         """The two tabs beside the client-side plots, in a splitter filling the panel."""
@@ -325,7 +270,7 @@ class LoadPanel(QWidget):
         self._steps.valueChanged.connect(self._on_model_edited)
         self._copy.clicked.connect(self.copy_summary)
         self._save.clicked.connect(self._on_save_clicked)
-        self._preset.activated.connect(self._on_preset_activated)
+        self._editor.request_filled.connect(lambda t: self.set_target(t.describe()))
         self._debounce.timeout.connect(self._on_debounce_timeout)
 
     # ----------------------------------------------------------------- public API
@@ -341,58 +286,15 @@ class LoadPanel(QWidget):
         Safe to call on every status refresh: the request editor is refilled only when
         `select` (a label: the owner's current application) changes, or when the preset
         being edited went away. A preset the user picked, and their edits, stay."""
-        labels = [label for label, _ in presets]
-        current = self._preset.currentText()
-        select_changed = select is not None and select != self._last_select
-        self._last_select = select
-        if labels != [label for label, _ in self._presets]:
-            self._preset.blockSignals(True)
-            self._preset.clear()
-            self._preset.addItems(labels)
-            if current in labels:
-                self._preset.setCurrentIndex(labels.index(current))
-            self._preset.blockSignals(False)
-        self._presets = list(presets)
-        if select_changed and select in labels:
-            want = select
-        elif labels and (current not in labels or not self._url.text()):
-            want = select if select in labels else labels[0]
-        else:
-            return
-        self._preset.setCurrentIndex(labels.index(want))
-        self.set_request(self._presets[labels.index(want)][1])
+        self._editor.set_presets(presets, select)
 
     def set_request(self, target: LoadTarget) -> None:
         """Fill the request editor (URL, method, headers, body, streaming, model ids)."""
-        self._url.setText(target.url)
-        self._method.setCurrentText(target.method)
-        self._headers.setPlainText(format_headers(target.headers))
-        self._body.setPlainText(target.body)
-        self._stream.setChecked(target.stream)
-        m = target.model_ids
-        self._model_dist.setCurrentText(m.distribution if m else "none")
-        if m:
-            self._model_ids_base = m
-            self._model_count.setValue(m.count)
-            self._model_s.setValue(m.s)
-            self._model_prefix.setText(m.prefix)
-        self._request_error.setText("")
-        self.set_target(target.describe())
+        self._editor.set_request(target)
 
     def request(self) -> LoadTarget:
         """The request as edited; ValueError says what is wrong."""
-        url = self._url.text().strip()
-        if not url.startswith(("http://", "https://")):
-            raise ValueError(f"URL must start with http:// or https://, got {url!r}")
-        dist = self._model_dist.currentText()
-        ids = (None if dist == "none" else
-               replace(self._model_ids_base, count=self._model_count.value(),
-                       distribution=dist, s=self._model_s.value(),
-                       prefix=self._model_prefix.text()))
-        return check_target(LoadTarget(
-            url=url, method=self._method.currentText().strip().upper() or "GET",
-            body=self._body.toPlainText(), headers=parse_headers(self._headers.toPlainText()),
-            model_ids=ids, stream=self._stream.isChecked()))
+        return self._editor.request()
 
     def load_model(self) -> LoadModel:
         _, mode, arrivals = _MODES[self._mode.currentIndex()]
@@ -430,9 +332,6 @@ class LoadPanel(QWidget):
     def set_rate(self, rps: float) -> None:
         """Set the rate shown (emits rate_changed after the debounce when running)."""
         self._spin.setValue(rps)
-
-    def is_running(self) -> bool:
-        return self._running
 
     def set_running(self, running: bool) -> None:
         """The load generator's actual state, as the owner knows it."""
@@ -500,12 +399,6 @@ class LoadPanel(QWidget):
             path.write_text(self._summary.to_csv())
         return path
 
-    def stats_text(self) -> str:
-        """The stats line without markup."""
-        doc = QTextDocument()
-        doc.setHtml(self._stats_label.text())
-        return doc.toPlainText()
-
     def set_enabled_for_target(self, enabled: bool) -> None:
         """Disable the controls (with a tooltip saying why) when there is no target."""
         self._enabled_for_target = bool(enabled)
@@ -517,23 +410,8 @@ class LoadPanel(QWidget):
     def start_button(self) -> QPushButton:
         return self._button
 
-    def spin_box(self) -> QDoubleSpinBox:
-        return self._spin
-
     def slider(self) -> QSlider:
         return self._slider
-
-    def users_box(self) -> QSpinBox:
-        return self._users
-
-    def mode_box(self) -> QComboBox:
-        return self._mode
-
-    def profile_box(self) -> QComboBox:
-        return self._profile
-
-    def request_error(self) -> str:
-        return self._request_error.text()
 
     # ----------------------------------------------------------------- slots
 
@@ -575,10 +453,6 @@ class LoadPanel(QWidget):
         self._amplitude.setVisible(kind == "sine")
         self._on_model_edited()
 
-    def _on_preset_activated(self, index: int) -> None:
-        if 0 <= index < len(self._presets):
-            self.set_request(self._presets[index][1])
-
     def _on_button_clicked(self) -> None:
         # Optimistic: show the requested state now; the owner corrects it with
         # set_running(False) if starting fails.
@@ -588,15 +462,15 @@ class LoadPanel(QWidget):
             self.stop_requested.emit()
             return
         plan = None
-        if self._url.text().strip():  # a request was set: it must be valid to start
+        if self._editor.has_request():  # a request was set: it must be valid to start
             try:
                 plan = self.plan()
             except ValueError as e:
-                self._request_error.setText(str(e))
+                self._editor.show_error(str(e))
                 self._tabs.setCurrentIndex(1)
                 self._button.setChecked(False)
                 return
-            self._request_error.setText("")
+            self._editor.show_error("")
             self.set_target(plan.target.describe())
         self._plots.clear()
         self._summary = None
@@ -635,7 +509,7 @@ class LoadPanel(QWidget):
             w.setEnabled(self._enabled_for_target)
         # What a run is (its request and open/closed) is fixed while it runs.
         self._mode.setEnabled(not self._running)
-        self._tabs.widget(1).setEnabled(not self._running)
+        self._editor.setEnabled(not self._running)
         if not can_use:
             self._button.setToolTip(NO_TARGET_TIP)
         elif self._running:
@@ -644,28 +518,6 @@ class LoadPanel(QWidget):
             self._button.setToolTip("Start sending requests at the chosen rate (Alt+S)")
         self.setToolTip("" if self._enabled_for_target else NO_TARGET_TIP)
         self._update_summary_buttons()
-
-
-def _dspin(lo: float, hi: float, value: float, suffix: str, tip: str, decimals: int = 1,
-           step: float = 1.0) -> QDoubleSpinBox:
-    w = QDoubleSpinBox()
-    w.setRange(lo, hi)
-    w.setDecimals(decimals)
-    w.setSingleStep(step)
-    w.setValue(value)
-    w.setSuffix(suffix)
-    w.setToolTip(tip)
-    w.setKeyboardTracking(False)
-    return w
-
-
-def _row(*widgets: QWidget) -> QHBoxLayout:
-    """The widgets side by side, left-aligned (a stretch after them)."""
-    row = QHBoxLayout()
-    for w in widgets:
-        row.addWidget(w)
-    row.addStretch(1)
-    return row
 
 
 def _ms(v: float | None) -> str:

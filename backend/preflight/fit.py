@@ -271,13 +271,13 @@ def check_fit(client: ClusterClient, app_configs: list[dict[str, Any]]) -> FitRe
     for app, name in zip(app_configs, names):
         listed = deployment_needs(app)
         deps.extend(listed)
-        unknown.extend(_assumed_notes(listed))
         if name in running:
+            unknown.extend(_assumed_notes(listed))
             extra, notes = _unlisted_running(app, running, {d.name for d in listed})
             deps.extend(extra)
             unknown.extend(notes)
         else:
-            unknown.extend(_no_deployments_note(app))
+            unknown.extend(app_unknowns(app))
     needs = _sum(d.total for d in deps)
     res = cluster_resources(client, details, resource_names=needs)
     replaced = {n: res.used_by[n] for n in names if n in res.used_by}

@@ -178,9 +178,6 @@ class SessionViewer(QMainWindow):
     def cursor_time(self) -> float:
         return self.data.started_t + self.slider.value() / 10.0
 
-    def set_cursor_time(self, t: float) -> None:
-        self.slider.setValue(int(round((t - self.data.started_t) * 10)))
-
     def _redraw(self) -> None:
         now = self.cursor_time()
         self._time_label.setText(f"{_clock(now)} (+{now - self.data.started_t:.0f} s)")

@@ -7,6 +7,9 @@ starting config back."""
 
 from __future__ import annotations
 
+import pyqtgraph as pg
+from PySide6.QtWidgets import QLabel
+
 from backend.tuning.autotune_search import MAX_BATCH_SIZE
 
 SPEC = {"objective": "max_rps", "slo_p99_ms": 400, "max_error_rate": 0.0,
@@ -54,8 +57,10 @@ def test_auto_tune_from_the_window_marks_every_trial_and_leaves_the_best(
         assert len(rows) == summary["trials"]
         x, y = panel.points()
         assert len(x) >= 1 and all(v <= 400 for v in x)
-        assert panel.slo_line() == 400
-        assert "Best:" in panel.status_text() or "No config" in panel.status_text()
+        plot = panel.findChild(pg.PlotWidget, "trialsPlot")
+        assert [i.value() for i in plot.getPlotItem().items if i.name() == "slo"] == [400]
+        status = panel.findChild(QLabel, "status").text()
+        assert "Best:" in status or "No config" in status
         # Left where the report says, and that is what the cluster runs.
         qtbot.waitUntil(lambda: s.knob_values(app, dep).get(MAX_BATCH_SIZE)
                         == report.left_config[MAX_BATCH_SIZE], timeout=20_000)

@@ -9,6 +9,7 @@ import time
 
 import pytest
 from PySide6.QtCore import Qt, QTimer
+from PySide6.QtWidgets import QLabel, QLineEdit, QProgressBar, QPushButton
 
 from backend.cluster.ports import free_ports
 from console.model.live_session import Session
@@ -161,19 +162,21 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         dialog.set_remote(True)
         dialog.set_url(f"http://127.0.0.1:{free_ports(1)[0]}")
         meter = StallMeter()
-        qtbot.mouseClick(dialog.connect_button(), Qt.MouseButton.LeftButton)
+        connect = dialog.findChild(QPushButton, "connect")
+        qtbot.mouseClick(connect, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: dialog.status_is_error(), timeout=10_000)
         meter.stop()
-        assert "Connection refused" in dialog.status_text()
-        assert not dialog.is_busy() and dialog.isVisible()
+        assert "Connection refused" in dialog.findChild(QLabel, "status").text()
+        assert not dialog.findChild(QProgressBar, "progress").isVisibleTo(dialog)  # not busy
+        assert dialog.isVisible()
         assert meter.max_gap < StallMeter.LIMIT_S
 
         dialog.set_url(ray_cluster.dashboard_url)
         dialog.set_token(ray_cluster.token)
         serve_url = f"http://127.0.0.1:{ray_cluster.serve_http_port}"
-        dialog._serve_edit.setText(serve_url)
+        dialog.findChild(QLineEdit, "serveHttpUrl").setText(serve_url)
         with qtbot.waitSignal(session.connected, timeout=15_000):
-            qtbot.mouseClick(dialog.connect_button(), Qt.MouseButton.LeftButton)
+            qtbot.mouseClick(connect, Qt.MouseButton.LeftButton)
         qtbot.waitUntil(lambda: not dialog.isVisible(), timeout=5_000)
         # Recent addresses persist; the token never does.
         settings.sync()
@@ -216,7 +219,8 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
         run.start()
         qtbot.waitUntil(lambda: win.findChild(ConnectDialog) is not None and win.findChild(ConnectDialog).isVisible()
                         and win.findChild(ConnectDialog).status_is_error(), timeout=15_000)
-        assert "Connection refused" in win.findChild(ConnectDialog).status_text()
+        status = win.findChild(ConnectDialog).findChild(QLabel, "status")
+        assert "Connection refused" in status.text()
         # Ready to correct and retry: nothing the command line said is lost.
         target = win.findChild(ConnectDialog).target()
         assert (target.url, target.token, target.prometheus_url, target.serve_http_url,

@@ -25,6 +25,12 @@ CHANGES = [("user_config.max_batch_size", 16), ("user_config.batch_wait_timeout_
            ("user_config.batch_wait_timeout_s", 0.005), ("max_ongoing_requests", 64)]
 
 
+def scrub_to(viewer, t: float) -> None:
+    """Move the viewer's time slider to *t*, as a user drags it (it counts tenths of a
+    second from the session's start)."""
+    viewer.slider.setValue(round((t - viewer.data.started_t) * 10))
+
+
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and bool(np.all((a == b) | (np.isnan(a) & np.isnan(b))))
 
@@ -138,14 +144,14 @@ def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app, tmp
     qtbot.addWidget(viewer)
     viewer.select(app, dep)
     viewer.plots.set_window(None)
-    viewer.set_cursor_time(viewer.data.ended_t)
+    scrub_to(viewer, viewer.data.ended_t)
     x, y = viewer.plots.curves()["requests_per_s"].getData()
     t, v = live["series"][((app, dep), "requests_per_s")]
     assert _same(np.asarray(x), t) and _same(np.asarray(y), v)
     assert sorted(viewer.plots.markers()) == sorted(live["markers"])
     # Scrubbing back: the plots end at the slider's time.
     mid = (viewer.data.started_t + viewer.data.ended_t) / 2
-    viewer.set_cursor_time(mid)
+    scrub_to(viewer, mid)
     assert abs(viewer.plots.x_range()[1] - mid) < 0.2
     # Before / after the first change: a comparison with its config diff.
     first, second = [k for k in viewer.data.knob_changes if k.app == app][:2]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 import pytest
+from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 
 from backend.deploy.catalog import load_catalog
 from console.windows.main_window import MainWindow
@@ -30,8 +31,9 @@ def run_test_connection(qtbot, win, url, token=None, token_file=None):
     dialog.set_url(url)
     dialog.set_token(token or "")
     dialog.set_token_file(token_file)
-    qtbot.mouseClick(dialog.test_button(), qtbot_left())
-    qtbot.waitUntil(lambda: not dialog.is_busy(), timeout=30_000)
+    qtbot.mouseClick(dialog.findChild(QPushButton, "testConnection"), qtbot_left())
+    progress = dialog.findChild(QProgressBar, "progress")
+    qtbot.waitUntil(lambda: not progress.isVisibleTo(dialog), timeout=30_000)
     return dialog
 
 
@@ -55,7 +57,7 @@ def test_dialog_test_connection_step_by_step(qtbot, window, ray_cluster, batched
     steps = dialog.steps()
     assert all(s.startswith("✓") for s in steps), steps
     assert any("Ray 2.60.0" in s for s in steps)
-    assert not dialog.status_is_error() and "passed" in dialog.status_text()
+    assert not dialog.status_is_error() and "passed" in dialog.findChild(QLabel, "status").text()
 
 
 def test_token_from_a_file(qtbot, tmp_path, ray_cluster):

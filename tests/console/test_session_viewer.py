@@ -15,6 +15,12 @@ from console.windows.recording_viewer import RANGE_S, SETTLE_S, SessionViewer
 KEY = ("batched", "Model")
 
 
+def scrub_to(viewer: SessionViewer, t: float) -> None:
+    """Move the time slider to *t*, as a user drags it (it counts tenths of a second from
+    the session's start)."""
+    viewer.slider.setValue(round((t - viewer.data.started_t) * 10))
+
+
 def _record(path, t0: float, rps_before: float, rps_after: float, bs_after: int) -> str:
     rec = Recorder(str(path), {"cluster_url": "http://head:8265"})
     cfg = lambda bs: {"applications": [{"name": "batched", "deployments": [  # noqa: E731
@@ -55,7 +61,7 @@ def test_ranges_around_the_change_and_scrubbing(qtbot, two):
     assert [(ch.path, ch.a, ch.b) for ch in c.config_changes] == [
         ("user_config.max_batch_size", 8, 32)]
     v.plots.set_window(60.0)
-    v.set_cursor_time(change)
+    scrub_to(v, change)
     lo, hi = v.plots.x_range()
     assert abs(hi - change) < 0.2 and abs(lo - (change - 60)) < 0.2
 
@@ -66,7 +72,7 @@ def test_a_note_at_the_cursor_is_written_into_the_file(qtbot, two, tmp_path):
     qtbot.addWidget(v)
     from backend.recording.library import add_note
     v.note_requested.connect(lambda path, t, text: add_note(path, t, text))
-    v.set_cursor_time(data.started_t + 100)
+    scrub_to(v, data.started_t + 100)
     v.add_note(v.cursor_time(), "queue grows here")
     assert ("✎ queue grows here") in [label for _, label in v.plots.markers()]
     again = open_session(data.path)

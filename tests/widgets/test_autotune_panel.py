@@ -3,7 +3,9 @@ the best highlighted, and the buttons' states through a run."""
 
 from __future__ import annotations
 
+import pyqtgraph as pg
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel
 
 from widgets.autotune_panel import MAX_RPS, MIN_P99, AutoTunePanel, config_text, validate_spec
 
@@ -16,6 +18,16 @@ def row(index, rps, p99, **extra):
             "rps": rps, "p50_ms": p99 / 2 if p99 else None, "p99_ms": p99, "errors": 0,
             "batch_size": 1.5, "measurements": 3, "dropped": False, "skipped": "",
             "failed": "", **extra}
+
+
+def status_text(panel: AutoTunePanel) -> str:
+    return panel.findChild(QLabel, "status").text()
+
+
+def plotted(panel: AutoTunePanel, name: str):
+    """The item drawn on the trials plot under *name* ("trials", "best", "slo")."""
+    plot = panel.findChild(pg.PlotWidget, "trialsPlot")
+    return next(i for i in plot.getPlotItem().items if i.name() == name)
 
 
 def test_the_form_gives_the_spec_and_refuses_a_bad_one(qtbot):
@@ -39,7 +51,7 @@ def test_the_form_gives_the_spec_and_refuses_a_bad_one(qtbot):
     started = []
     panel.start_requested.connect(started.append)
     qtbot.mouseClick(panel.buttons()["start"], Qt.MouseButton.LeftButton)
-    assert not started and "above its end" in panel.status_text()
+    assert not started and "above its end" in status_text(panel)
     panel.set_spec({"ranges": {"user_config.max_batch_size": (2, 4)}})
     qtbot.mouseClick(panel.buttons()["start"], Qt.MouseButton.LeftButton)
     assert len(started) == 1 and started[0]["ranges"]["user_config.max_batch_size"] == (2, 4)
@@ -68,8 +80,9 @@ def test_trials_fill_the_table_and_the_scatter_and_the_best_is_marked(qtbot):
     assert rows[1][2] == "60.0" and rows[1][4] == "250.0"
     assert rows[2][-1] == "not better (1 trial)" and rows[2][2] == "—"
     assert panel.points() == ([120.0, 250.0], [22.0, 60.0])
-    assert panel.best_point() == ([250.0], [60.0])
-    assert panel.slo_line() == 300
+    x, y = plotted(panel, "best").getData()
+    assert (list(x), list(y)) == ([250.0], [60.0])
+    assert plotted(panel, "slo").value() == 300
     panel.set_finished("Best: …", has_best=True, has_start=True)
     assert b["start"].isEnabled() and not b["stop_best"].isEnabled()
     assert b["apply"].isEnabled() and b["revert"].isEnabled() and b["export"].isEnabled()

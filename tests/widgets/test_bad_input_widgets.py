@@ -16,6 +16,16 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (
+    QComboBox,
+    QDoubleSpinBox,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QProgressBar,
+    QPushButton,
+    QSpinBox,
+)
 
 from backend.tuning.knobs import LIVE, Knob, KnobSet
 from tests.bad_input import answered, bad_url
@@ -39,13 +49,18 @@ GOOD = dict(url="http://127.0.0.1:8000/batched", method="POST",
 
 
 def fill(panel: LoadPanel, **fields) -> None:
+    """Type the request into the Request tab's fields."""
     f = {**GOOD, **fields}
-    panel._url.setText(f["url"])
-    panel._method.setCurrentText(f["method"])
-    panel._headers.setPlainText(f["headers"])
-    panel._body.setPlainText(f["body"])
-    panel._model_dist.setCurrentText(f["dist"])
-    panel._model_prefix.setText(f["prefix"])
+    panel.findChild(QLineEdit, "url").setText(f["url"])
+    panel.findChild(QComboBox, "method").setCurrentText(f["method"])
+    panel.findChild(QPlainTextEdit, "headers").setPlainText(f["headers"])
+    panel.findChild(QPlainTextEdit, "body").setPlainText(f["body"])
+    panel.findChild(QComboBox, "modelIds").setCurrentText(f["dist"])
+    panel.findChild(QLineEdit, "modelIdPrefix").setText(f["prefix"])
+
+
+def request_error(panel: LoadPanel) -> str:
+    return panel.findChild(QLabel, "requestError").text()
 
 
 @st.composite
@@ -101,24 +116,25 @@ def test_load_panel_refuses_bad_requests(qtbot, load_panel, fields):
         panel.plan_requested.disconnect(emitted.append)
         panel.start_requested.disconnect(emitted.append)
     assert not emitted, f"{fields!r} was sent: {emitted!r}"
-    assert not panel.is_running() and not panel.start_button().isChecked()
-    answered(LOAD_PANEL, fields, panel.request_error())
+    assert "Start" in panel.start_button().text() and not panel.start_button().isChecked()
+    answered(LOAD_PANEL, fields, request_error(panel))
 
 
 def test_load_panel_still_starts_a_good_request(qtbot, load_panel):
     fill(load_panel, url="http://127.0.0.1:8000/bad")  # an error shown before …
-    load_panel._url.setText("http://exa mple/")
+    load_panel.findChild(QLineEdit, "url").setText("http://exa mple/")
     load_panel.start_button().click()
-    assert load_panel.request_error()
+    assert request_error(load_panel)
     fill(load_panel)  # … goes away once the request is good
     with qtbot.waitSignal(load_panel.plan_requested) as sig:
         load_panel.start_button().click()
-    assert sig.args[0].target.url == GOOD["url"] and load_panel.request_error() == ""
+    assert sig.args[0].target.url == GOOD["url"] and request_error(load_panel) == ""
 
 
 def test_load_panel_spin_boxes_clamp_what_is_typed(qtbot, load_panel):
-    for box, typed in ((load_panel.spin_box(), "99999"), (load_panel.spin_box(), "-5"),
-                       (load_panel.users_box(), "1000000"), (load_panel.users_box(), "-1")):
+    rate = load_panel.findChild(QDoubleSpinBox, "rate")
+    users = load_panel.findChild(QSpinBox, "users")
+    for box, typed in ((rate, "99999"), (rate, "-5"), (users, "1000000"), (users, "-1")):
         box.lineEdit().selectAll()
         qtbot.keyClicks(box.lineEdit(), typed)
         qtbot.keyClick(box.lineEdit(), Qt.Key.Key_Return)
@@ -158,19 +174,21 @@ def bad_connection(draw):
 def test_connect_dialog_refuses_bad_addresses_and_tokens(qtbot, dialog, case, button):
     dialog.set_url(case["url"])
     dialog.set_token(case["token"])
-    dialog._prometheus_edit.setText(case["prometheus"])
-    dialog._serve_edit.setText(case["serve"])
+    dialog.findChild(QLineEdit, "prometheusUrl").setText(case["prometheus"])
+    dialog.findChild(QLineEdit, "serveHttpUrl").setText(case["serve"])
     emitted = []
     dialog.connect_requested.connect(emitted.append)
     dialog.test_requested.connect(emitted.append)
     try:
-        (dialog.connect_button() if button == "connect" else dialog.test_button()).click()
+        dialog.findChild(QPushButton, "connect" if button == "connect"
+                         else "testConnection").click()
     finally:
         dialog.connect_requested.disconnect(emitted.append)
         dialog.test_requested.disconnect(emitted.append)
     assert not emitted, f"{case!r} was sent: {emitted!r}"
-    assert dialog.status_is_error() and not dialog.is_busy()
-    answered(CONNECT_DIALOG, case, dialog.status_text())
+    assert dialog.status_is_error()
+    assert not dialog.findChild(QProgressBar, "progress").isVisibleTo(dialog)  # not busy
+    answered(CONNECT_DIALOG, case, dialog.findChild(QLabel, "status").text())
 
 
 # ================================================================ knob panel

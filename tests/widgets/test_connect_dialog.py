@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QComboBox, QLabel, QLineEdit, QProgressBar, QPushButton
 
 from widgets.connect_dialog import ConnectDialog, ConnectTarget, validate_dashboard_url
 
@@ -13,6 +14,24 @@ def dialog(qtbot) -> ConnectDialog:
     d = ConnectDialog()
     qtbot.addWidget(d)
     return d
+
+
+def button(dialog: ConnectDialog, name: str) -> QPushButton:
+    """The dialog's button: "connect", "testConnection" or "cancel"."""
+    return dialog.findChild(QPushButton, name)
+
+
+def url_combo(dialog: ConnectDialog) -> QComboBox:
+    return dialog.findChild(QComboBox, "dashboardUrl")
+
+
+def status_text(dialog: ConnectDialog) -> str:
+    return dialog.findChild(QLabel, "status").text()
+
+
+def busy(dialog: ConnectDialog) -> bool:
+    """Whether the dialog shows an attempt in progress (its busy bar)."""
+    return dialog.findChild(QProgressBar, "progress").isVisibleTo(dialog)
 
 
 @pytest.mark.parametrize("bad, words", [
@@ -27,10 +46,10 @@ def test_malformed_url_gives_a_message_and_no_signal(qtbot, dialog, bad, words):
     dialog.set_remote(True)
     dialog.set_url(bad)
     with qtbot.assertNotEmitted(dialog.connect_requested):
-        dialog.connect_button().click()
-    assert words in dialog.status_text()
+        button(dialog, "connect").click()
+    assert words in status_text(dialog)
     assert dialog.status_is_error()
-    assert not dialog.is_busy() and dialog.url_combo().isEnabled()
+    assert not busy(dialog) and url_combo(dialog).isEnabled()
     with pytest.raises(ValueError):
         validate_dashboard_url(bad)
 
@@ -38,30 +57,30 @@ def test_malformed_url_gives_a_message_and_no_signal(qtbot, dialog, bad, words):
 def test_good_url_emits_target_and_goes_busy(qtbot, dialog):
     dialog.set_recent([ConnectTarget(local=False, url="http://10.0.0.5:8265/"),
                        ConnectTarget(local=False, url="https://ray.example.com")])
-    assert dialog.url_combo().currentText() == "http://10.0.0.5:8265/"
+    assert url_combo(dialog).currentText() == "http://10.0.0.5:8265/"
     dialog.set_remote(True)
     dialog.set_token("  s3cret ")
-    assert dialog.token_edit().echoMode() == dialog.token_edit().EchoMode.Password
+    token = dialog.findChild(QLineEdit, "token")
+    assert token.echoMode() == QLineEdit.EchoMode.Password
     with qtbot.waitSignal(dialog.connect_requested) as sig:
-        dialog.connect_button().click()
+        button(dialog, "connect").click()
     assert sig.args == [ConnectTarget(local=False, url="http://10.0.0.5:8265", token="s3cret")]
-    assert dialog.is_busy()
-    assert not dialog.url_combo().isEnabled() and not dialog.connect_button().isEnabled()
-    assert dialog.cancel_button().isEnabled()
-    assert dialog.progress_bar().isVisibleTo(dialog)
-    assert dialog.progress_bar().maximum() == 0  # indeterminate
+    assert busy(dialog)
+    assert not url_combo(dialog).isEnabled() and not button(dialog, "connect").isEnabled()
+    assert button(dialog, "cancel").isEnabled()
+    assert dialog.findChild(QProgressBar, "progress").maximum() == 0  # indeterminate
 
     dialog.show_progress("Checking token…")
-    assert dialog.status_text() == "Checking token…"
+    assert status_text(dialog) == "Checking token…"
     dialog.show_error("401: the dashboard wants a token")
-    assert not dialog.is_busy() and dialog.url_combo().isEnabled()
-    assert dialog.status_is_error() and "401" in dialog.status_text()
+    assert not busy(dialog) and url_combo(dialog).isEnabled()
+    assert dialog.status_is_error() and "401" in status_text(dialog)
 
 
 def test_local_emits_local_target_without_url(qtbot, dialog):
     dialog.set_url("garbage")  # ignored for a local cluster
     with qtbot.waitSignal(dialog.connect_requested) as sig:
-        dialog.connect_button().click()
+        button(dialog, "connect").click()
     assert sig.args == [ConnectTarget(local=True, url=None, token=None)]
 
 
@@ -69,32 +88,32 @@ def test_empty_token_is_none(qtbot, dialog):
     dialog.set_remote(True)
     dialog.set_url("https://ray.example.com:443/")
     with qtbot.waitSignal(dialog.connect_requested) as sig:
-        dialog.connect_button().click()
+        button(dialog, "connect").click()
     assert sig.args[0].token is None and sig.args[0].url == "https://ray.example.com:443"
 
 
 def test_cancel_while_busy_emits_and_keeps_dialog_open(qtbot, dialog):
     dialog.show()
-    dialog.connect_button().click()
-    assert dialog.is_busy()
+    button(dialog, "connect").click()
+    assert busy(dialog)
     with qtbot.waitSignal(dialog.cancel_requested):
-        dialog.cancel_button().click()
-    assert dialog.isVisible() and not dialog.is_busy()
-    assert dialog.connect_button().isEnabled()
+        button(dialog, "cancel").click()
+    assert dialog.isVisible() and not busy(dialog)
+    assert button(dialog, "connect").isEnabled()
     # Esc while busy cancels too, rather than closing over a running attempt.
-    dialog.connect_button().click()
+    button(dialog, "connect").click()
     with qtbot.waitSignal(dialog.cancel_requested):
         qtbot.keyClick(dialog, Qt.Key.Key_Escape)
     assert dialog.isVisible()
     # Idle, Cancel closes the dialog.
     with qtbot.assertNotEmitted(dialog.cancel_requested):
-        dialog.cancel_button().click()
+        button(dialog, "cancel").click()
     assert dialog.result() == dialog.DialogCode.Rejected and not dialog.isVisible()
 
 
 def test_accept_closes(qtbot, dialog):
     dialog.show()
-    dialog.connect_button().click()
+    button(dialog, "connect").click()
     dialog.accept()
     assert not dialog.isVisible() and dialog.result() == dialog.DialogCode.Accepted
 
@@ -104,10 +123,11 @@ def test_optional_prometheus_and_serve_addresses_are_validated(qtbot):
     qtbot.addWidget(d)
     d.set_remote(True)
     d.set_url("http://head:8265")
-    d.set_prometheus_url("ftp://prom")
+    prometheus = d.findChild(QLineEdit, "prometheusUrl")
+    prometheus.setText("ftp://prom")
     with pytest.raises(ValueError, match="Prometheus: .*not a Prometheus address"):
         d.target()
-    d.set_prometheus_url(" http://prom:9090/ ")
+    prometheus.setText(" http://prom:9090/ ")
     t = d.target()
     assert t.prometheus_url == "http://prom:9090" and t.serve_http_url is None
     assert t.verify_tls is True
@@ -124,11 +144,11 @@ def test_a_recent_connection_brings_back_everything_but_the_token(qtbot, dialog)
     # The newest is pre-filled whole.
     assert dialog.target() == full
     # Picking the other from the list replaces every remembered field with its own.
-    dialog.url_combo().setCurrentIndex(1)
-    dialog.url_combo().activated.emit(1)
+    url_combo(dialog).setCurrentIndex(1)
+    url_combo(dialog).activated.emit(1)
     assert dialog.target() == plain
-    dialog.url_combo().setCurrentIndex(0)
-    dialog.url_combo().activated.emit(0)
+    url_combo(dialog).setCurrentIndex(0)
+    url_combo(dialog).activated.emit(0)
     assert dialog.target() == full
     # A token typed now is used, and the remembered file is not (typed wins).
     dialog.set_token("typed")

@@ -7,8 +7,16 @@ import json
 import time
 
 import pytest
-from PySide6.QtGui import QGuiApplication
-from PySide6.QtWidgets import QApplication
+from PySide6.QtGui import QGuiApplication, QTextDocument
+from PySide6.QtWidgets import (
+    QApplication,
+    QComboBox,
+    QDoubleSpinBox,
+    QLabel,
+    QLineEdit,
+    QPlainTextEdit,
+    QSpinBox,
+)
 
 from backend.load.load_model import (
     LoadModel,
@@ -27,6 +35,22 @@ def panel(qtbot) -> LoadPanel:
     w = LoadPanel()
     qtbot.addWidget(w)
     return w
+
+
+def child(panel: LoadPanel, kind, name: str):
+    """The panel's control of that type and object name (the Request tab's included)."""
+    widget = panel.findChild(kind, name)
+    assert widget is not None, name
+    return widget
+
+
+def running(panel: LoadPanel) -> bool:
+    """Whether the Start/Stop button shows a run going (it offers Stop)."""
+    return "Stop" in panel.start_button().text()
+
+
+def request_error(panel: LoadPanel) -> str:
+    return child(panel, QLabel, "requestError").text()
 
 
 def test_start_emits_the_edited_request_and_model(qtbot, panel):
@@ -49,22 +73,24 @@ def test_start_emits_the_edited_request_and_model(qtbot, panel):
     assert plan.model == LoadModel(mode="open", arrivals="constant", rate=120.0, users=8,
                                    think_time_s=0.0, profile=Profile("constant", period_s=10,
                                                                      spike_s=2))
-    assert panel.is_running()
-    assert not panel.mode_box().isEnabled()  # open/closed is fixed while running
+    assert running(panel)
+    # Open or closed loop is fixed while running.
+    assert not child(panel, QComboBox, "loadModel").isEnabled()
 
 
 def test_a_bad_request_is_refused_with_the_reason(qtbot, panel):
     panel.set_request(LoadTarget(url="http://127.0.0.1:8000/x"))
-    panel._headers.setPlainText("no colon here")
+    headers = child(panel, QPlainTextEdit, "headers")
+    headers.setPlainText("no colon here")
     with qtbot.assertNotEmitted(panel.plan_requested, wait=100), \
             qtbot.assertNotEmitted(panel.start_requested, wait=100):
         panel.start_button().click()
-    assert "header line 1" in panel.request_error()
-    assert not panel.is_running()
-    panel._headers.setPlainText("")
-    panel._url.setText("ftp://nope")
+    assert "header line 1" in request_error(panel)
+    assert not running(panel)
+    headers.setPlainText("")
+    child(panel, QLineEdit, "url").setText("ftp://nope")
     panel.start_button().click()
-    assert "http://" in panel.request_error() and not panel.is_running()
+    assert "http://" in request_error(panel) and not running(panel)
 
 
 def test_without_a_request_only_the_rate_is_sent(qtbot, panel):
@@ -76,30 +102,34 @@ def test_without_a_request_only_the_rate_is_sent(qtbot, panel):
 
 def test_closed_loop_users_change_while_running_once_with_the_last_value(qtbot, panel):
     panel.set_request(LoadTarget(url="http://127.0.0.1:8000/x"))
-    panel.mode_box().setCurrentIndex(2)
-    assert panel.users_box().isVisibleTo(panel) and not panel.spin_box().isVisibleTo(panel)
-    panel.users_box().setValue(4)
+    child(panel, QComboBox, "loadModel").setCurrentIndex(2)
+    users = child(panel, QSpinBox, "users")
+    assert users.isVisibleTo(panel) and not child(panel, QDoubleSpinBox, "rate").isVisibleTo(panel)
+    users.setValue(4)
     with qtbot.waitSignal(panel.plan_requested) as sig:
         panel.start_button().click()
     assert sig.args[0].model.mode == "closed" and sig.args[0].model.users == 4
     received = []
     panel.model_changed.connect(received.append)
     for n in (5, 9, 16):
-        panel.users_box().setValue(n)
+        users.setValue(n)
         QApplication.processEvents()  # no pause: a loaded machine can stretch any wait
     qtbot.wait(400)
     assert [m.users for m in received] == [16]
 
 
 def test_profile_fields_follow_the_kind(panel):
-    panel.profile_box().setCurrentText("spike")
-    assert panel._factor.isVisibleTo(panel) and not panel._amplitude.isVisibleTo(panel)
-    panel._factor.setValue(4)
-    panel._period.setValue(6)
+    profile = child(panel, QComboBox, "profile")
+    factor = child(panel, QDoubleSpinBox, "spikeFactor")
+    amplitude = child(panel, QDoubleSpinBox, "sineAmplitude")
+    profile.setCurrentText("spike")
+    assert factor.isVisibleTo(panel) and not amplitude.isVisibleTo(panel)
+    factor.setValue(4)
+    child(panel, QDoubleSpinBox, "profilePeriod").setValue(6)
     p = panel.profile()
     assert p.kind == "spike" and p.factor == 4 and p.period_s == 6
-    panel.profile_box().setCurrentText("sine")
-    assert panel._amplitude.isVisibleTo(panel) and not panel._factor.isVisibleTo(panel)
+    profile.setCurrentText("sine")
+    assert amplitude.isVisibleTo(panel) and not factor.isVisibleTo(panel)
     model = LoadModel(mode="open", arrivals="poisson", rate=33, profile=Profile("ramp", 20))
     panel.set_load_model(model)
     assert panel.load_model() == model
@@ -110,22 +140,23 @@ def test_presets_fill_the_editor_and_keep_user_edits(panel):
                ("multiplexed demo", demo_target("multiplexed", "http://h:8000/mux"))]
     panel.set_target_presets(presets)
     assert panel.request().body == '{"features": {features:256}}'
-    panel._body.setPlainText('{"seed": 1}')  # the user's edit
+    child(panel, QPlainTextEdit, "body").setPlainText('{"seed": 1}')  # the user's edit
     panel.set_target_presets(presets)  # a status refresh with the same targets
     assert panel.request().body == '{"seed": 1}'
     panel.set_target_presets(presets, select="multiplexed demo")
     t = panel.request()
     assert t.url == "http://h:8000/mux" and t.model_ids.distribution == "zipf"
     # The user picks another preset; refreshes with the same selection leave it alone.
-    panel._preset.setCurrentIndex(0)
-    panel._preset.activated.emit(0)
+    preset = child(panel, QComboBox, "preset")
+    preset.setCurrentIndex(0)
+    preset.activated.emit(0)
     assert panel.request().url == "http://h:8000/batched"
     panel.set_target_presets(presets, select="multiplexed demo")
     assert panel.request().url == "http://h:8000/batched"
     # A new application appears: the list grows, the editor stays.
     panel.set_target_presets(presets + [("other /o", LoadTarget(url="http://h:8000/o"))],
                              select="multiplexed demo")
-    assert panel.request().url == "http://h:8000/batched" and panel._preset.count() == 3
+    assert panel.request().url == "http://h:8000/batched" and preset.count() == 3
     # The preset being edited goes away: the editor follows the selection.
     panel.set_target_presets(presets[1:], select="multiplexed demo")
     assert panel.request().url == "http://h:8000/mux"
@@ -156,7 +187,9 @@ def test_stats_draw_client_plots_with_errors_by_kind(panel):
     assert list(_data(plots.curve("errors:HTTP 503"))[1]) == [0, 5, 2]
     assert list(_data(plots.curve("errors:timeout"))[1]) == [0, 0, 8]
     assert list(_data(plots.curve("p99"))[1]) == [40, 40, 40]
-    text = panel.stats_text()
+    doc = QTextDocument()
+    doc.setHtml(child(panel, QLabel, "stats").text())
+    text = doc.toPlainText()
     assert "errors 15 (HTTP 503 7, timeout 8)" in text and "p99.9 50.0 ms" in text
     errors = plots.plot("errors")
     assert len(errors.listDataItems()) == 2 and "timeout" in errors.titleLabel.text
@@ -232,5 +265,5 @@ def test_catalog_model_ids_survive_the_editor(panel):
     panel.set_request(demo_target("multiplexed", "http://h/mux", hint=demo.load))
     ids = panel.request().model_ids
     assert (ids.prefix, ids.first, ids.count) == ("tenant-", 0, demo.load.model_ids.count)
-    panel._model_count.setValue(5)
+    child(panel, QSpinBox, "modelIdCount").setValue(5)
     assert panel.request().model_ids.count == 5 and panel.request().model_ids.first == 0
