@@ -85,35 +85,13 @@ def unused_names(product: dict[str, str], users: dict[str, str], tests: dict[str
     return out
 
 
-#: Test-only accessors of the three plot stacks, still read by their tests: they go when
-#: the stacks share one base and their tests read the plots as drawn (issue 23). The list
-#: only shrinks: a name that is no longer test-only must leave it (the test says so).
-PENDING_PLOT_ACCESSORS = {
-    "widgets/live_plots.py": ["start_auto_refresh", "stop_auto_refresh", "is_paused",
-                              "clear_markers", "age_text", "is_stale", "legend_labels",
-                              "series_age_text", "series_is_stale", "x_range"],
-    "widgets/replica_view.py": ["is_paused", "clear_markers", "legend_labels", "age_text",
-                                "x_range", "table_headers", "table_shown",
-                                "placeholder_text"],
-    "widgets/gpu_plots.py": ["has_plots", "legend_labels", "series_age_text",
-                             "series_is_stale", "age_text"],
-}
-_CLASSES = {"widgets/live_plots.py": "LivePlots", "widgets/replica_view.py": "ReplicaView",
-            "widgets/gpu_plots.py": "GpuPlots"}
-
-
 def test_every_public_name_of_the_product_is_used_by_the_product():
     users = _sources(USERS)
     for extra in ("pyproject.toml", *[str(p.relative_to(ROOT))
                                       for p in (ROOT / "resources").rglob("*.yaml")]):
         users[extra] = (ROOT / extra).read_text()
     found = unused_names(_sources(PRODUCT), users, _sources(("tests",)), qt_names())
-    pending = {f"{path}: {_CLASSES[path]}.{name}"
-               for path, names in PENDING_PLOT_ACCESSORS.items() for name in names}
-    assert sorted(set(found["only tests"]) - pending) == [], "used only by tests"
-    assert found["nothing"] == [], "used by nothing"
-    assert sorted(pending - set(found["only tests"])) == [], \
-        "no longer test-only: remove from PENDING_PLOT_ACCESSORS"
+    assert found == {"only tests": [], "nothing": []}
 
 
 def test_the_check_finds_a_name_only_tests_use_and_one_nothing_uses():

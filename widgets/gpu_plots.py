@@ -171,29 +171,12 @@ class GpuPlots(QWidget):
     def plots(self, ip: str) -> dict[str, pg.PlotItem]:
         return dict(self._groups[ip].plots)
 
-    def has_plots(self, ip: str) -> bool:
-        """Whether the node's plots are shown (it has GPU series), not only its header."""
-        return any(ip == node and plots for node, plots in self._layout_key)
-
     def header_text(self, ip: str) -> str:
         """The node's header as plain text (GPUs, then one line per replica share)."""
         if ip not in self._groups:
             return ""
         text = self._groups[ip].header.text.replace("<br>", "\n").replace("&nbsp;", " ")
         return html.unescape(re.sub(r"<[^>]+>", "", text))
-
-    def legend_labels(self, ip: str, plot: str) -> list[str]:
-        legend = self._groups[ip].legends[plot]
-        return [label.text for _, label in legend.items]
-
-    def series_age_text(self, ip: str, index: str, series: str) -> str:
-        return self._groups[ip].series_age.get((index, series), ("—", False))[0]
-
-    def series_is_stale(self, ip: str, index: str, series: str) -> bool:
-        return self._groups[ip].series_age.get((index, series), ("—", False))[1]
-
-    def age_text(self, ip: str, plot: str) -> str:
-        return self._groups[ip].ages.get(plot, ("no data yet", False))[0]
 
     # ----------------------------------------------------------------- internals
 

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (
     QComboBox,
@@ -160,7 +160,6 @@ class LivePlots(QWidget):
         self._key: DeploymentKey | None = None
         self._paused = False
         self._last_now: float | None = None
-        self._auto_timer: QTimer | None = None
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._curve_plot: dict[str, str] = {}
@@ -361,20 +360,6 @@ class LivePlots(QWidget):
         self._update_ages(now)
         self._follow(now, window, earliest)
 
-    def start_auto_refresh(self, hz: float = 10.0) -> None:
-        """Own a GUI-thread timer that calls refresh() `hz` times a second."""
-        if self._auto_timer is None:
-            self._auto_timer = QTimer(self)
-            self._auto_timer.timeout.connect(self._on_auto_timer_timeout)
-        self._auto_timer.start(max(1, int(round(1000.0 / hz))))
-
-    def stop_auto_refresh(self) -> None:
-        if self._auto_timer is not None:
-            self._auto_timer.stop()
-
-    def is_paused(self) -> bool:
-        return self._paused
-
     def set_paused(self, paused: bool) -> None:
         """Freeze (True) or resume following live data (False)."""
         # The action is the single source of truth, so button, shortcut and API agree.
@@ -435,12 +420,6 @@ class LivePlots(QWidget):
     def markers(self) -> list[tuple[float, str]]:
         return [(t, label) for t, label, _ in self._markers]
 
-    def clear_markers(self) -> None:
-        for _, _, lines in self._markers:
-            for plot, line in zip(self._plots.values(), lines):
-                plot.removeItem(line)
-        self._markers.clear()
-
     def curves(self) -> dict[str, pg.PlotDataItem]:
         """The curve of each series, keyed by series name (tests read getData())."""
         return dict(self._curves)
@@ -465,37 +444,7 @@ class LivePlots(QWidget):
     def model_cache_view(self) -> ModelCacheView:
         return self._model_cache
 
-    def age_text(self, title: str) -> str:
-        """The data-age text a plot shows, e.g. 'data 0.7 s old' or 'no data yet'."""
-        return self._age_texts[title]
-
-    def is_stale(self, title: str) -> bool:
-        """Whether a plot's newest data is older than STALE_AFTER_S (drawn in amber)."""
-        return self._age_stale[title]
-
-    def legend_labels(self, title: str) -> list[str]:
-        """The series labels a plot's legend shows now (only series that have data)."""
-        names = {id(self._curves[n]): n for n in self._in_legend}
-        return [SERIES[names[id(sample.item)]].label
-                for sample, _ in self._legends[title].items]
-
-    def series_age_text(self, series: str) -> str:
-        """How old a series' newest sample is, as its legend entry says ('3 s', '—')."""
-        return self._series_age.get(series, ("—", False))[0]
-
-    def series_is_stale(self, series: str) -> bool:
-        """Whether a series' newest sample is older than STALE_AFTER_S (amber)."""
-        return self._series_age.get(series, ("—", False))[1]
-
-    def x_range(self) -> tuple[float, float]:
-        """The shared visible time range (wall-clock seconds)."""
-        (x0, x1), _ = self._master.viewRange()
-        return x0, x1
-
     # ----------------------------------------------------------------- slots
-
-    def _on_auto_timer_timeout(self) -> None:
-        self.refresh()
 
     def _on_window_combo_changed(self, _index: int) -> None:
         window = self.window_seconds()

@@ -18,7 +18,6 @@ nothing here asks the cluster for anything.
 from __future__ import annotations
 
 import html
-import re
 import time
 
 import pyqtgraph as pg
@@ -105,6 +104,7 @@ class ReplicaView(QWidget):
                                    "Select one in the application tree.")
         self._build_plots()
         self._placeholder = QLabel()
+        self._placeholder.setObjectName("placeholder")
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._placeholder.setWordWrap(True)
         self._placeholder.setStyleSheet(f"color: {_GREY}; font-style: italic;")
@@ -121,8 +121,10 @@ class ReplicaView(QWidget):
         self._imbalance.setToolTip(IMBALANCE_TIP)
         self._imbalance.setVisible(False)
         self._table = make_replica_table()
+        self._table.setObjectName("replicaTable")
 
         self._bottom = QWidget()
+        self._bottom.setObjectName("replicaTableArea")
         bottom = QVBoxLayout(self._bottom)
         bottom.setContentsMargins(4, 2, 4, 2)
         bottom.setSpacing(2)
@@ -263,9 +265,6 @@ class ReplicaView(QWidget):
         else:
             self.refresh()
 
-    def is_paused(self) -> bool:
-        return self._paused
-
     def refresh(self, now: float | None = None) -> None:
         """Redraw from the store; the console's redraw timer calls this ~10 times a
         second. A curve gets setData only when its replica has a newer sample (pollers
@@ -305,12 +304,6 @@ class ReplicaView(QWidget):
             lines.append(line)
         self._markers.append((t, label, lines))
 
-    def clear_markers(self) -> None:
-        for _, _, lines in self._markers:
-            for plot, line in zip(self._plots.values(), lines):
-                plot.removeItem(line)
-        self._markers.clear()
-
     def markers(self) -> list[tuple[float, str]]:
         return [(t, label) for t, label, _ in self._markers]
 
@@ -329,21 +322,6 @@ class ReplicaView(QWidget):
             return None
         return self._colours.get(self._key, {}).get(replica_id)
 
-    def legend_labels(self) -> list[str]:
-        """The legend's entries as plain text ('ab12cd 3 s'), top to bottom."""
-        return [_plain(label.text) for _, label in self._legend.items]
-
-    def age_text(self, title: str) -> str:
-        return self._plot_age.get(title, ("no data yet", False))[0]
-
-    def x_range(self) -> tuple[float, float]:
-        (x0, x1), _ = self._master.viewRange()
-        return x0, x1
-
-    def table_headers(self) -> list[str]:
-        """Headers of the columns shown, left to right."""
-        return [COLUMNS[c][0] for c in range(len(COLUMNS)) if not self._table.isColumnHidden(c)]
-
     def table_rows(self) -> list[list[str]]:
         """The table's text, row by row as sorted on screen, shown columns only."""
         cols = [c for c in range(len(COLUMNS)) if not self._table.isColumnHidden(c)]
@@ -353,17 +331,9 @@ class ReplicaView(QWidget):
     def table(self) -> QTableWidget:
         return self._table
 
-    def table_shown(self) -> bool:
-        """Whether the table (and its warning line) is part of the view now."""
-        return not self._bottom.isHidden()
-
     def imbalance_text(self) -> str:
         """The imbalance warning shown above the table; '' when none is shown."""
         return self._imbalance.text() if not self._imbalance.isHidden() else ""
-
-    def placeholder_text(self) -> str:
-        """The line shown instead of the plots; '' while the plots are shown."""
-        return _plain(self._placeholder.text()) if self._stack.currentIndex() == 0 else ""
 
     # ----------------------------------------------------------------- drawing
 
@@ -624,7 +594,3 @@ class ReplicaView(QWidget):
         self._stack.setCurrentIndex(0 if text else 1)
         # The table lists Serve's replicas even before their metrics arrive.
         self._bottom.setVisible(self._key is not None and bool(self._rows))
-
-
-def _plain(text: str) -> str:
-    return html.unescape(re.sub(r"<[^>]+>", "", text)).replace("\xa0", " ")

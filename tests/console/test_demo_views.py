@@ -18,6 +18,7 @@ from backend.metrics.prometheus import PrometheusSource
 from console.windows.main_window import MainWindow
 from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps
+from tests.support.plot_reading import curve_age
 
 # Its own head: the multiplexed, combined and streaming demos' metric series would
 # stay on the package head's page for every later console test (tests/cluster_fixtures.py).
@@ -94,7 +95,7 @@ def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
         stats = session.load._gen.stats()
         assert stats.ok >= 10 and stats.errors == 0, stats.errors_by_kind
         # Each series says how fresh it is.
-        assert window.plots.series_age_text("multiplex_hit_rate").endswith(" s")
+        assert curve_age(window.plots.plots(), window.plots.curves()["multiplex_hit_rate"])[0].endswith(" s")
     finally:
         session.load.stop()
     # The held ids shown are the ones the replicas report (ray_serve_registered_…).

@@ -27,6 +27,7 @@ from console.windows.main_window import MainWindow
 from tests.backend.gpu_page import H100, FakeGpu, PageServer, gpu_only_page
 from tests.helpers import connect_remote_and_wait, nvml_gpu_count, own_cluster
 from widgets.gpu_plots import MEMORY, UTILIZATION
+from tests.support.plot_reading import curve_age, in_view, title_age
 
 APP_DIR = Path(__file__).parent / "data" / "gpu_share_app"
 
@@ -112,7 +113,7 @@ def test_replica_gpu_shares_and_gpu_plots_of_a_gpu_node(qtbot, tmp_path, monkeyp
         view = win.gpu_plots
         try:
             qtbot.waitUntil(lambda: view.nodes() == [ip], timeout=20_000)
-            assert view.isVisible() and not view.has_plots(ip)
+            assert view.isVisible() and not any(in_view(p) for p in view.plots(ip).values())
             ids = sorted(r.replica_id for r in replicas)
             assert view.header_text(ip).splitlines() == [
                 f"GPUs of node {ip}",
@@ -124,7 +125,7 @@ def test_replica_gpu_shares_and_gpu_plots_of_a_gpu_node(qtbot, tmp_path, monkeyp
 
             # The node's GPU reports metrics now: its plots appear with the values.
             fake.page = gpu_only_page(ip, [FakeGpu(0, 42.0, 3072.0)])
-            qtbot.waitUntil(lambda: view.has_plots(ip), timeout=20_000)
+            qtbot.waitUntil(lambda: any(in_view(p) for p in view.plots(ip).values()), timeout=20_000)
             util = view.curves(ip)[("0", "gpu_utilization_pct")]
             qtbot.waitUntil(lambda: util.getData()[1] is not None
                             and len(util.getData()[1]) >= 2, timeout=10_000)
@@ -140,15 +141,15 @@ def test_replica_gpu_shares_and_gpu_plots_of_a_gpu_node(qtbot, tmp_path, monkeyp
             assert client.replica_process_gpus([r.actor_id for r in replicas]) == {}
             assert not client._no_logical_actors
             assert "uses GPU" not in header
-            assert view.series_age_text(ip, "0", "gpu_utilization_pct") in ("0 s", "1 s")
-            assert "data" in view.age_text(ip, UTILIZATION)
-            assert view.age_text(ip, MEMORY) != "no data yet"
+            assert curve_age(view.plots(ip), view.curves(ip)[("0", "gpu_utilization_pct")])[0] in ("0 s", "1 s")
+            assert "data" in title_age(view.plots(ip)[UTILIZATION])[0]
+            assert title_age(view.plots(ip)[MEMORY])[0] != "no data yet"
             # The node's GPU stops reporting: the curves keep their history, and age.
             fake.close()
             n = len(util.xData)
             qtbot.wait(3000)
             assert len(util.xData) <= n + 1
-            assert view.series_age_text(ip, "0", "gpu_utilization_pct") not in ("0 s",)
+            assert curve_age(view.plots(ip), view.curves(ip)[("0", "gpu_utilization_pct")])[0] not in ("0 s",)
             assert np.all(util.getData()[1] == 42.0)
         finally:
             close_window(win)

@@ -13,6 +13,7 @@ import pytest
 from PySide6.QtCore import Qt
 
 from console.windows.main_window import MainWindow
+from tests.support.plot_reading import title_age
 
 
 @pytest.fixture
@@ -52,7 +53,7 @@ def test_deploy_menu_load_and_live_curves(qtbot, window):
 
         qtbot.waitUntil(plotted, timeout=60_000)
         # Every plot says how old its newest data is.
-        assert "old" in window.plots.age_text("Throughput")
+        assert "old" in title_age(window.plots.plots()["Throughput"])[0]
     finally:
         session.load.stop()
 

@@ -19,6 +19,7 @@ from console.windows.main_window import MainWindow
 from console.model.live_session import Session
 from backend.deploy.catalog import load_catalog
 from console.settings import Settings
+from tests.support.plot_reading import x_range
 
 CHANGES = [("user_config.max_batch_size", 16), ("user_config.batch_wait_timeout_s", 0.02),
            ("max_ongoing_requests", 48), ("user_config.max_batch_size", 4),
@@ -152,7 +153,7 @@ def test_offline_viewer_plots_what_was_recorded(qtbot, recorded, tuning_app, tmp
     # Scrubbing back: the plots end at the slider's time.
     mid = (viewer.data.started_t + viewer.data.ended_t) / 2
     scrub_to(viewer, mid)
-    assert abs(viewer.plots.x_range()[1] - mid) < 0.2
+    assert abs(x_range(viewer.plots.plots())[1] - mid) < 0.2
     # Before / after the first change: a comparison with its config diff.
     first, second = [k for k in viewer.data.knob_changes if k.app == app][:2]
     viewer.set_ranges((viewer.data.started_t, first.requested_t),

@@ -11,6 +11,7 @@ import pytest
 from backend.recording.reader import open_session
 from backend.recording.recorder import KnobChange, Marker, Recorder
 from console.windows.recording_viewer import RANGE_S, SETTLE_S, SessionViewer
+from tests.support.plot_reading import x_range
 
 KEY = ("batched", "Model")
 
@@ -62,7 +63,7 @@ def test_ranges_around_the_change_and_scrubbing(qtbot, two):
         ("user_config.max_batch_size", 8, 32)]
     v.plots.set_window(60.0)
     scrub_to(v, change)
-    lo, hi = v.plots.x_range()
+    lo, hi = x_range(v.plots.plots())
     assert abs(hi - change) < 0.2 and abs(lo - (change - 60)) < 0.2
 
 

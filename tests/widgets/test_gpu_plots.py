@@ -11,6 +11,7 @@ from backend.metrics.gpu_shares import GpuShare, ProcessGpu
 from backend.metrics.series import SeriesStore
 from widgets.gpu_plots import MEMORY, UTILIZATION, GpuPlots
 from widgets.plot_style import STALE_AFTER_S
+from tests.support.plot_reading import curve_age, in_view, legend_html, title_age
 
 A, B = "10.0.0.5", "10.0.0.10"
 T0 = 1_700_000_000.0
@@ -67,7 +68,7 @@ def test_each_gpu_node_gets_utilization_and_memory_from_the_store(view):
     view.refresh(T0 + 29)
     assert view.nodes() == [A, B]   # address order (10 after 5, not before)
     assert view.gpus(A) == ["0", "1"] and view.gpus(B) == ["0"]
-    assert view.has_plots(A) and view.has_plots(B)
+    assert any(in_view(p) for p in view.plots(A).values()) and any(in_view(p) for p in view.plots(B).values())
     x, y = view.curves(A)[("0", UTIL)].getData()
     np.testing.assert_array_equal(x, T0 + np.arange(30))
     np.testing.assert_array_equal(y, np.arange(30, dtype=float))
@@ -85,7 +86,7 @@ def test_each_gpu_node_gets_utilization_and_memory_from_the_store(view):
     header = view.header_text(A)
     assert header.startswith(f"GPUs of node {A} — 2 × {H100}")
     assert "no GPU metrics" not in header
-    labels = view.legend_labels(A, MEMORY)
+    labels = legend_html(view.plots(A)[MEMORY])
     assert [lab.split(" <")[0] for lab in labels] == \
         ["GPU 0 used", "GPU 0 total", "GPU 1 used", "GPU 1 total"]
 
@@ -106,14 +107,14 @@ def test_each_series_says_how_old_it_is(view, store):
     for i in range(30, 40):
         store.add(T0 + i, sample(i, gpu1=False, node_b=False))
     view.refresh(T0 + 39.5)
-    assert view.series_age_text(A, "0", UTIL) == "0 s"
-    assert not view.series_is_stale(A, "0", UTIL)
-    assert view.series_age_text(A, "1", UTIL) == "10 s"
-    assert view.series_is_stale(A, "1", UTIL)
-    assert view.age_text(A, UTILIZATION) == "data 0.5 s old"
+    assert curve_age(view.plots(A), view.curves(A)[("0", UTIL)])[0] == "0 s"
+    assert not curve_age(view.plots(A), view.curves(A)[("0", UTIL)])[1]
+    assert curve_age(view.plots(A), view.curves(A)[("1", UTIL)])[0] == "10 s"
+    assert curve_age(view.plots(A), view.curves(A)[("1", UTIL)])[1]
+    assert title_age(view.plots(A)[UTILIZATION])[0] == "data 0.5 s old"
     # Node B stopped at T0 + 29 as well: its titles say so.
-    assert view.age_text(B, MEMORY) == "data 10 s old"
-    labels = view.legend_labels(A, UTILIZATION)
+    assert title_age(view.plots(B)[MEMORY])[0] == "data 10 s old"
+    labels = legend_html(view.plots(A)[UTILIZATION])
     assert "10 s" in labels[1] and "#ffb300" in labels[1]   # amber once stale
     assert 10 > STALE_AFTER_S
 
@@ -168,7 +169,7 @@ def test_replica_shares_per_node_and_a_node_with_shares_only(view):
         "  llm/Model abc123: 0.5 GPU, uses GPU 1 (1.5 GiB)",
         "  llm/Model def456: 0.5 GPU [starting]",
     ]
-    assert not view.has_plots(C) and view.has_plots(A)
+    assert not any(in_view(p) for p in view.plots(C).values()) and any(in_view(p) for p in view.plots(A).values())
     assert view.header_text(C).splitlines() == [
         f"GPUs of node {C}",
         "replicas holding GPU shares (0.125 GPU reserved):",

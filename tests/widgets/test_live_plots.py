@@ -10,6 +10,7 @@ from PySide6.QtWidgets import QApplication
 from backend.metrics.series import SERIES, SeriesStore
 from widgets.live_plots import PLOTS, LivePlots
 from widgets.plot_style import STALE_AFTER_S
+from tests.support.plot_reading import curve_age, legend_names, title_age, x_range
 
 KEY = ("app", "Model")
 OTHER = ("app", "Other")
@@ -50,14 +51,14 @@ def test_curve_holds_the_points_inside_the_window_only(plots):
     # Exactly the samples in [now - 30, now], with their values (not the other deployment's).
     np.testing.assert_array_equal(x, T0 + np.arange(89, 120))
     np.testing.assert_array_equal(y, np.arange(89, 120, dtype=float))
-    x0, x1 = plots.x_range()
+    x0, x1 = x_range(plots.plots())
     assert x0 == pytest.approx(now - 30) and x1 == pytest.approx(now)
 
     plots.set_window(None)  # "All"
     plots.refresh(now)
     x, _ = plots.curves()["requests_per_s"].getData()
     assert len(x) == 120
-    assert plots.x_range()[0] == pytest.approx(T0)
+    assert x_range(plots.plots())[0] == pytest.approx(T0)
 
 
 def test_follow_mode_moves_with_time(plots, store):
@@ -65,7 +66,7 @@ def test_follow_mode_moves_with_time(plots, store):
     plots.refresh(T0 + 119)
     store.add(T0 + 120, {KEY: {"requests_per_s": 120.0}})
     plots.refresh(T0 + 125)
-    assert plots.x_range()[1] == pytest.approx(T0 + 125)
+    assert x_range(plots.plots())[1] == pytest.approx(T0 + 125)
     x, y = plots.curves()["requests_per_s"].getData()
     assert x[-1] == T0 + 120 and y[-1] == 120.0
     assert x[0] == T0 + 95
@@ -83,7 +84,7 @@ def test_switching_deployment_shows_its_data(plots):
     plots.refresh(T0 + 119)
     x, _ = plots.curves()["requests_per_s"].getData()
     assert x is None or len(x) == 0
-    assert plots.age_text("Throughput") == "no data yet"
+    assert title_age(plots.plots()["Throughput"])[0] == "no data yet"
 
 
 def test_app_level_series_are_plotted_for_the_selected_deployment(plots, store):
@@ -94,20 +95,20 @@ def test_app_level_series_are_plotted_for_the_selected_deployment(plots, store):
     assert list(x) == [T0 + 100] and list(y) == [42.0]
     x, _ = plots.curves()["http_latency_p50_ms"].getData()
     assert x is None or len(x) == 0  # another application's series is not ours
-    assert "HTTP p99" in plots.legend_labels("Latency")
-    assert "HTTP p50" not in plots.legend_labels("Latency")
+    assert "HTTP p99" in legend_names(plots.plots()["Latency"])
+    assert "HTTP p50" not in legend_names(plots.plots()["Latency"])
 
 
 def test_legend_lists_only_series_with_data(plots):
     plots.refresh(T0 + 119)
-    assert plots.legend_labels("Throughput") == [SERIES["requests_per_s"].label]
-    assert plots.legend_labels("Batch size") == []
+    assert legend_names(plots.plots()["Throughput"]) == [SERIES["requests_per_s"].label]
+    assert legend_names(plots.plots()["Batch size"]) == []
 
 
 def test_pause_freezes_view_while_data_keeps_arriving(qtbot, plots, store):
     plots.set_window(30.0)
     plots.refresh(T0 + 119)
-    frozen = plots.x_range()
+    frozen = x_range(plots.plots())
     with qtbot.waitSignal(plots.paused_changed) as sig:
         plots.set_paused(True)
     assert sig.args == [True]
@@ -118,10 +119,10 @@ def test_pause_freezes_view_while_data_keeps_arriving(qtbot, plots, store):
     for i in range(120, 140):
         store.add(T0 + i, {KEY: {"requests_per_s": float(i)}})
         plots.refresh(T0 + i + 0.5)
-    assert plots.x_range() == pytest.approx(frozen)
+    assert x_range(plots.plots()) == pytest.approx(frozen)
     assert plots.curves()["requests_per_s"].xData[-1] == T0 + 119  # nothing new drawn
     # ...but the age label still tells the truth about the store.
-    assert plots.age_text("Throughput") == "data 0.5 s old"
+    assert title_age(plots.plots()["Throughput"])[0] == "data 0.5 s old"
     # The user may zoom/pan only while paused.
     vb = plots.plots()["Throughput"].getViewBox()
     assert vb.state["mouseEnabled"] == [True, True]
@@ -129,7 +130,7 @@ def test_pause_freezes_view_while_data_keeps_arriving(qtbot, plots, store):
     plots.set_paused(False)
     assert vb.state["mouseEnabled"] == [False, False]
     plots.refresh(T0 + 140)
-    assert plots.x_range()[1] == pytest.approx(T0 + 140)
+    assert x_range(plots.plots())[1] == pytest.approx(T0 + 140)
     x, _ = plots.curves()["requests_per_s"].getData()
     assert x[-1] == T0 + 139 and x[0] == T0 + 110
 
@@ -140,19 +141,19 @@ def test_space_toggles_pause(qtbot, plots):
     qtbot.waitUntil(lambda: QApplication.activeWindow() is plots)
     plots.setFocus()
     qtbot.keyClick(plots, Qt.Key.Key_Space)
-    assert plots.is_paused()
+    assert plots.pause_action().isChecked()
     qtbot.keyClick(plots, Qt.Key.Key_Space)
-    assert not plots.is_paused()
+    assert not plots.pause_action().isChecked()
 
 
 def test_age_label_reflects_newest_sample_and_turns_stale(plots):
     plots.refresh(T0 + 119.7)
-    assert plots.age_text("Throughput") == "data 0.7 s old"
-    assert not plots.is_stale("Throughput")
-    assert plots.age_text("Batch size") == "no data yet"
+    assert title_age(plots.plots()["Throughput"])[0] == "data 0.7 s old"
+    assert not title_age(plots.plots()["Throughput"])[1]
+    assert title_age(plots.plots()["Batch size"])[0] == "no data yet"
     plots.refresh(T0 + 119 + STALE_AFTER_S + 3)
-    assert plots.age_text("Throughput") == "data 8.0 s old"
-    assert plots.is_stale("Throughput")
+    assert title_age(plots.plots()["Throughput"])[0] == "data 8.0 s old"
+    assert title_age(plots.plots()["Throughput"])[1]
     title = plots.plots()["Throughput"].titleLabel.text
     assert "data 8.0 s old" in title and "#ffb300" in title
 
@@ -162,37 +163,33 @@ def test_each_series_shows_its_own_age_in_the_legend(plots, store):
     for i in range(120, 130):
         store.add(T0 + i, {KEY: {"requests_per_s": 0.0}})
     plots.refresh(T0 + 129.4)
-    assert plots.series_age_text("requests_per_s") == "0 s"
-    assert plots.series_age_text("latency_p99_ms") == "10 s"
-    assert not plots.series_is_stale("requests_per_s")
-    assert plots.series_is_stale("latency_p99_ms")
-    assert plots.series_age_text("batch_size") == "—"  # never had data
+    assert curve_age(plots.plots(), plots.curves()["requests_per_s"])[0] == "0 s"
+    assert curve_age(plots.plots(), plots.curves()["latency_p99_ms"])[0] == "10 s"
+    assert not curve_age(plots.plots(), plots.curves()["requests_per_s"])[1]
+    assert curve_age(plots.plots(), plots.curves()["latency_p99_ms"])[1]
+    assert curve_age(plots.plots(), plots.curves()["batch_size"])[0] == "—"  # never had data
     # The legend entry itself carries the age (amber when stale).
     texts = {label.text for _, label in plots._legends["Latency"].items}
     assert any("p99" in t and "10 s" in t and "#ffb300" in t for t in texts), texts
     # The plot's title gives the newest of its series.
-    assert plots.age_text("Throughput") == "data 0.4 s old"
-    assert plots.age_text("Latency") == "data 10 s old"
-    assert plots.legend_labels("Latency") == ["p99"]
+    assert title_age(plots.plots()["Throughput"])[0] == "data 0.4 s old"
+    assert title_age(plots.plots()["Latency"])[0] == "data 10 s old"
+    assert legend_names(plots.plots()["Latency"]) == ["p99"]
     plots.refresh(T0 + 129 + 200)
-    assert plots.series_age_text("requests_per_s") == "3 min"
+    assert curve_age(plots.plots(), plots.curves()["requests_per_s"])[0] == "3 min"
 
 
 def test_markers_appear_on_every_plot_and_do_not_move_the_view(plots):
     plots.set_window(30.0)
     plots.refresh(T0 + 119)
-    before = plots.x_range()
+    before = x_range(plots.plots())
     plots.add_marker(T0 + 100, "max_batch_size 8 → 16")
     assert plots.markers() == [(T0 + 100, "max_batch_size 8 → 16")]
     for plot in plots.plots().values():
         lines = [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
         assert [ln.value() for ln in lines] == [T0 + 100]
     plots.refresh(T0 + 119)
-    assert plots.x_range() == pytest.approx(before)
-    plots.clear_markers()
-    assert plots.markers() == []
-    for plot in plots.plots().values():
-        assert not [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
+    assert x_range(plots.plots()) == pytest.approx(before)
 
 
 def test_a_marker_with_braces_shows_them_literally(plots):
@@ -204,17 +201,3 @@ def test_a_marker_with_braces_shows_them_literally(plots):
     top = next(iter(plots.plots().values()))
     [line] = [i for i in top.items if i.__class__.__name__ == "InfiniteLine"]
     assert line.label.toPlainText() == text
-
-
-def test_auto_refresh_draws_live_data(qtbot, store):
-    import time
-    w = LivePlots()
-    qtbot.addWidget(w)
-    s = SeriesStore()
-    w.set_store(s)
-    w.set_key(KEY)
-    w.start_auto_refresh(hz=50)
-    s.add(time.time(), {KEY: {"requests_per_s": 3.0}})
-    qtbot.waitUntil(lambda: len(w.curves()["requests_per_s"].getData()[1] or []) == 1,
-                    timeout=2000)
-    w.stop_auto_refresh()

@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QLabel
 
 from backend.metrics.series import SeriesStore
 from widgets.live_plots import PLOTS, LivePlots
+from tests.support.plot_reading import legend_names, title_age
 
 BATCHED = ("batched", "BatchedGenerator")
 MUX = ("multiplexed", "MultiplexedAdapters")
@@ -60,9 +61,9 @@ def test_multiplexed_deployment_shows_its_group_with_data(plots):
     assert plots.visible_plots()[-4:] == MUX_PLOTS
     x, y = plots.curves()["multiplex_hit_rate"].getData()
     np.testing.assert_allclose(y[-3:], [0.57, 0.58, 0.59])
-    assert plots.legend_labels("Model loads") == ["model loads/s", "model unloads/s"]
+    assert legend_names(plots.plots()["Model loads"]) == ["model loads/s", "model unloads/s"]
     assert plots.curves()["model_load_latency_p99_ms"].getData()[1][-1] == 45.0
-    assert plots.age_text("Models per replica") == "data 0.0 s old"
+    assert title_age(plots.plots()["Models per replica"])[0] == "data 0.0 s old"
     # Only the bottom plot shows time labels; switching back hides the group again.
     axes = [plots.plots()[t].getAxis("bottom").style["showValues"] for t in plots.visible_plots()]
     assert axes == [False] * (len(axes) - 1) + [True]
@@ -148,7 +149,7 @@ def test_streaming_pipeline_group_shows_for_the_pipeline_app(qtbot):
     assert w.visible_plots()[-2:] == ["Pipeline: first output vs total",
                                       "Pipeline chunks per stage"]
     assert not set(MUX_PLOTS) & set(w.visible_plots())
-    assert w.legend_labels("Pipeline: first output vs total") == [
+    assert legend_names(w.plots()["Pipeline: first output vs total"]) == [
         "first output, naive", "first output, streaming", "total, naive", "total, streaming"]
     assert w.curves()["pipeline_ttfo_streaming_ms"].getData()[1][-1] == 40.0
     w.set_key(BATCHED)

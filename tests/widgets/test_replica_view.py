@@ -6,14 +6,34 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QLabel, QTableWidget, QWidget
 
 from backend.metrics.series import SeriesStore
 from backend.scaling.replica_table import ReplicaRow
 from widgets.replica_view import COL_HELD, COL_RPS, LATENCY, NO_KEY_TEXT, REQUESTS, ReplicaView
+from tests.support.plot_reading import legend_texts, plain, title_age, x_range
 
 KEY = ("app", "Model")
 T0 = 1_700_000_000.0
 NOW = T0 + 119
+
+
+def placeholder_text(view: ReplicaView) -> str:
+    """The line shown instead of the plots; '' while the plots are shown."""
+    label = view.findChild(QLabel, "placeholder")
+    return plain(label.text()) if label.parentWidget().currentWidget() is label else ""
+
+
+def table_shown(view: ReplicaView) -> bool:
+    """Whether the replica table (and its warning line) is part of the view now."""
+    return not view.findChild(QWidget, "replicaTableArea").isHidden()
+
+
+def table_headers(view: ReplicaView) -> list[str]:
+    """The headers of the table's columns shown, left to right."""
+    table = view.findChild(QTableWidget, "replicaTable")
+    return [table.horizontalHeaderItem(c).text() for c in range(table.columnCount())
+            if not table.isColumnHidden(c)]
 
 
 def rk(rid: str, dep: str = "Model") -> tuple[str, str, str]:
@@ -66,8 +86,8 @@ def test_one_curve_per_replica_and_series_with_the_stored_values(view):
     assert p99[-1] == 319.0 and p50[-1] == 219.0
     _, ongoing = curves[("ongoing_requests", "bbb222")].getData()
     assert set(ongoing) == {7.0}
-    assert view.x_range() == pytest.approx((NOW - 30, NOW))
-    assert [label.split()[0] for label in view.legend_labels()] == ["aaa111", "bbb222"]
+    assert x_range(view.plots()) == pytest.approx((NOW - 30, NOW))
+    assert [label.split()[0] for label in legend_texts(next(iter(view.plots().values())))] == ["aaa111", "bbb222"]
 
 
 def test_p50_is_dashed_in_the_p99_colour(view):
@@ -100,7 +120,7 @@ def test_a_replica_gone_from_the_window_loses_its_curves(view, store):
     assert view.curves()[("requests_per_s", "aaa111")] is first  # created once, updated
     plot_items = view.plots()[REQUESTS].listDataItems()
     assert len(plot_items) == 2
-    assert [label.split()[0] for label in view.legend_labels()] == ["aaa111", "ccc333"]
+    assert [label.split()[0] for label in legend_texts(next(iter(view.plots().values())))] == ["aaa111", "ccc333"]
 
 
 def test_colours_stable_across_refreshes_and_in_first_appearance_order(view, store):
@@ -130,7 +150,7 @@ def test_wider_window_draws_older_points(view):
     view.refresh(NOW)
     x, _ = view.curves()[("requests_per_s", "aaa111")].getData()
     assert len(x) == 120
-    assert view.x_range()[0] == pytest.approx(T0)
+    assert x_range(view.plots())[0] == pytest.approx(T0)
 
 
 def test_markers_on_all_three_plots(view):
@@ -140,40 +160,36 @@ def test_markers_on_all_three_plots(view):
     for plot in view.plots().values():
         lines = [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
         assert [line.value() for line in lines] == [T0 + 100]
-    view.clear_markers()
-    assert view.markers() == []
-    for plot in view.plots().values():
-        assert not [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
 
 
 def test_empty_states_say_so_instead_of_empty_axes(qtbot):
     w = ReplicaView()
     qtbot.addWidget(w)
     w.refresh(NOW)
-    assert w.placeholder_text() == NO_KEY_TEXT
+    assert placeholder_text(w) == NO_KEY_TEXT
     w.set_store(SeriesStore())
     w.set_key(KEY)
     w.refresh(NOW)
-    assert "No per-replica metrics for app / Model yet" in w.placeholder_text()
+    assert "No per-replica metrics for app / Model yet" in placeholder_text(w)
     assert w.curves() == {}
     # Serve's replicas are listed even before their metrics arrive.
     w.set_rows([row("aaa111", rps=None)])
     assert w.table_rows()[0][0] == "aaa111"
-    assert w.table_shown()
+    assert table_shown(w)
 
 
 def test_plots_replace_the_placeholder_when_data_arrives(view):
     view.refresh(NOW)
-    assert view.placeholder_text() == ""
-    assert view.age_text(REQUESTS) == "data 0.0 s old"
-    assert view.age_text(LATENCY) == "data 0.0 s old"
+    assert placeholder_text(view) == ""
+    assert title_age(view.plots()[REQUESTS])[0] == "data 0.0 s old"
+    assert title_age(view.plots()[LATENCY])[0] == "data 0.0 s old"
 
 
 def test_table_rows_match_the_rows_given(view):
     view.refresh(NOW)
     view.set_rows([row("bbb222", rps=12.25, node="10.0.0.2", age_s=180.0),
                    row("aaa111", rps=None, state="STARTING", age_s=5.0)])
-    assert view.table_headers() == ["Replica", "Node", "State", "Started", "Requests/s",
+    assert table_headers(view) == ["Replica", "Node", "State", "Started", "Requests/s",
                                     "Ongoing", "p99 (ms)"]
     # Sorted by replica id (the default), whatever order the rows came in.
     assert view.table_rows() == [
@@ -197,10 +213,10 @@ def test_table_sorts_numbers_by_value(view):
 
 def test_held_models_column_only_for_multiplexed_deployments(view):
     view.set_rows([row("aaa111"), row("bbb222")])
-    assert "Held models" not in view.table_headers()
+    assert "Held models" not in table_headers(view)
     assert view.table().isColumnHidden(COL_HELD)
     view.set_rows([row("aaa111", held=("tenant-1", "tenant-7")), row("bbb222")])
-    assert view.table_headers()[-1] == "Held models"
+    assert table_headers(view)[-1] == "Held models"
     assert [r[-1] for r in view.table_rows()] == ["tenant-1, tenant-7", "—"]
 
 
@@ -230,8 +246,8 @@ def test_switching_deployment_clears_curves_rows_and_warning(view):
     view.set_key(None)
     view.refresh(NOW)
     assert view.curves() == {} and view.table_rows() == [] and view.imbalance_text() == ""
-    assert view.placeholder_text() == NO_KEY_TEXT
-    assert not view.table_shown()
+    assert placeholder_text(view) == NO_KEY_TEXT
+    assert not table_shown(view)
 
 
 def test_refresh_without_new_samples_sets_no_data(view, store, monkeypatch):
@@ -246,21 +262,21 @@ def test_refresh_without_new_samples_sets_no_data(view, store, monkeypatch):
     store.add(T0 + 120, {rk("aaa111"): {"requests_per_s": 1.0}})
     view.refresh(NOW + 1)
     assert len(calls) == 1
-    assert view.x_range() == pytest.approx((NOW + 1 - 30, NOW + 1))  # the view still follows
+    assert x_range(view.plots()) == pytest.approx((NOW + 1 - 30, NOW + 1))  # the view still follows
 
 
 def test_pause_freezes_curves_and_range_while_data_arrives(view, store):
     view.refresh(NOW)
-    frozen = view.x_range()
+    frozen = x_range(view.plots())
     view.set_paused(True)
     # Paused: the whole history is drawn (to pan back); the view stays put.
     assert len(view.curves()[("requests_per_s", "aaa111")].xData) == 120
     for i in range(120, 130):
         store.add(T0 + i, {rk("aaa111"): {"requests_per_s": 1.0}})
         view.refresh(T0 + i)
-    assert view.x_range() == pytest.approx(frozen)
+    assert x_range(view.plots()) == pytest.approx(frozen)
     assert view.curves()[("requests_per_s", "aaa111")].xData[-1] == T0 + 119
     view.set_paused(False)
     view.refresh(T0 + 129)
     assert view.curves()[("requests_per_s", "aaa111")].xData[-1] == T0 + 129
-    assert view.x_range() == pytest.approx((T0 + 99, T0 + 129))
+    assert x_range(view.plots()) == pytest.approx((T0 + 99, T0 + 129))
