@@ -30,9 +30,10 @@ from backend.metrics.gpu_shares import GpuShare
 from backend.metrics.gpu import GPU_SERIES, GpuKey
 from backend.metrics.series import SeriesStore
 from widgets.live_plots import DEFAULT_WINDOW_S
+from widgets.plot_stack import PlotStack
 from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
-                                MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age, series_age,
-                                set_legend_age, set_title_age)
+                                MIN_PLOT_HEIGHT, TEXT as _TEXT)
+
 _PALETTE = ("#4fc3f7", "#ffca28", "#66bb6a", "#ba68c8", "#ff7043", "#4dd0e1",
             "#f06292", "#aed581")
 
@@ -66,12 +67,10 @@ class _NodeGroup:
     legends: dict[str, pg.LegendItem]
     curves: dict[tuple[str, str], pg.PlotDataItem] = field(default_factory=dict)
     in_legend: set[tuple[str, str]] = field(default_factory=set)
-    series_age: dict[tuple[str, str], tuple[str, bool]] = field(default_factory=dict)
-    ages: dict[str, tuple[str, bool]] = field(default_factory=dict)
     y_top: float = 0.0
 
 
-class GpuPlots(QWidget):
+class GpuPlots(PlotStack):
     """Per node: a header (GPUs, replicas' shares), GPU utilization and GPU memory."""
 
     shown_changed = Signal(bool)  # whether any node has something to show
@@ -82,7 +81,6 @@ class GpuPlots(QWidget):
         self._devices: dict[GpuKey, str] = {}
         self._shares: dict[str, tuple[GpuShare, ...]] = {}
         self._window: float | None = DEFAULT_WINDOW_S
-        self._paused = False
         self._x_master: pg.PlotItem | None = None
         self._groups: dict[str, _NodeGroup] = {}
         self._layout_key: tuple = ()
@@ -117,6 +115,9 @@ class GpuPlots(QWidget):
         self._shares = {ip: tuple(v) for ip, v in shares.items() if v}
         self.refresh()
 
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return [p for group in self._groups.values() for p in group.plots.values()]
+
     def set_window(self, seconds: float | None) -> None:
         """How much recent history to draw (None: all), as the deployment plots."""
         self._window = seconds
@@ -125,9 +126,7 @@ class GpuPlots(QWidget):
     def set_paused(self, paused: bool) -> None:
         """Paused: the curves keep all history and stay put; the mouse zooms and pans."""
         self._paused = bool(paused)
-        for group in self._groups.values():
-            for plot in group.plots.values():
-                plot.setMouseEnabled(x=self._paused, y=False)
+        self._apply_pause(zoom_y=False)
         if self._paused:
             self._draw(since=None)
         else:
@@ -331,17 +330,12 @@ class GpuPlots(QWidget):
         else:
             legend.removeItem(curve)
             group.in_legend.discard(key)
-        group.series_age.pop(key, None)
+        self._forget_legend_age((id(group), key))
 
     def _follow(self, now: float, earliest: float | None) -> None:
         first = self._first_plot()
-        if first is None:
-            return
-        if self._window is not None:
-            x0 = now - self._window
-        else:
-            x0 = earliest if earliest is not None and earliest < now else now - 60.0
-        first.setXRange(x0, now, padding=0)
+        if first is not None:
+            self._follow_x(first, now, self._window, earliest)
 
     def _update_ages(self, now: float) -> None:
         store = self._store
@@ -358,20 +352,14 @@ class GpuPlots(QWidget):
                 if (index, series) in group.in_legend:
                     self._set_series_age(group, plot, index, series, now - t)
             for name, title, unit, _ in _PLOTS:
-                age = plot_age(now - newest[name] if name in newest else None)
-                if group.ages.get(name) == age:
-                    continue
-                group.ages[name] = age
-                set_title_age(group.plots[name], title, unit, age)
+                self._show_title_age((id(group), name), group.plots[name], title, unit,
+                                     now - newest[name] if name in newest else None)
 
     def _set_series_age(self, group: _NodeGroup, plot: str, index: str, series: str,
                         age_s: float) -> None:
-        age = series_age(age_s)
         key = (index, series)
-        if group.series_age.get(key) == age:
-            return
-        group.series_age[key] = age
-        set_legend_age(group.legends[plot], group.curves[key], _label(index, series), age)
+        self._show_legend_age((id(group), key), group.legends[plot], group.curves[key],
+                              _label(index, series), age_s)
 
 
 def _series_of(plot: str) -> tuple[str, ...]:

@@ -34,9 +34,8 @@ from PySide6.QtWidgets import (
 
 from backend.metrics.series import SERIES, DeploymentKey, SeriesStore
 from widgets.model_cache_view import ModelCacheView
-from widgets.plot_style import (BACKGROUND as _BACKGROUND, MARKER as _MARKER, MIN_PLOT_HEIGHT,
-                                TEXT as _TEXT, plot_age, series_age, set_legend_age,
-                                set_title_age)
+from widgets.plot_stack import PlotStack
+from widgets.plot_style import BACKGROUND as _BACKGROUND, MIN_PLOT_HEIGHT, TEXT as _TEXT
 
 
 @dataclass(frozen=True)
@@ -143,10 +142,9 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (
 )
 DEFAULT_WINDOW_S = 60.0
 # Markers nearer than this to the one before get their label a line lower (add_marker).
-MARKER_NEAR_S = 60.0
 
 
-class LivePlots(QWidget):
+class LivePlots(PlotStack):
     """A vertical stack of linked time plots for the selected deployment."""
 
     paused_changed = Signal(bool)
@@ -158,18 +156,12 @@ class LivePlots(QWidget):
         self._specs = plots
         self._store: SeriesStore | None = None
         self._key: DeploymentKey | None = None
-        self._paused = False
         self._last_now: float | None = None
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._curve_plot: dict[str, str] = {}
         self._legends: dict[str, pg.LegendItem] = {}
         self._in_legend: set[str] = set()
-        self._age_texts: dict[str, str] = {}
-        self._age_stale: dict[str, bool] = {}
-        # Per series: (age text, stale) shown in its legend entry.
-        self._series_age: dict[str, tuple[str, bool]] = {}
-        self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
         self._visible: tuple[str, ...] = ()
 
         self._build_toolbar()
@@ -195,7 +187,7 @@ class LivePlots(QWidget):
         self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
 
         self._update_key_label()
-        self._apply_mouse_mode()
+        self._apply_pause()
         for title in self._plots:
             self._set_age(title, None)
 
@@ -326,6 +318,9 @@ class LivePlots(QWidget):
 
     # ----------------------------------------------------------------- public API
 
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return list(self._plots.values())
+
     def set_store(self, store: SeriesStore | None) -> None:
         """The store the plots read from on each refresh."""
         self._store = store
@@ -358,7 +353,7 @@ class LivePlots(QWidget):
         window = self.window_seconds()
         earliest = self._draw_curves(since=None if window is None else now - window)
         self._update_ages(now)
-        self._follow(now, window, earliest)
+        self._follow_x(self._master, now, window, earliest)
 
     def set_paused(self, paused: bool) -> None:
         """Freeze (True) or resume following live data (False)."""
@@ -381,44 +376,6 @@ class LivePlots(QWidget):
                 return
         raise ValueError(f"no time window of {seconds!r} s; choose one of "
                          f"{[s for _, s in WINDOWS]}")
-
-    def add_marker(self, t: float, label: str, detail: str = "") -> None:
-        """A vertical line at wall-clock time t on every plot, labelled on the top one
-        (and in every line's tooltip, with *detail* there too): for config changes
-        taking effect, replica deaths, scaling decisions."""
-        lines = []
-        # Markers close together (a tuning change and the scaling it causes) would write
-        # their labels over each other: each one within MARKER_NEAR_S of the one before
-        # goes a line lower, up to three lines, then back to the top.
-        near = 0
-        for prev_t, _label, _lines in reversed(self._markers):
-            if abs(t - prev_t) > MARKER_NEAR_S:
-                break
-            near += 1
-        position = 1.0 - 0.22 * (near % 3)
-        for i, plot in enumerate(self._plots.values()):
-            # The text goes on the top plot only: repeated on every plot it hides data;
-            # the lines below carry it as a tooltip.
-            line = pg.InfiniteLine(
-                pos=t, angle=90, movable=False,
-                pen=pg.mkPen(_MARKER, width=1, style=Qt.PenStyle.DashLine),
-                # pyqtgraph formats the label (str.format, for {value}): a knob's
-                # JSON value in it ({'ModelV1': 90}) must come out literally.
-                label=label.replace("{", "{{").replace("}", "}}") if i == 0 else None,
-                # At the very top, without a box: an opaque label hid the data under
-                # it (a steady 40 req/s vanished behind a row of scaling markers).
-                labelOpts={"position": position, "color": _MARKER,
-                           "anchors": [(0, 0), (0, 0)]},
-            )
-            line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}"
-                            + (f"\n{detail}" if detail else ""))
-            # A marker must not stretch the autoscaled y range (or the "All" x range).
-            plot.addItem(line, ignoreBounds=True)
-            lines.append(line)
-        self._markers.append((t, label, lines))
-
-    def markers(self) -> list[tuple[float, str]]:
-        return [(t, label) for t, label, _ in self._markers]
 
     def curves(self) -> dict[str, pg.PlotDataItem]:
         """The curve of each series, keyed by series name (tests read getData())."""
@@ -452,32 +409,23 @@ class LivePlots(QWidget):
             # Paused: show the chosen span ending where the frozen view's data ends,
             # instead of jumping back to live data the user did not ask for.
             earliest = self._earliest_drawn()
-            self._follow(self._last_now, window, earliest)
+            self._follow_x(self._master, self._last_now, window, earliest)
         else:
             self.refresh()
         self.window_changed.emit(window)
 
     def _on_pause_action_toggled(self, paused: bool) -> None:
         self._paused = paused
-        self._apply_mouse_mode()
+        self._apply_pause()
         if paused:
             # Draw the whole history once (up to now), so panning left while paused
             # finds the data outside the window; the x range itself stays where it is.
-            for plot in self._plots.values():
-                plot.disableAutoRange(axis=pg.ViewBox.XAxis)
             self._draw_curves(since=None)
         else:
-            for plot in self._plots.values():
-                plot.enableAutoRange(y=True)  # undo any y zoom the user did while paused
             self.refresh()
         self.paused_changed.emit(paused)
 
     # ----------------------------------------------------------------- internals
-
-    def _apply_mouse_mode(self) -> None:
-        # Follow mode owns the view range; mouse zoom/pan only makes sense while paused.
-        for plot in self._plots.values():
-            plot.setMouseEnabled(x=self._paused, y=self._paused)
 
     def _update_key_label(self) -> None:
         if self._key is None:
@@ -539,19 +487,11 @@ class LivePlots(QWidget):
         if present:
             legend.addItem(curve, SERIES[name].label)
             self._in_legend.add(name)
-            self._series_age.pop(name, None)  # the new entry gets its age on this tick
+            self._forget_legend_age(name)  # the new entry gets its age on this tick
         else:
             legend.removeItem(curve)
             self._in_legend.discard(name)
-            self._series_age.pop(name, None)
-
-    def _follow(self, now: float, window: float | None, earliest: float | None) -> None:
-        if window is not None:
-            x0 = now - window
-        else:
-            # "All": from the first sample drawn; a minute before now when there is none.
-            x0 = earliest if earliest is not None and earliest < now else now - 60.0
-        self._master.setXRange(x0, now, padding=0)
+            self._forget_legend_age(name)
 
     def _update_ages(self, now: float) -> None:
         for spec in self._specs:
@@ -570,16 +510,9 @@ class LivePlots(QWidget):
     def _set_series_age(self, title: str, series: str, age_s: float) -> None:
         # Each series says how fresh it is: with Prometheus (or no traffic) one series
         # of a plot can stop while the others go on, e.g. p99 without requests.
-        age = series_age(age_s)
-        if self._series_age.get(series) == age:
-            return
-        self._series_age[series] = age
-        set_legend_age(self._legends[title], self._curves[series], SERIES[series].label, age)
+        self._show_legend_age(series, self._legends[title], self._curves[series],
+                              SERIES[series].label, age_s)
 
     def _set_age(self, title: str, age_s: float | None) -> None:
-        age = plot_age(age_s)
-        if (self._age_texts.get(title), self._age_stale.get(title)) == age:
-            return  # relayout of the title only when it changes
-        self._age_texts[title], self._age_stale[title] = age
         unit = next(s.unit for s in self._specs if s.title == title)
-        set_title_age(self._plots[title], title, unit, age)
+        self._show_title_age(title, self._plots[title], title, unit, age_s)

@@ -38,9 +38,9 @@ from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import FAILED, HEALTHY, PENDING
 from backend.scaling.replica_table import ReplicaRow, imbalance
 from widgets.live_plots import DEFAULT_WINDOW_S
-from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
-                                MARKER as _MARKER, MIN_PLOT_HEIGHT, TEXT as _TEXT, plot_age,
-                                series_age, set_legend_age, set_title_age)
+from widgets.plot_stack import PlotStack
+from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND, MIN_PLOT_HEIGHT,
+                                TEXT as _TEXT)
 from widgets.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
                                    COL_STARTED, COL_STATE, COLUMNS, SortItem, fmt,
                                    fmt_fixed, sort_key, format_started, make_replica_table)
@@ -76,7 +76,7 @@ IMBALANCE_TIP = (
     "(multiplexing), a slower node, or a replica that is not taking requests.")
 
 
-class ReplicaView(QWidget):
+class ReplicaView(PlotStack):
     """Three linked time plots (one curve per replica), the replica table below."""
 
     def __init__(self, parent: QWidget | None = None) -> None:
@@ -84,7 +84,6 @@ class ReplicaView(QWidget):
         self._store: SeriesStore | None = None
         self._key: tuple[str, str] | None = None
         self._window: float | None = DEFAULT_WINDOW_S
-        self._paused = False
         self._now: float | None = None
         self._rows: list[ReplicaRow] = []
         # Colour per replica id, per deployment: kept when a replica goes away, so a
@@ -93,9 +92,6 @@ class ReplicaView(QWidget):
         self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}  # (series, replica id)
         self._samples: dict[str, pg.PlotDataItem] = {}  # legend sample per replica
         self._drawn_t: dict[tuple[str, str], float | None] = {}  # newest sample drawn
-        self._replica_age: dict[str, tuple[str, bool]] = {}
-        self._plot_age: dict[str, tuple[str, bool]] = {}
-        self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
         self._started_texts: list[str] = []
         self._icons: dict[str, QIcon] = {}
 
@@ -199,6 +195,9 @@ class ReplicaView(QWidget):
 
     # ----------------------------------------------------------------- public API
 
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return list(self._plots.values())
+
     def set_store(self, store: SeriesStore | None) -> None:
         """The per-replica store (keys: (application, deployment, replica id))."""
         self._store = store
@@ -250,12 +249,7 @@ class ReplicaView(QWidget):
         if paused == self._paused:
             return
         self._paused = paused
-        for plot in self._plots.values():
-            plot.setMouseEnabled(x=paused, y=paused)
-            if paused:
-                plot.disableAutoRange(axis=pg.ViewBox.XAxis)
-            else:
-                plot.enableAutoRange(y=True)  # undo a y zoom made while paused
+        self._apply_pause()
         self._drawn_t.clear()
         if self._store is None or self._key is None:
             return
@@ -280,32 +274,9 @@ class ReplicaView(QWidget):
         if not self._paused:
             since = None if self._window is None else now - self._window
             earliest = self._draw(since, replicas)
-            self._follow(now, earliest)
+            self._follow_x(self._master, now, self._window, earliest)
         self._update_ages(now, replicas)
         self._update_visibility(has_curves=bool(self._curves))
-
-    def add_marker(self, t: float, label: str) -> None:
-        """A vertical line at wall-clock time t on all three plots, labelled on the top
-        one (the others carry it as a tooltip), as LivePlots.add_marker."""
-        lines = []
-        for i, plot in enumerate(self._plots.values()):
-            line = pg.InfiniteLine(
-                pos=t, angle=90, movable=False,
-                pen=pg.mkPen(_MARKER, width=1, style=Qt.PenStyle.DashLine),
-                # pyqtgraph formats the label (str.format, for {value}): a knob's
-                # JSON value in it ({'ModelV1': 90}) must come out literally.
-                label=label.replace("{", "{{").replace("}", "}}") if i == 0 else None,
-                # At the very top, without a box: an opaque label hid the data under
-                # it (a steady 40 req/s vanished behind a row of scaling markers).
-                labelOpts={"position": 1.0, "color": _MARKER, "anchors": [(0, 0), (0, 0)]},
-            )
-            line.setToolTip(f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}")
-            plot.addItem(line, ignoreBounds=True)  # a marker must not stretch the ranges
-            lines.append(line)
-        self._markers.append((t, label, lines))
-
-    def markers(self) -> list[tuple[float, str]]:
-        return [(t, label) for t, label, _ in self._markers]
 
     # ----------------------------------------------------------------- for tests
 
@@ -397,7 +368,7 @@ class ReplicaView(QWidget):
         sample = self._samples.pop(rid, None)
         if sample is not None:
             self._legend.removeItem(sample)
-        self._replica_age.pop(rid, None)
+        self._forget_legend_age(rid)
 
     def _drop_all_curves(self) -> None:
         for rid in list(self._samples):
@@ -423,13 +394,6 @@ class ReplicaView(QWidget):
         assigned[rid] = colour
         return colour
 
-    def _follow(self, now: float, earliest: float | None) -> None:
-        if self._window is not None:
-            x0 = now - self._window
-        else:
-            x0 = earliest if earliest is not None and earliest < now else now - 60.0
-        self._master.setXRange(x0, now, padding=0)
-
     def _update_ages(self, now: float, replicas: dict[str, ReplicaKey]) -> None:
         store = self._store
         assert store is not None
@@ -454,22 +418,14 @@ class ReplicaView(QWidget):
     def _set_replica_age(self, rid: str, age_s: float) -> None:
         # The legend says how fresh each replica's figures are: a replica that stops
         # reporting (stopping, stuck) goes amber before its curves leave the window.
-        age = series_age(age_s)
-        if self._replica_age.get(rid) == age:
-            return
-        self._replica_age[rid] = age
-        set_legend_age(self._legend, self._samples[rid], html.escape(replica_id(rid)), age,
-                       tip_name=f"replica {rid}")
+        self._show_legend_age(rid, self._legend, self._samples[rid],
+                              html.escape(replica_id(rid)), age_s, tip_name=f"replica {rid}")
 
     def _set_plot_age(self, title: str, age_s: float | None) -> None:
-        age = plot_age(age_s)
-        if self._plot_age.get(title) == age:
-            return  # the title relayouts only when its text changes
-        self._plot_age[title] = age
         unit = next(u for t, u, _ in PLOTS if t == title)
         extra = (f"&nbsp;&nbsp;<span style='color:{_AGE_OK}'>p99 solid, p50 dashed</span>"
                  if title == LATENCY else "")
-        set_title_age(self._plots[title], title, unit, age, extra)
+        self._show_title_age(title, self._plots[title], title, unit, age_s, extra)
 
     # ----------------------------------------------------------------- table
 
