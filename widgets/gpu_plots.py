@@ -10,29 +10,28 @@ that Ray knows only as logical resources have no metrics: the shares alone then)
 the whole view says `shown_changed(False)` on a CPU cluster, so the console hides it.
 
 The console links the time axis to the deployment plots (`link_x`), which then own the
-visible range; standing alone the view follows its own window.
+visible range; standing alone the view follows its own window. Window, pause, markers and
+ages are the plot-stack base's (widgets/plot_stack.py); the y ranges are this view's own
+(percent on a fixed scale, memory up to the largest GPU's), so the mouse pans and zooms
+only the time axis while paused.
 """
 
 from __future__ import annotations
 
 import html
 import re
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
-from PySide6.QtWidgets import QFrame, QGraphicsItem, QScrollArea, QSizePolicy, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.metrics.gpu_shares import GpuShare
 from backend.metrics.gpu import GPU_SERIES, GpuKey
-from backend.metrics.series import SeriesStore
-from widgets.live_plots import DEFAULT_WINDOW_S
 from widgets.plot_stack import PlotStack
-from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND,
-                                MIN_PLOT_HEIGHT, TEXT as _TEXT)
+from widgets.plot_style import AGE_OK as _AGE_OK, MIN_PLOT_HEIGHT, TEXT as _TEXT
 
 _PALETTE = ("#4fc3f7", "#ffca28", "#66bb6a", "#ba68c8", "#ff7043", "#4dd0e1",
             "#f06292", "#aed581")
@@ -66,7 +65,6 @@ class _NodeGroup:
     plots: dict[str, pg.PlotItem]
     legends: dict[str, pg.LegendItem]
     curves: dict[tuple[str, str], pg.PlotDataItem] = field(default_factory=dict)
-    in_legend: set[tuple[str, str]] = field(default_factory=set)
     y_top: float = 0.0
 
 
@@ -75,33 +73,23 @@ class GpuPlots(PlotStack):
 
     shown_changed = Signal(bool)  # whether any node has something to show
 
+    _ZOOM_Y = False  # the y ranges are fixed (percent) or set from the data (memory)
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._store: SeriesStore | None = None
         self._devices: dict[GpuKey, str] = {}
         self._shares: dict[str, tuple[GpuShare, ...]] = {}
-        self._window: float | None = DEFAULT_WINDOW_S
         self._x_master: pg.PlotItem | None = None
         self._groups: dict[str, _NodeGroup] = {}
         self._layout_key: tuple = ()
         self._shown = False
 
-        self._graphics = pg.GraphicsLayoutWidget()
-        self._graphics.setBackground(_BACKGROUND)
-        scroll = QScrollArea()
-        scroll.setWidgetResizable(True)
-        scroll.setFrameShape(QFrame.Shape.NoFrame)
-        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        scroll.setWidget(self._graphics)
+        self._graphics = self._new_graphics()
         layout = QVBoxLayout(self)
         layout.setContentsMargins(0, 0, 0, 0)
-        layout.addWidget(scroll)
+        layout.addWidget(self._scroll_area(self._graphics))
 
     # ----------------------------------------------------------------- public API
-
-    def set_store(self, store: SeriesStore | None) -> None:
-        self._store = store
-        self.refresh()
 
     def set_devices(self, devices: dict[GpuKey, str]) -> None:
         """Each GPU's device name, e.g. {("10.0.0.5", "0"): "NVIDIA H100 80GB HBM3"}."""
@@ -113,24 +101,7 @@ class GpuPlots(PlotStack):
     def set_shares(self, shares: dict[str, tuple[GpuShare, ...]]) -> None:
         """{node ip: the replicas' GPU shares there} (backend.metrics.gpu_shares.gpu_shares)."""
         self._shares = {ip: tuple(v) for ip, v in shares.items() if v}
-        self.refresh()
-
-    def _stack_plots(self) -> list[pg.PlotItem]:
-        return [p for group in self._groups.values() for p in group.plots.values()]
-
-    def set_window(self, seconds: float | None) -> None:
-        """How much recent history to draw (None: all), as the deployment plots."""
-        self._window = seconds
-        self.refresh()
-
-    def set_paused(self, paused: bool) -> None:
-        """Paused: the curves keep all history and stay put; the mouse zooms and pans."""
-        self._paused = bool(paused)
-        self._apply_pause(zoom_y=False)
-        if self._paused:
-            self._draw(since=None)
-        else:
-            self.refresh()
+        self._show_changed()
 
     def link_x(self, master: pg.PlotItem | None) -> None:
         """Share the time axis with *master* (the deployment plots), which then sets it."""
@@ -139,20 +110,16 @@ class GpuPlots(PlotStack):
             for plot in group.plots.values():
                 plot.setXLink(master if master is not None else self._first_plot())
 
-    def refresh(self, now: float | None = None) -> None:
-        """Redraw from the store (the console's redraw timer, ~10 Hz)."""
-        now = time.time() if now is None else now
+    def _redraw(self, now: float, history: bool = False) -> None:
+        """A group per node with GPU series or shares (paused too: the console shows the
+        view once a GPU node appears), then the base's redraw of the curves."""
         gpus = self._gpus_by_node()
         for ip in gpus.keys() | self._shares.keys():
             if ip not in self._groups:
                 self._groups[ip] = self._new_group()
             self._ensure_curves(ip, gpus.get(ip, []))
         self._relayout(gpus)
-        if not self._paused:
-            earliest = self._draw(since=None if self._window is None else now - self._window)
-            if self._x_master is None and self._layout_key:
-                self._follow(now, earliest)
-        self._update_ages(now)
+        super()._redraw(now, history)
 
     def nodes(self) -> list[str]:
         """The node IPs shown, top to bottom."""
@@ -179,6 +146,14 @@ class GpuPlots(PlotStack):
 
     # ----------------------------------------------------------------- internals
 
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return [p for group in self._groups.values() for p in group.plots.values()]
+
+    def _follow_plot(self) -> pg.PlotItem | None:
+        # Linked to the deployment plots, they own the range.
+        return None if self._x_master is not None or not self._layout_key \
+            else self._first_plot()
+
     def _gpus_by_node(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}
         if self._store is not None:
@@ -196,30 +171,14 @@ class GpuPlots(PlotStack):
         plots, legends = {}, {}
         link = self._x_master or self._first_plot()
         for name, _title, unit, _series in _PLOTS:
-            plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-            plot.setClipToView(True)
-            plot.setDownsampling(auto=True, mode="peak")
-            plot.showGrid(x=True, y=True, alpha=0.15)
-            plot.hideButtons()
-            plot.setMenuEnabled(False)
-            plot.setMouseEnabled(x=self._paused, y=False)
-            left = plot.getAxis("left")
-            left.setLabel(unit, color=_TEXT)
-            left.enableAutoSIPrefix(False)
-            left.setWidth(56)  # as the deployment plots: linked time axes line up
-            for axis in ("left", "bottom"):
-                plot.getAxis(axis).setTextPen(_TEXT)
-                plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-            plot.setToolTip("\n".join(f"{GPU_SERIES[s].label}: {GPU_SERIES[s].help}"
-                                      for s in _series_of(name)))
+            plot = self._new_plot(unit, "\n".join(f"{GPU_SERIES[s].label}: {GPU_SERIES[s].help}"
+                                                  for s in _series_of(name)))
             if name == UTILIZATION:
                 plot.setYRange(0, 100, padding=0.02)  # percent: a fixed scale reads best
             if link is not None:
                 plot.setXLink(link)
             link = link or plot
-            legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
-            legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
-            plots[name], legends[name] = plot, legend
+            plots[name], legends[name] = plot, self._new_legend()
         return _NodeGroup(header, plots, legends)
 
     def _ensure_curves(self, ip: str, indices: list[str]) -> None:
@@ -232,11 +191,9 @@ class GpuPlots(PlotStack):
                     if (index, series) in group.curves:
                         continue
                     dashed = series == "gpu_memory_total_mib"
-                    pen = pg.mkPen(color, width=1 if dashed else 2,
-                                   style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
-                    curve = pg.PlotDataItem(pen=pen, antialias=False)
-                    group.plots[name].addItem(curve)
-                    group.curves[(index, series)] = curve
+                    group.curves[(index, series)] = self._add_curve(
+                        group.plots[name], color, width=1 if dashed else 2,
+                        style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
 
     def _relayout(self, gpus: dict[str, list[str]]) -> None:
         """Header and (with GPU series) plots per node, nodes in address order."""
@@ -295,8 +252,7 @@ class GpuPlots(PlotStack):
         if group.header.text != text:
             group.header.setText(text)
 
-    def _draw(self, since: float | None) -> float | None:
-        earliest = None
+    def _draw(self, since: float | None) -> None:
         store = self._store
         for ip, group in self._groups.items():
             top = 0.0
@@ -310,32 +266,12 @@ class GpuPlots(PlotStack):
                     if len(y):
                         top = max(top, float(np.max(y)))
                 curve.setData(x, y)
-                self._set_in_legend(group, index, series, len(x) > 0)
-                if len(x) and (earliest is None or x[0] < earliest):
-                    earliest = float(x[0])
+                plot = _plot_of(series)
+                self._set_in_legend((ip, index, series), group.legends[plot], curve,
+                                    _label(index, series), len(x) > 0)
             if top > 0 and abs(top - group.y_top) > 1e-9:
                 group.y_top = top
                 group.plots[MEMORY].setYRange(0, top, padding=0.05)
-        return earliest
-
-    def _set_in_legend(self, group: _NodeGroup, index: str, series: str, present: bool) -> None:
-        key = (index, series)
-        if present == (key in group.in_legend):
-            return
-        plot = next(name for name, *_ in _PLOTS if series in _series_of(name))
-        legend, curve = group.legends[plot], group.curves[key]
-        if present:
-            legend.addItem(curve, _label(index, series))
-            group.in_legend.add(key)
-        else:
-            legend.removeItem(curve)
-            group.in_legend.discard(key)
-        self._forget_legend_age((id(group), key))
-
-    def _follow(self, now: float, earliest: float | None) -> None:
-        first = self._first_plot()
-        if first is not None:
-            self._follow_x(first, now, self._window, earliest)
 
     def _update_ages(self, now: float) -> None:
         store = self._store
@@ -347,23 +283,23 @@ class GpuPlots(PlotStack):
                 t = store.last_time((ip, index), series)
                 if t is None:
                     continue
-                plot = next(name for name, *_ in _PLOTS if series in _series_of(name))
+                plot = _plot_of(series)
                 newest[plot] = max(newest.get(plot, t), t)
-                if (index, series) in group.in_legend:
-                    self._set_series_age(group, plot, index, series, now - t)
+                if (ip, index, series) in self._in_legend:
+                    self._show_legend_age((ip, index, series), group.legends[plot],
+                                          group.curves[(index, series)],
+                                          _label(index, series), now - t)
             for name, title, unit, _ in _PLOTS:
-                self._show_title_age((id(group), name), group.plots[name], title, unit,
+                self._show_title_age((ip, name), group.plots[name], title, unit,
                                      now - newest[name] if name in newest else None)
-
-    def _set_series_age(self, group: _NodeGroup, plot: str, index: str, series: str,
-                        age_s: float) -> None:
-        key = (index, series)
-        self._show_legend_age((id(group), key), group.legends[plot], group.curves[key],
-                              _label(index, series), age_s)
 
 
 def _series_of(plot: str) -> tuple[str, ...]:
     return next(series for name, _t, _u, series in _PLOTS if name == plot)
+
+
+def _plot_of(series: str) -> str:
+    return next(name for name, *_ in _PLOTS if series in _series_of(name))
 
 
 def _label(index: str, series: str) -> str:

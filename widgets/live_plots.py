@@ -7,35 +7,25 @@ how much recent history follow mode shows, and pausing freezes the view so the u
 zoom and pan while pollers keep filling the store.
 
 The x axis is wall-clock time (`time.time()` seconds) shown by a `pg.DateAxisItem`, so
-markers and paused views stay put as time advances.
+markers and paused views stay put as time advances. The window, pause, markers and ages
+are the plot-stack base's (widgets/plot_stack.py), shared with the per-replica and GPU
+views; what is this view's own is which plots show (optional groups only with data),
+app-level series shown for a deployment, and the model cache below the plots.
 """
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
-from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (
-    QComboBox,
-    QFrame,
-    QGraphicsItem,
-    QHBoxLayout,
-    QLabel,
-    QScrollArea,
-    QSizePolicy,
-    QToolButton,
-    QVBoxLayout,
-    QWidget,
-)
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
-from backend.metrics.series import SERIES, DeploymentKey, SeriesStore
+from backend.metrics.series import SERIES, DeploymentKey
 from widgets.model_cache_view import ModelCacheView
 from widgets.plot_stack import PlotStack
-from widgets.plot_style import BACKGROUND as _BACKGROUND, MIN_PLOT_HEIGHT, TEXT as _TEXT
+from widgets.plot_style import MIN_PLOT_HEIGHT
 
 
 @dataclass(frozen=True)
@@ -131,37 +121,19 @@ PLOTS: tuple[PlotSpec, ...] = (
     ), optional=True),
 )
 
-# Time-window choices: (combo text, seconds; None = all history).
-WINDOWS: tuple[tuple[str, float | None], ...] = (
-    ("30 s", 30.0),
-    ("1 min", 60.0),
-    ("5 min", 300.0),
-    ("15 min", 900.0),
-    ("1 h", 3600.0),
-    ("All", None),
-)
-DEFAULT_WINDOW_S = 60.0
-# Markers nearer than this to the one before get their label a line lower (add_marker).
-
 
 class LivePlots(PlotStack):
     """A vertical stack of linked time plots for the selected deployment."""
-
-    paused_changed = Signal(bool)
-    window_changed = Signal(object)  # seconds (float) or None for all history
 
     def __init__(self, parent: QWidget | None = None,
                  plots: tuple[PlotSpec, ...] = PLOTS) -> None:
         super().__init__(parent)
         self._specs = plots
-        self._store: SeriesStore | None = None
         self._key: DeploymentKey | None = None
-        self._last_now: float | None = None
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._curve_plot: dict[str, str] = {}
         self._legends: dict[str, pg.LegendItem] = {}
-        self._in_legend: set[str] = set()
         self._visible: tuple[str, ...] = ()
 
         self._build_toolbar()
@@ -173,13 +145,8 @@ class LivePlots(PlotStack):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(self._toolbar)
-        # Plots keep a readable height (MIN_PLOT_HEIGHT) and scroll when the multiplexing
-        # or pipeline group makes the stack taller than the window.
-        self._scroll = QScrollArea()
-        self._scroll.setWidgetResizable(True)
-        self._scroll.setFrameShape(QFrame.Shape.NoFrame)
-        self._scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
-        self._scroll.setWidget(self._graphics)
+        # The multiplexing or pipeline group can make the stack taller than the window.
+        self._scroll = self._scroll_area(self._graphics)
         layout.addWidget(self._scroll, 1)
         layout.addWidget(self._model_cache)
         self._relayout()
@@ -187,9 +154,9 @@ class LivePlots(PlotStack):
         self.setFocusPolicy(Qt.FocusPolicy.ClickFocus)
 
         self._update_key_label()
-        self._apply_pause()
-        for title in self._plots:
-            self._set_age(title, None)
+        for spec in self._specs:
+            self._show_title_age(spec.title, self._plots[spec.title], spec.title, spec.unit,
+                                 None)
 
     # ----------------------------------------------------------------- construction
 
@@ -199,86 +166,32 @@ class LivePlots(PlotStack):
                                    "Select one in the application tree.")
         self._key_label.setSizePolicy(QSizePolicy.Policy.Expanding,
                                       QSizePolicy.Policy.Preferred)
-
-        self._window_combo = QComboBox()
-        for text, seconds in WINDOWS:
-            self._window_combo.addItem(text, seconds)
-        self._window_combo.setCurrentIndex(
-            next(i for i, (_, s) in enumerate(WINDOWS) if s == DEFAULT_WINDOW_S))
-        self._window_combo.setToolTip(
-            "How much recent history the plots show while following live data; "
-            "'All' shows everything recorded this session.")
-        self._window_combo.currentIndexChanged.connect(self._on_window_combo_changed)
-
-        # The action carries the shortcut, so the console can also put it in a menu.
-        self._pause_action = QAction("Pause", self)
-        self._pause_action.setCheckable(True)
-        self._pause_action.setShortcut(QKeySequence(Qt.Key.Key_Space))
-        self._pause_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
-        self._pause_action.setToolTip(
-            "Pause (Space): freeze the plots so you can zoom and pan with the mouse. "
-            "Data keeps being collected; unpause to follow live data again.")
-        self._pause_action.toggled.connect(self._on_pause_action_toggled)
-        self.addAction(self._pause_action)
-
-        self._pause_button = QToolButton()
-        self._pause_button.setDefaultAction(self._pause_action)
-        self._pause_button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
-
+        combo = self._window_combo_box()
         self._toolbar = QHBoxLayout()
         self._toolbar.setContentsMargins(4, 2, 4, 0)
         self._toolbar.addWidget(self._key_label)
         window_label = QLabel("Window:")
-        window_label.setToolTip(self._window_combo.toolTip())
+        window_label.setToolTip(combo.toolTip())
         self._toolbar.addWidget(window_label)
-        self._toolbar.addWidget(self._window_combo)
-        self._toolbar.addWidget(self._pause_button)
+        self._toolbar.addWidget(combo)
+        self._toolbar.addWidget(self._pause_button())
 
     def _build_plots(self) -> None:
-        self._graphics = pg.GraphicsLayoutWidget()
-        self._graphics.setBackground(_BACKGROUND)
+        self._graphics = self._new_graphics()
         self._graphics.setToolTip("")
         master: pg.PlotItem | None = None
         for spec in self._specs:
-            plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-            plot.setClipToView(True)
-            plot.setDownsampling(auto=True, mode="peak")
-            plot.showGrid(x=True, y=True, alpha=0.15)
-            plot.hideButtons()  # autoscale is ours to manage (follow mode / pause)
-            plot.setMenuEnabled(False)
-            left = plot.getAxis("left")
-            left.setLabel(spec.unit, color=_TEXT)
-            left.enableAutoSIPrefix(False)  # "kms" or "mrequests" would only confuse
-            left.setWidth(56)  # equal widths keep the linked x axes aligned
-            for axis in ("left", "bottom"):
-                plot.getAxis(axis).setTextPen(_TEXT)
-                # Replaying an axis's labels and grid is most of a redraw (text drawn in
-                # software, on the GUI thread, 10 times a second): cached as a pixmap, an
-                # axis is drawn again only when its range changes (benchmarks/gui_stall.py).
-                plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-            plot.getViewBox().setAutoVisible(y=True)
-            plot.enableAutoRange(y=True)
+            plot = self._new_plot(spec.unit, "\n".join(
+                f"{SERIES[c.series].label}: {SERIES[c.series].help}" for c in spec.curves),
+                top=master is None)
             if master is None:
                 master = plot
-                # Marker labels sit along the top plot's upper edge (add_marker); headroom
-                # keeps its data — often a flat maximum such as a steady rate — below them.
-                plot.getViewBox().setDefaultPadding(0.3)
             else:
                 plot.setXLink(master)
-            plot.setToolTip("\n".join(
-                f"{SERIES[c.series].label}: {SERIES[c.series].help}" for c in spec.curves))
-
-            # The legend gets its own layout cell right of the plot, so it never covers data.
-            legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
-            # Keep entries packed at the top of the cell instead of spread over its height.
-            legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
-
             for c in spec.curves:
                 style = (Qt.PenStyle.DashLine if c.dashed else Qt.PenStyle.DotLine
                          if c.dotted else Qt.PenStyle.SolidLine)
-                pen = pg.mkPen(c.color, width=2, style=style)
-                curve = pg.PlotDataItem(pen=pen, antialias=False)
-                plot.addItem(curve, ignoreBounds=not c.autorange)
+                curve = self._add_curve(plot, c.color, style=style, autorange=c.autorange)
                 # The first curve of a plot is its headline (e.g. target replicas): drawn
                 # over the others, so an equal value (running = target) does not hide it.
                 if c is spec.curves[0]:
@@ -286,8 +199,7 @@ class LivePlots(PlotStack):
                 self._curves[c.series] = curve
                 self._curve_plot[c.series] = spec.title
             self._plots[spec.title] = plot
-            self._legends[spec.title] = legend
-        self._master = master
+            self._legends[spec.title] = self._new_legend()
 
     def _wanted_plots(self) -> tuple[str, ...]:
         return tuple(spec.title for spec in self._specs
@@ -318,14 +230,6 @@ class LivePlots(PlotStack):
 
     # ----------------------------------------------------------------- public API
 
-    def _stack_plots(self) -> list[pg.PlotItem]:
-        return list(self._plots.values())
-
-    def set_store(self, store: SeriesStore | None) -> None:
-        """The store the plots read from on each refresh."""
-        self._store = store
-        self._redraw_after_change()
-
     def set_key(self, key: DeploymentKey | None) -> None:
         """Plot this deployment; app-level series stored under (app, "") are shown too."""
         key = tuple(key) if key is not None else None  # type: ignore[assignment]
@@ -333,49 +237,10 @@ class LivePlots(PlotStack):
             return
         self._key = key
         self._update_key_label()
-        self._redraw_after_change()
+        self._show_changed()
 
     def key(self) -> DeploymentKey | None:
         return self._key
-
-    def refresh(self, now: float | None = None) -> None:
-        """Redraw from the store: called by a GUI-thread timer at ~10 Hz.
-
-        While paused the curves and x range stay frozen; only the data-age labels move,
-        because data keeps arriving in the store.
-        """
-        now = time.time() if now is None else now
-        if self._paused:
-            self._update_ages(now)
-            return
-        self._last_now = now
-        self._relayout()
-        window = self.window_seconds()
-        earliest = self._draw_curves(since=None if window is None else now - window)
-        self._update_ages(now)
-        self._follow_x(self._master, now, window, earliest)
-
-    def set_paused(self, paused: bool) -> None:
-        """Freeze (True) or resume following live data (False)."""
-        # The action is the single source of truth, so button, shortcut and API agree.
-        self._pause_action.setChecked(bool(paused))
-
-    def pause_action(self) -> QAction:
-        """The checkable Pause action (shortcut Space), for the console's menus."""
-        return self._pause_action
-
-    def window_seconds(self) -> float | None:
-        """The selected time window in seconds; None shows all history."""
-        return self._window_combo.currentData()
-
-    def set_window(self, seconds: float | None) -> None:
-        """Select a time window; must be one of WINDOWS' values."""
-        for i, (_, s) in enumerate(WINDOWS):
-            if s == seconds:
-                self._window_combo.setCurrentIndex(i)
-                return
-        raise ValueError(f"no time window of {seconds!r} s; choose one of "
-                         f"{[s for _, s in WINDOWS]}")
 
     def curves(self) -> dict[str, pg.PlotDataItem]:
         """The curve of each series, keyed by series name (tests read getData())."""
@@ -401,31 +266,10 @@ class LivePlots(PlotStack):
     def model_cache_view(self) -> ModelCacheView:
         return self._model_cache
 
-    # ----------------------------------------------------------------- slots
-
-    def _on_window_combo_changed(self, _index: int) -> None:
-        window = self.window_seconds()
-        if self._paused and self._last_now is not None:
-            # Paused: show the chosen span ending where the frozen view's data ends,
-            # instead of jumping back to live data the user did not ask for.
-            earliest = self._earliest_drawn()
-            self._follow_x(self._master, self._last_now, window, earliest)
-        else:
-            self.refresh()
-        self.window_changed.emit(window)
-
-    def _on_pause_action_toggled(self, paused: bool) -> None:
-        self._paused = paused
-        self._apply_pause()
-        if paused:
-            # Draw the whole history once (up to now), so panning left while paused
-            # finds the data outside the window; the x range itself stays where it is.
-            self._draw_curves(since=None)
-        else:
-            self.refresh()
-        self.paused_changed.emit(paused)
-
     # ----------------------------------------------------------------- internals
+
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return list(self._plots.values())
 
     def _update_key_label(self) -> None:
         if self._key is None:
@@ -433,15 +277,6 @@ class LivePlots(PlotStack):
         else:
             app, dep = self._key
             self._key_label.setText(f"<b>{app}</b> / {dep}" if dep else f"<b>{app}</b>")
-
-    def _redraw_after_change(self) -> None:
-        # A new store or key: show its data now rather than on the next timer tick.
-        self._relayout()
-        if self._paused:
-            self._draw_curves(since=None)
-            self._update_ages(time.time())
-        else:
-            self.refresh()
 
     def _resolve(self, series: str) -> DeploymentKey | None:
         """The key a series is stored under for the selection: the deployment's own,
@@ -456,42 +291,20 @@ class LivePlots(PlotStack):
             return app_key
         return None
 
-    def _draw_curves(self, since: float | None) -> float | None:
-        """setData on every curve from the store; returns the earliest time drawn."""
-        earliest: float | None = None
+    def _draw(self, since: float | None) -> None:
+        """The plots that should show (paused: they stay as they are), then setData on
+        every curve from the store."""
+        self._relayout()
         for name, curve in self._curves.items():
             key = self._resolve(name)
-            title = self._curve_plot[name]
-            if key is None:
+            present = key is not None
+            if present:
+                x, y = self._store.snapshot(key, name, since=since)  # type: ignore[union-attr]
+                curve.setData(x, y)
+            else:
                 curve.setData(np.empty(0), np.empty(0))
-                self._set_in_legend(title, name, False)
-                continue
-            x, y = self._store.snapshot(key, name, since=since)  # type: ignore[union-attr]
-            curve.setData(x, y)
-            self._set_in_legend(title, name, True)
-            if len(x) and (earliest is None or x[0] < earliest):
-                earliest = float(x[0])
-        return earliest
-
-    def _earliest_drawn(self) -> float | None:
-        firsts = [float(c.xData[0]) for c in self._curves.values()
-                  if c.xData is not None and len(c.xData)]
-        return min(firsts) if firsts else None
-
-    def _set_in_legend(self, title: str, name: str, present: bool) -> None:
-        # Only series with data get a legend entry: a deployment without @serve.batch
-        # should not advertise an empty "actual batch size" curve.
-        if present == (name in self._in_legend):
-            return
-        legend, curve = self._legends[title], self._curves[name]
-        if present:
-            legend.addItem(curve, SERIES[name].label)
-            self._in_legend.add(name)
-            self._forget_legend_age(name)  # the new entry gets its age on this tick
-        else:
-            legend.removeItem(curve)
-            self._in_legend.discard(name)
-            self._forget_legend_age(name)
+            self._set_in_legend(name, self._legends[self._curve_plot[name]], curve,
+                                SERIES[name].label, present)
 
     def _update_ages(self, now: float) -> None:
         for spec in self._specs:
@@ -504,15 +317,8 @@ class LivePlots(PlotStack):
                 if t is not None and (newest is None or t > newest):
                     newest = t
                 if t is not None and c.series in self._in_legend:
-                    self._set_series_age(spec.title, c.series, now - t)
-            self._set_age(spec.title, None if newest is None else now - newest)
-
-    def _set_series_age(self, title: str, series: str, age_s: float) -> None:
-        # Each series says how fresh it is: with Prometheus (or no traffic) one series
-        # of a plot can stop while the others go on, e.g. p99 without requests.
-        self._show_legend_age(series, self._legends[title], self._curves[series],
-                              SERIES[series].label, age_s)
-
-    def _set_age(self, title: str, age_s: float | None) -> None:
-        unit = next(s.unit for s in self._specs if s.title == title)
-        self._show_title_age(title, self._plots[title], title, unit, age_s)
+                    self._show_legend_age(c.series, self._legends[spec.title],
+                                          self._curves[c.series], SERIES[c.series].label,
+                                          now - t)
+            self._show_title_age(spec.title, self._plots[spec.title], spec.title, spec.unit,
+                                 None if newest is None else now - newest)

@@ -1,17 +1,25 @@
 """What the three plot stacks share (the deployment's live plots, the per-replica view,
 the GPU view), written once so a fix lands in all three:
 
+* the plots themselves: a wall-clock time axis, clip-to-view and peak downsampling, the
+  y unit on a fixed-width axis (linked time axes line up), axes cached as pixmaps;
+  curves are made once and get `setData` per redraw (pyqtgraph's scrollingPlots);
+* the time window: how much recent history is drawn and shown while following "now"
+  (the live plots put it in a combo box, the others follow theirs), or from the first
+  sample drawn when the window is "All";
+* pause: one checkable action is the single source of truth; while paused the mouse
+  zooms and pans, the curves hold the whole history (to pan back) and the x range stays
+  put; on resume the plots follow again and a y zoom made while paused is undone;
 * markers: a dashed vertical line at a wall-clock time on every plot, labelled on the
   top one, with labels of markers close together staggered so they never write over
   each other (the other plots carry the label as a tooltip);
-* following "now": the visible time range is the window before now, or from the first
-  sample drawn when the window is "All";
-* pause: while paused the mouse zooms and pans and the x range stays put; on resume the
-  plots follow again and a y zoom made while paused is undone;
 * the ages in titles and legends ("data 0.7 s old", amber once stale), each relaid out
-  only when its text changes (a title relayout is the costliest thing on a redraw).
+  only when its text changes (a title relayout is the costliest thing on a redraw), and
+  legend entries only for series with data.
 
-Each stack keeps its own curves and layout; it names its plots in `_stack_plots`."""
+A stack names its plots (`_stack_plots`), draws its curves from the store since a time
+(`_draw`), writes its ages (`_update_ages`); the base decides when and over what range.
+"""
 
 from __future__ import annotations
 
@@ -19,33 +27,312 @@ import time
 from collections.abc import Hashable
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QWidget
+from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsItem, QScrollArea, QSizePolicy,
+                               QToolButton, QWidget)
 
-from widgets.plot_style import (MARKER, plot_age, series_age, set_legend_age,
-                                set_title_age)
+from backend.metrics.series import SeriesStore
+from widgets.plot_style import (BACKGROUND, MARKER, TEXT, plot_age, series_age,
+                                set_legend_age, set_title_age)
 
+# Time-window choices of the window combo: (combo text, seconds; None = all history).
+WINDOWS: tuple[tuple[str, float | None], ...] = (
+    ("30 s", 30.0),
+    ("1 min", 60.0),
+    ("5 min", 300.0),
+    ("15 min", 900.0),
+    ("1 h", 3600.0),
+    ("All", None),
+)
+DEFAULT_WINDOW_S = 60.0
 #: Markers within this many seconds of the one before are "close": their labels go a
 #: line lower (up to three lines, then back to the top).
 MARKER_NEAR_S = 60.0
 #: Without any sample to start from, "All" shows the minute before now.
 EMPTY_SPAN_S = 60.0
+#: Headroom above the data of the plot that carries the marker labels (its upper edge).
+MARKER_HEADROOM = 0.3
 
 
 class PlotStack(QWidget):
     """Base of a stack of linked time plots; see the module docstring."""
 
+    paused_changed = Signal(bool)
+    window_changed = Signal(object)  # seconds (float) or None for all history
+
+    #: Whether the mouse zooms y while paused (and resuming autoranges y again); False
+    #: where the stack sets its y ranges itself (the GPU view: percent, memory in GiB).
+    _ZOOM_Y = True
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        self._store: SeriesStore | None = None
+        self._window: float | None = DEFAULT_WINDOW_S
+        self._window_combo: QComboBox | None = None
         self._paused = False
-        self._markers: list[tuple[float, str, list[pg.InfiniteLine]]] = []
+        self._now: float | None = None  # the now of the last refresh
+        self._view_now: float | None = None  # the right edge the view last followed
+        self._markers: list[tuple[float, str, str]] = []  # (t, label, tooltip)
         # The age text (and staleness) each title and legend entry shows now, by key.
         self._title_ages: dict[Hashable, tuple[str, bool]] = {}
         self._legend_ages: dict[Hashable, tuple[str, bool]] = {}
+        self._in_legend: set[Hashable] = set()
 
+        # The action carries the shortcut, so the console can also put it in a menu.
+        self._pause_action = QAction("Pause", self)
+        self._pause_action.setCheckable(True)
+        self._pause_action.setShortcut(QKeySequence(Qt.Key.Key_Space))
+        self._pause_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self._pause_action.setToolTip(
+            "Pause (Space): freeze the plots so you can zoom and pan with the mouse. "
+            "Data keeps being collected; unpause to follow live data again.")
+        self._pause_action.toggled.connect(self._on_pause_action_toggled)
+
+    # -- what a stack provides ---------------------------------------------------------
     def _stack_plots(self) -> list[pg.PlotItem]:
         """The plots of the stack, top to bottom (markers go on each)."""
         raise NotImplementedError
+
+    def _draw(self, since: float | None) -> None:
+        """Bring the curves (and what shows them) in step with the store, from *since*
+        (None: all history)."""
+        raise NotImplementedError
+
+    def _update_ages(self, now: float) -> None:
+        """Write how old each plot's and each legend entry's newest sample is at *now*."""
+        raise NotImplementedError
+
+    def _can_draw(self) -> bool:
+        """Whether there is anything to draw (e.g. a deployment selected)."""
+        return True
+
+    def _follow_plot(self) -> pg.PlotItem | None:
+        """The plot whose x range following sets (the others are linked to it); None
+        where another view owns the range."""
+        plots = self._stack_plots()
+        return plots[0] if plots else None
+
+    # -- store, redraw -----------------------------------------------------------------
+    def set_store(self, store: SeriesStore | None) -> None:
+        """The store the plots read from on each refresh."""
+        self._store = store
+        self._show_changed()
+
+    def refresh(self, now: float | None = None) -> None:
+        """Redraw from the store: called by the console's GUI-thread timer at ~10 Hz.
+
+        While paused the curves and x range stay frozen; only the data-age labels move,
+        because data keeps arriving in the store.
+        """
+        self._redraw(time.time() if now is None else now)
+
+    def _redraw(self, now: float, history: bool = False) -> None:
+        """One redraw at *now*: following, the window before now (and the view moves
+        there); paused, nothing new is drawn, unless *history*: then all of it, once."""
+        self._now = now
+        if not self._can_draw():
+            return
+        if not self._paused:
+            self._draw(None if self._window is None else now - self._window)
+            self._view_now = now
+            self._follow(now)
+        elif history:
+            self._draw(None)
+        self._update_ages(now)
+
+    def _show_changed(self) -> None:
+        """A new store or selection: shown now rather than on the next tick (paused: its
+        whole history, with the time range left where it is)."""
+        self._redraw(self._last_now(), history=True)
+
+    def _last_now(self) -> float:
+        """The now of the last refresh (the console's clock, or a recording's time);
+        the wall clock before the first."""
+        return time.time() if self._now is None else self._now
+
+    # -- the time window, following now ------------------------------------------------
+    def window_seconds(self) -> float | None:
+        """The selected time window in seconds; None shows all history."""
+        return self._window
+
+    def set_window(self, seconds: float | None) -> None:
+        """Select a time window (None: all history); with a window combo, one of its
+        values (WINDOWS)."""
+        index = -1
+        if self._window_combo is not None:
+            index = next((i for i, (_, s) in enumerate(WINDOWS) if s == seconds), -1)
+            if index < 0:
+                raise ValueError(f"no time window of {seconds!r} s; choose one of "
+                                 f"{[s for _, s in WINDOWS]}")
+        elif seconds is not None and seconds <= 0:
+            raise ValueError(f"a time window must be positive, not {seconds!r}")
+        if seconds == self._window:
+            return
+        self._window = seconds
+        if self._window_combo is not None:
+            with QSignalBlocker(self._window_combo):
+                self._window_combo.setCurrentIndex(index)
+        if self._paused:
+            # Paused: show the chosen span ending where the frozen view's data ends,
+            # instead of jumping back to live data the user did not ask for.
+            if self._view_now is not None:
+                self._follow(self._view_now)
+        else:
+            self._redraw(self._last_now())
+        self.window_changed.emit(seconds)
+
+    def _window_combo_box(self) -> QComboBox:
+        """A combo box of WINDOWS that selects this stack's window (for its toolbar)."""
+        combo = QComboBox()
+        for text, seconds in WINDOWS:
+            combo.addItem(text, seconds)
+        combo.setCurrentIndex(next(i for i, (_, s) in enumerate(WINDOWS) if s == self._window))
+        combo.setToolTip("How much recent history the plots show while following live "
+                         "data; 'All' shows everything recorded this session.")
+        combo.currentIndexChanged.connect(lambda i: self.set_window(WINDOWS[i][1]))
+        self._window_combo = combo
+        return combo
+
+    def _follow(self, now: float) -> None:
+        """Show the window before *now* (with no window, "All": from the first sample
+        drawn) on the plot the others are x-linked to."""
+        plot = self._follow_plot()
+        if plot is None:
+            return
+        if self._window is not None:
+            x0 = now - self._window
+        else:
+            earliest = self._earliest_drawn()
+            x0 = earliest if earliest is not None and earliest < now else now - EMPTY_SPAN_S
+        plot.setXRange(x0, now, padding=0)
+
+    def _earliest_drawn(self) -> float | None:
+        """The time of the first point any curve holds (None: no curve holds any)."""
+        firsts = [float(c.xData[0]) for plot in self._stack_plots()
+                  for c in plot.listDataItems() if c.xData is not None and len(c.xData)]
+        return min(firsts) if firsts else None
+
+    # -- pause -------------------------------------------------------------------------
+    def set_paused(self, paused: bool) -> None:
+        """Freeze (True) or resume following live data (False)."""
+        # The action is the single source of truth, so button, shortcut and API agree.
+        self._pause_action.setChecked(bool(paused))
+
+    def pause_action(self) -> QAction:
+        """The checkable Pause action (shortcut Space), for the console's menus."""
+        return self._pause_action
+
+    def _pause_button(self) -> QToolButton:
+        """A toolbar button for the pause action; its Space shortcut then works while
+        the focus is in this stack."""
+        self.addAction(self._pause_action)
+        button = QToolButton()
+        button.setDefaultAction(self._pause_action)
+        button.setToolButtonStyle(Qt.ToolButtonStyle.ToolButtonTextOnly)
+        return button
+
+    def _on_pause_action_toggled(self, paused: bool) -> None:
+        self._paused = paused
+        for plot in self._stack_plots():
+            self._apply_pause(plot)
+        # Paused: the whole history once (up to now), so panning left finds the data
+        # outside the window; the x range itself stays where it is.
+        self._redraw(self._last_now(), history=True)
+        self.paused_changed.emit(paused)
+
+    def _apply_pause(self, plot: pg.PlotItem) -> None:
+        """Mouse zoom and pan only while paused (following owns the range otherwise);
+        pausing freezes the x range where it is, resuming undoes a y zoom."""
+        plot.setMouseEnabled(x=self._paused, y=self._paused and self._ZOOM_Y)
+        if self._paused:
+            plot.disableAutoRange(axis=pg.ViewBox.XAxis)
+        elif self._ZOOM_Y:
+            plot.enableAutoRange(y=True)
+
+    # -- plots, curves, legends --------------------------------------------------------
+    @staticmethod
+    def _new_graphics() -> pg.GraphicsLayoutWidget:
+        """The layout widget the plots (and legends) of a stack are laid out in."""
+        graphics = pg.GraphicsLayoutWidget()
+        graphics.setBackground(BACKGROUND)
+        return graphics
+
+    @staticmethod
+    def _scroll_area(graphics: pg.GraphicsLayoutWidget) -> QScrollArea:
+        """*graphics* in a vertical scroll area: plots keep a readable height
+        (MIN_PLOT_HEIGHT each) and the stack scrolls when it is taller than the window."""
+        scroll = QScrollArea()
+        scroll.setWidgetResizable(True)
+        scroll.setFrameShape(QFrame.Shape.NoFrame)
+        scroll.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        scroll.setWidget(graphics)
+        return scroll
+
+    def _new_plot(self, unit: str, tip: str, top: bool = False) -> pg.PlotItem:
+        """A time plot of the stack with *unit* on its y axis; *top*: it carries the
+        markers' labels, along its upper edge."""
+        plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+        plot.setClipToView(True)
+        plot.setDownsampling(auto=True, mode="peak")
+        plot.showGrid(x=True, y=True, alpha=0.15)
+        plot.hideButtons()  # autoscale is ours to manage (follow mode / pause)
+        plot.setMenuEnabled(False)
+        left = plot.getAxis("left")
+        left.setLabel(unit, color=TEXT)
+        left.enableAutoSIPrefix(False)  # "kms" or "mrequests" would only confuse
+        left.setWidth(56)  # equal widths keep the linked x axes aligned
+        for axis in ("left", "bottom"):
+            plot.getAxis(axis).setTextPen(TEXT)
+            # Replaying an axis's labels and grid is most of a redraw (text drawn in
+            # software, on the GUI thread, 10 times a second): cached as a pixmap, an
+            # axis is drawn again only when its range changes (benchmarks/gui_stall.py).
+            plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        plot.getViewBox().setAutoVisible(y=True)
+        plot.enableAutoRange(y=True)
+        if top:
+            # Headroom keeps its data (often a flat maximum, e.g. a steady rate) below
+            # the marker labels.
+            plot.getViewBox().setDefaultPadding(MARKER_HEADROOM)
+        plot.setToolTip(tip)
+        self._apply_pause(plot)
+        for t, _label, marker_tip in self._markers:  # a plot made later has them too
+            self._add_marker_line(plot, t, None, 1.0, marker_tip)
+        return plot
+
+    @staticmethod
+    def _new_legend() -> pg.LegendItem:
+        """A legend for its own layout cell beside the plots, so it never covers data."""
+        legend = pg.LegendItem(labelTextColor=TEXT, labelTextSize="8pt")
+        # Keep entries packed at the top of the cell instead of spread over its height.
+        legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        return legend
+
+    @staticmethod
+    def _add_curve(plot: pg.PlotItem, color: str, width: int = 2,
+                   style: Qt.PenStyle = Qt.PenStyle.SolidLine,
+                   autorange: bool = True) -> pg.PlotDataItem:
+        """A curve on *plot*, made once and given data per redraw; *autorange* False:
+        drawn but left out of the y axis' autorange."""
+        curve = pg.PlotDataItem(pen=pg.mkPen(color, width=width, style=style),
+                                antialias=False)
+        plot.addItem(curve, ignoreBounds=not autorange)
+        return curve
+
+    def _set_in_legend(self, key: Hashable, legend: pg.LegendItem, item, name: str,
+                       present: bool) -> None:
+        """Put *item* (a curve or a sample) in *legend* as *name* (HTML), or take it out.
+        Only series with data get an entry: a deployment without @serve.batch should not
+        advertise an empty "actual batch size" curve."""
+        if present == (key in self._in_legend):
+            return
+        if present:
+            legend.addItem(item, name)
+            self._in_legend.add(key)
+        else:
+            legend.removeItem(item)
+            self._in_legend.discard(key)
+        self._legend_ages.pop(key, None)  # a new entry gets its age on this tick
 
     # -- markers -----------------------------------------------------------------------
     def add_marker(self, t: float, label: str, detail: str = "") -> None:
@@ -53,57 +340,40 @@ class PlotStack(QWidget):
         (and in every line's tooltip, with *detail* there too): for config changes
         taking effect, replica deaths, scaling decisions."""
         near = 0
-        for prev_t, _label, _lines in reversed(self._markers):
+        for prev_t, _label, _tip in reversed(self._markers):
             if abs(t - prev_t) > MARKER_NEAR_S:
                 break
             near += 1
-        position = 1.0 - 0.22 * (near % 3)
         tip = (f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}"
                + (f"\n{detail}" if detail else ""))
-        lines = []
         for i, plot in enumerate(self._stack_plots()):
-            line = pg.InfiniteLine(
-                pos=t, angle=90, movable=False,
-                pen=pg.mkPen(MARKER, width=1, style=Qt.PenStyle.DashLine),
-                # The text goes on the top plot only (repeated on every plot it hides
-                # data). pyqtgraph formats the label (str.format, for {value}): a knob's
-                # JSON value in it ({'ModelV1': 90}) must come out literally.
-                label=label.replace("{", "{{").replace("}", "}}") if i == 0 else None,
-                # At the very top, without a box: an opaque label hid the data under
-                # it (a steady 40 req/s vanished behind a row of scaling markers).
-                labelOpts={"position": position, "color": MARKER,
-                           "anchors": [(0, 0), (0, 0)]},
-            )
-            line.setToolTip(tip)
-            # A marker must not stretch the autoscaled y range (or the "All" x range).
-            plot.addItem(line, ignoreBounds=True)
-            lines.append(line)
-        self._markers.append((t, label, lines))
+            # The text goes on the top plot only (repeated on every plot it hides data).
+            self._add_marker_line(plot, t, label if i == 0 else None,
+                                  1.0 - 0.22 * (near % 3), tip)
+        self._markers.append((t, label, tip))
+
+    @staticmethod
+    def _add_marker_line(plot: pg.PlotItem, t: float, label: str | None, position: float,
+                         tip: str) -> None:
+        """One marker's dashed line on *plot*, with *label* at *position* (a fraction of
+        the plot's height from its bottom) or without any."""
+        line = pg.InfiniteLine(
+            pos=t, angle=90, movable=False,
+            pen=pg.mkPen(MARKER, width=1, style=Qt.PenStyle.DashLine),
+            # pyqtgraph formats the label (str.format, for {value}): a knob's JSON
+            # value in it ({'ModelV1': 90}) must come out literally.
+            label=label.replace("{", "{{").replace("}", "}}") if label is not None else None,
+            # At the very top, without a box: an opaque label hid the data under it (a
+            # steady 40 req/s vanished behind a row of scaling markers).
+            labelOpts={"position": position, "color": MARKER, "anchors": [(0, 0), (0, 0)]},
+        )
+        line.setToolTip(tip)
+        # A marker must not stretch the autoscaled y range (or the "All" x range).
+        plot.addItem(line, ignoreBounds=True)
 
     def markers(self) -> list[tuple[float, str]]:
+        """(time, label) of each marker, in the order added."""
         return [(t, label) for t, label, _ in self._markers]
-
-    # -- following now, pause ----------------------------------------------------------
-    @staticmethod
-    def _follow_x(master: pg.PlotItem, now: float, window: float | None,
-                  earliest: float | None) -> None:
-        """Show the *window* seconds before now on *master* (the plot the others are
-        x-linked to); with no window ("All"), from the first sample drawn."""
-        if window is not None:
-            x0 = now - window
-        else:
-            x0 = earliest if earliest is not None and earliest < now else now - EMPTY_SPAN_S
-        master.setXRange(x0, now, padding=0)
-
-    def _apply_pause(self, zoom_y: bool = True) -> None:
-        """Mouse zoom and pan only while paused (following owns the range otherwise);
-        pausing freezes the x range where it is, resuming undoes a y zoom."""
-        for plot in self._stack_plots():
-            plot.setMouseEnabled(x=self._paused, y=self._paused and zoom_y)
-            if self._paused:
-                plot.disableAutoRange(axis=pg.ViewBox.XAxis)
-            else:
-                plot.enableAutoRange(y=True)
 
     # -- ages --------------------------------------------------------------------------
     def _show_title_age(self, key: Hashable, plot: pg.PlotItem, title: str, unit: str,
@@ -117,13 +387,10 @@ class PlotStack(QWidget):
 
     def _show_legend_age(self, key: Hashable, legend: pg.LegendItem, item, name: str,
                          age_s: float, tip_name: str | None = None) -> None:
-        """The legend entry of *item* with the age of its newest sample."""
+        """The legend entry of *item* with the age of its newest sample: one series of a
+        plot can stop while the others go on (e.g. p99 without requests)."""
         age = series_age(age_s)
         if self._legend_ages.get(key) == age:
             return
         self._legend_ages[key] = age
         set_legend_age(legend, item, name, age, tip_name)
-
-    def _forget_legend_age(self, key: Hashable) -> None:
-        """The entry left its legend (or is new there): its age is written afresh."""
-        self._legend_ages.pop(key, None)

@@ -9,7 +9,8 @@ a replica's curves are created once, when it first shows up in the store, and ge
 histories cheap. Each replica keeps one colour, in every plot and in the table, for as
 long as the view lives; a replica with no sample inside the time window (stopped, or
 scaled away) loses its curves. The x axis is wall-clock time, as in LivePlots, so the
-console keeps the window (and pause) of both views in step.
+console keeps the window (and pause) of both views in step; window, pause, markers and
+ages are the plot-stack base's (widgets/plot_stack.py).
 
 The table renders `ReplicaRow`s the console builds (backend.scaling.replica_table.build_rows);
 nothing here asks the cluster for anything.
@@ -24,9 +25,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QIcon, QPixmap
 from PySide6.QtWidgets import (
-    QGraphicsItem,
     QLabel,
-    QSizePolicy,
     QSplitter,
     QStackedWidget,
     QTableWidget,
@@ -37,10 +36,8 @@ from PySide6.QtWidgets import (
 from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import FAILED, HEALTHY, PENDING
 from backend.scaling.replica_table import ReplicaRow, imbalance
-from widgets.live_plots import DEFAULT_WINDOW_S
 from widgets.plot_stack import PlotStack
-from widgets.plot_style import (AGE_OK as _AGE_OK, BACKGROUND as _BACKGROUND, MIN_PLOT_HEIGHT,
-                                TEXT as _TEXT)
+from widgets.plot_style import AGE_OK as _AGE_OK, MIN_PLOT_HEIGHT
 from widgets.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
                                    COL_STARTED, COL_STATE, COLUMNS, SortItem, fmt,
                                    fmt_fixed, sort_key, format_started, make_replica_table)
@@ -81,10 +78,7 @@ class ReplicaView(PlotStack):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._store: SeriesStore | None = None
         self._key: tuple[str, str] | None = None
-        self._window: float | None = DEFAULT_WINDOW_S
-        self._now: float | None = None
         self._rows: list[ReplicaRow] = []
         # Colour per replica id, per deployment: kept when a replica goes away, so a
         # replica that comes back (or a switch back to the deployment) looks the same.
@@ -92,6 +86,7 @@ class ReplicaView(PlotStack):
         self._curves: dict[tuple[str, str], pg.PlotDataItem] = {}  # (series, replica id)
         self._samples: dict[str, pg.PlotDataItem] = {}  # legend sample per replica
         self._drawn_t: dict[tuple[str, str], float | None] = {}  # newest sample drawn
+        self._drawn_span: float | None = None  # the window they were drawn for (None: all)
         self._started_texts: list[str] = []
         self._icons: dict[str, QIcon] = {}
 
@@ -150,59 +145,35 @@ class ReplicaView(PlotStack):
     # ----------------------------------------------------------------- construction
 
     def _build_plots(self) -> None:
-        self._graphics = pg.GraphicsLayoutWidget()
-        self._graphics.setBackground(_BACKGROUND)
+        self._graphics = self._new_graphics()
         self._graphics.setMinimumHeight(MIN_PLOT_HEIGHT * len(PLOTS))
         self._plots: dict[str, pg.PlotItem] = {}
         master: pg.PlotItem | None = None
         layout = self._graphics.ci
         for row, (title, unit, curves) in enumerate(PLOTS):
-            plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-            plot.setClipToView(True)
-            plot.setDownsampling(auto=True, mode="peak")
-            plot.showGrid(x=True, y=True, alpha=0.15)
-            plot.hideButtons()  # follow mode and pause own the ranges
-            plot.setMenuEnabled(False)
-            plot.setMouseEnabled(x=False, y=False)
-            left = plot.getAxis("left")
-            left.setLabel(unit, color=_TEXT)
-            left.enableAutoSIPrefix(False)
-            left.setWidth(56)  # as LivePlots: equal widths keep the linked x axes aligned
-            for axis in ("left", "bottom"):
-                plot.getAxis(axis).setTextPen(_TEXT)
-                # An axis redrawn only when its range changes (see LivePlots).
-                plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+            plot = self._new_plot(unit, "\n".join(
+                f"{SERIES[s].label}: {SERIES[s].help}" + (" (dashed)" if dashed else "")
+                for s, dashed in curves) + "\nOne curve per replica.", top=master is None)
             # Time labels once, under the bottom plot.
             plot.getAxis("bottom").setStyle(showValues=row == len(PLOTS) - 1)
-            plot.getViewBox().setAutoVisible(y=True)
-            plot.enableAutoRange(y=True)
             if master is None:
                 master = plot
             else:
                 plot.setXLink(master)
-            plot.setToolTip("\n".join(f"{SERIES[s].label}: {SERIES[s].help}"
-                                      + (" (dashed)" if dashed else "")
-                                      for s, dashed in curves) + "\nOne curve per replica.")
             layout.addItem(plot, row=row, col=0)
             self._plots[title] = plot
-        self._master = master
         # One legend for the three plots (a replica has one colour everywhere), in its
         # own column so it never covers data.
-        self._legend = pg.LegendItem(labelTextColor=_TEXT, labelTextSize="8pt")
-        self._legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
+        self._legend = self._new_legend()
         layout.addItem(self._legend, row=0, col=1, rowspan=len(PLOTS))
         layout.layout.setAlignment(self._legend, Qt.AlignmentFlag.AlignTop)
 
     # ----------------------------------------------------------------- public API
 
-    def _stack_plots(self) -> list[pg.PlotItem]:
-        return list(self._plots.values())
-
     def set_store(self, store: SeriesStore | None) -> None:
         """The per-replica store (keys: (application, deployment, replica id))."""
-        self._store = store
         self._drop_all_curves()
-        self.refresh(self._now)
+        super().set_store(store)
 
     def set_key(self, key: tuple[str, str] | None) -> None:
         """Show this deployment's replicas (None: nothing selected)."""
@@ -214,7 +185,7 @@ class ReplicaView(PlotStack):
         self._rows = []
         self._fill_table()
         self._update_key_label()
-        self.refresh(self._now)
+        self._show_changed()
 
     def key(self) -> tuple[str, str] | None:
         return self._key
@@ -226,56 +197,16 @@ class ReplicaView(PlotStack):
             return  # the console sends rows on every poll; most change nothing
         self._rows = rows
         self._fill_table()
-        self._update_imbalance(self._now if self._now is not None else time.time())
+        self._update_imbalance(self._last_now())
         self._update_visibility(has_curves=bool(self._curves))
 
-    def set_window(self, seconds: float | None) -> None:
-        """How much recent history to show (None: all), as LivePlots' window."""
-        if seconds is not None and seconds <= 0:
-            raise ValueError(f"a time window must be positive, not {seconds!r}")
-        if seconds == self._window:
-            return
-        self._window = seconds
-        self._drawn_t.clear()  # a wider window needs the older points drawn
-        if not self._paused:
-            self.refresh(self._now)
-
-    def window_seconds(self) -> float | None:
-        return self._window
-
-    def set_paused(self, paused: bool) -> None:
-        """Paused: curves and time range stay put, the mouse zooms and pans (as LivePlots)."""
-        paused = bool(paused)
-        if paused == self._paused:
-            return
-        self._paused = paused
-        self._apply_pause()
-        self._drawn_t.clear()
-        if self._store is None or self._key is None:
-            return
-        if paused:
-            # The whole history once, so panning left while paused finds it.
-            self._draw(None, self._replicas_in_store())
-        else:
-            self.refresh()
-
-    def refresh(self, now: float | None = None) -> None:
-        """Redraw from the store; the console's redraw timer calls this ~10 times a
-        second. A curve gets setData only when its replica has a newer sample (pollers
-        add one about a second), and labels change only when their text does."""
-        now = time.time() if now is None else now
-        self._now = now
+    def _redraw(self, now: float, history: bool = False) -> None:
+        """The table's ages and warning, then the plots (the base's redraw: a curve gets
+        setData only when its replica has a newer sample, which pollers add about once
+        a second, and labels change only when their text does), then the empty state."""
         self._update_started(now)
         self._update_imbalance(now)
-        if self._store is None or self._key is None:
-            self._update_visibility(has_curves=False)
-            return
-        replicas = self._replicas_in_store()  # one pass over the store's keys per tick
-        if not self._paused:
-            since = None if self._window is None else now - self._window
-            earliest = self._draw(since, replicas)
-            self._follow_x(self._master, now, self._window, earliest)
-        self._update_ages(now, replicas)
+        super()._redraw(now, history)
         self._update_visibility(has_curves=bool(self._curves))
 
     # ----------------------------------------------------------------- for tests
@@ -308,6 +239,12 @@ class ReplicaView(PlotStack):
 
     # ----------------------------------------------------------------- drawing
 
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return list(self._plots.values())
+
+    def _can_draw(self) -> bool:
+        return self._store is not None and self._key is not None
+
     def _replicas_in_store(self) -> dict[str, ReplicaKey]:
         """{replica id: its store key} for the selected deployment."""
         out = {}
@@ -318,10 +255,16 @@ class ReplicaView(PlotStack):
                     out[k[2]] = k  # type: ignore[assignment]
         return out
 
-    def _draw(self, since: float | None, replicas: dict[str, ReplicaKey]) -> float | None:
-        """Bring the curves in step with the store; returns the earliest time drawn."""
+    def _draw(self, since: float | None) -> None:
+        """Bring the curves in step with the store: a curve per replica with a sample
+        since *since*, given data when its replica has a newer sample than drawn."""
         store = self._store
         assert store is not None
+        span = None if since is None else self._window
+        if span != self._drawn_span:  # a wider window (or all history) needs older points
+            self._drawn_t.clear()
+            self._drawn_span = span
+        replicas = self._replicas_in_store()  # one pass over the store's keys per tick
         present: dict[str, tuple[ReplicaKey, dict[str, float | None]]] = {}
         for rid, rkey in replicas.items():
             newest = {s: store.last_time(rkey, s) for s in _PLOTTED}
@@ -341,23 +284,18 @@ class ReplicaView(PlotStack):
                 x, y = store.snapshot(rkey, s, since=since)
                 self._curves[drawn_key].setData(x, y)
                 self._drawn_t[drawn_key] = newest[s]
-        firsts = [float(c.xData[0]) for c in self._curves.values()
-                  if c.xData is not None and len(c.xData)]
-        return min(firsts) if firsts else None
 
     def _add_replica(self, rid: str) -> None:
         colour = self._colour_for(rid)
         for s in _PLOTTED:
             dashed = next(d for _, _, curves in PLOTS for name, d in curves if name == s)
-            pen = pg.mkPen(colour, width=1 if dashed else 2,
-                           style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
-            curve = pg.PlotDataItem(pen=pen, antialias=False)
-            self._plots[_PLOT_OF[s]].addItem(curve)
-            self._curves[(s, rid)] = curve
+            self._curves[(s, rid)] = self._add_curve(
+                self._plots[_PLOT_OF[s]], colour, width=1 if dashed else 2,
+                style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
         # The legend's sample stands for the replica in all three plots.
         sample = pg.PlotDataItem(pen=pg.mkPen(colour, width=2))
         self._samples[rid] = sample
-        self._legend.addItem(sample, html.escape(replica_id(rid)))
+        self._set_in_legend(rid, self._legend, sample, html.escape(replica_id(rid)), True)
 
     def _drop_replica(self, rid: str) -> None:
         for s in _PLOTTED:
@@ -367,8 +305,7 @@ class ReplicaView(PlotStack):
             self._drawn_t.pop((s, rid), None)
         sample = self._samples.pop(rid, None)
         if sample is not None:
-            self._legend.removeItem(sample)
-        self._forget_legend_age(rid)
+            self._set_in_legend(rid, self._legend, sample, "", False)
 
     def _drop_all_curves(self) -> None:
         for rid in list(self._samples):
@@ -394,13 +331,12 @@ class ReplicaView(PlotStack):
         assigned[rid] = colour
         return colour
 
-    def _update_ages(self, now: float, replicas: dict[str, ReplicaKey]) -> None:
-        store = self._store
-        assert store is not None
+    def _update_ages(self, now: float) -> None:
+        store, key = self._store, self._key
+        assert store is not None and key is not None
         newest_per_plot: dict[str, float] = {}
-        for rid, rkey in replicas.items():
-            if rid not in self._samples:
-                continue
+        for rid in self._samples:
+            rkey = (*key, rid)
             newest_replica: float | None = None
             for s in _PLOTTED:
                 t = store.last_time(rkey, s)
@@ -435,7 +371,7 @@ class ReplicaView(PlotStack):
         # Filled unsorted (rows land where written), then sorted once by the user's column.
         table.setSortingEnabled(False)
         table.setRowCount(len(self._rows))
-        now = self._now if self._now is not None else time.time()
+        now = self._last_now()
         self._started_texts = []
         for r, row in enumerate(self._rows):
             state_colour = (_GREEN if row.state in HEALTHY else _AMBER if row.state in PENDING

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 import pytest
+from PySide6.QtWidgets import QApplication
 
 from backend.metrics.series import SeriesStore
 from tests.support.plot_reading import x_range
-from widgets.gpu_plots import GpuPlots
+from widgets.gpu_plots import UTILIZATION, GpuPlots
 from widgets.live_plots import LivePlots
 from widgets.plot_stack import MARKER_NEAR_S, PlotStack
 from widgets.replica_view import ReplicaView
@@ -18,47 +19,70 @@ KEY = ("app", "Model")
 GPU = ("10.0.0.5", "0")
 
 
-def make(kind: str, qtbot) -> tuple[PlotStack, list[pg.PlotItem]]:
-    """A stack of each kind with one minute of data, and its plots top to bottom."""
+KINDS = ["live", "replica", "gpu"]
+
+
+def sample(kind: str, v: float, node: str = GPU[0]) -> dict:
+    """One sample of each stack's top plot's series (value *v*), as the pollers store it."""
+    if kind == "live":
+        return {KEY: {"requests_per_s": v, "latency_p99_ms": 10.0}}
+    if kind == "replica":
+        return {KEY + ("r1",): {"requests_per_s": v, "latency_p99_ms": 10.0}}
+    return {(node, "0"): {"gpu_utilization_pct": v, "gpu_memory_used_mib": 1.0,
+                          "gpu_memory_total_mib": 10.0}}
+
+
+def filled(kind: str, value=float) -> SeriesStore:
+    """One minute of samples, T0 to T0 + 59: value(i) at T0 + i."""
     store = SeriesStore()
+    for i in range(60):
+        store.add(T0 + i, sample(kind, value(i)))
+    return store
+
+
+def make(kind: str, qtbot, store: SeriesStore | None = None
+         ) -> tuple[PlotStack, list[pg.PlotItem]]:
+    """A stack of each kind with one minute of data, a 30 s window, refreshed at the end
+    of that minute; and its plots top to bottom."""
+    store = filled(kind) if store is None else store
     if kind == "live":
         w = LivePlots()
-        for i in range(60):
-            store.add(T0 + i, {KEY: {"requests_per_s": float(i), "latency_p99_ms": 10.0}})
         w.set_store(store)
         w.set_key(KEY)
-        plots = list(w.plots().values())
     elif kind == "replica":
         w = ReplicaView()
-        for i in range(60):
-            store.add(T0 + i, {KEY + ("r1",): {"requests_per_s": float(i),
-                                               "latency_p99_ms": 10.0}})
         w.set_store(store)
         w.set_key(KEY)
-        plots = list(w.plots().values())
     else:
         w = GpuPlots()
-        for i in range(60):
-            store.add(T0 + i, {GPU: {"gpu_utilization_pct": float(i),
-                                     "gpu_memory_used_mib": 1.0,
-                                     "gpu_memory_total_mib": 10.0}})
         w.set_store(store)
         w.set_devices({GPU: "NVIDIA H100 80GB HBM3"})
-        w.refresh(T0 + 59)
-        plots = list(w.plots(GPU[0]).values())
     qtbot.addWidget(w)
     w.resize(800, 700)
     w.set_window(30.0)
     w.refresh(T0 + 59)
+    plots = list(w.plots().values()) if kind != "gpu" else list(w.plots(GPU[0]).values())
     assert plots and isinstance(w, PlotStack)
     return w, plots
+
+
+def span(plots: list[pg.PlotItem]) -> tuple[float, float]:
+    """The visible time range in seconds after T0 (pytest.approx of raw wall-clock times
+    would allow some 1700 s either way)."""
+    x0, x1 = x_range({"top": plots[0]})
+    return x0 - T0, x1 - T0
+
+
+def top_curve(plots: list[pg.PlotItem]) -> pg.PlotDataItem:
+    """The first curve of the top plot (requests/s, or GPU 0's utilization)."""
+    return plots[0].listDataItems()[0]
 
 
 def marker_lines(plot: pg.PlotItem) -> list[pg.InfiniteLine]:
     return [i for i in plot.items if isinstance(i, pg.InfiniteLine)]
 
 
-@pytest.mark.parametrize("kind", ["live", "replica", "gpu"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_close_markers_stagger_their_labels_in_every_stack(qtbot, kind):
     w, plots = make(kind, qtbot)
     for k, label in enumerate(["bs 8 → 16", "scaled to 2", "replica died"]):
@@ -76,19 +100,125 @@ def test_close_markers_stagger_their_labels_in_every_stack(qtbot, kind):
         assert "why" in lines[0].toolTip()
 
 
-@pytest.mark.parametrize("kind", ["live", "replica", "gpu"])
+@pytest.mark.parametrize("kind", KINDS)
 def test_pause_freezes_the_range_and_gives_the_mouse_in_every_stack(qtbot, kind):
     w, plots = make(kind, qtbot)
-    assert x_range({"p": plots[0]}) == pytest.approx((T0 + 29, T0 + 59))  # follows now
+    assert span(plots) == pytest.approx((29, 59))  # follows now
     w.set_paused(True)
     for plot in plots:
         assert plot.getViewBox().state["mouseEnabled"][0]
         assert not plot.getViewBox().state["autoRange"][0]
-    frozen = x_range({"p": plots[0]})
     w.refresh(T0 + 90)
-    assert x_range({"p": plots[0]}) == pytest.approx(frozen)
+    assert span(plots) == pytest.approx((29, 59))  # frozen
     w.set_paused(False)
     w.refresh(T0 + 90)
     for plot in plots:
         assert not plot.getViewBox().state["mouseEnabled"][0]
-    assert x_range({"p": plots[0]}) == pytest.approx((T0 + 60, T0 + 90))
+    assert span(plots) == pytest.approx((60, 90))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_window_change_redraws_at_once_and_is_announced_in_every_stack(qtbot, kind):
+    w, plots = make(kind, qtbot)
+    assert top_curve(plots).xData[0] == T0 + 29
+    with qtbot.waitSignal(w.window_changed) as sig:
+        w.set_window(None)  # "All"
+    assert sig.args == [None] and w.window_seconds() is None
+    # Redrawn without waiting for the next tick, at the time of the last one.
+    assert top_curve(plots).xData[0] == T0
+    assert span(plots) == pytest.approx((0, 59))
+    with qtbot.assertNotEmitted(w.window_changed):
+        w.set_window(None)  # the same window again changes nothing
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_window_change_while_paused_reframes_the_frozen_view_in_every_stack(qtbot, kind):
+    w, plots = make(kind, qtbot)
+    w.set_paused(True)
+    w.refresh(T0 + 90)  # time goes on; the view stays
+    w.set_window(None)
+    # The chosen span, ending where the frozen view ends, not at the time now.
+    assert span(plots) == pytest.approx((0, 59))
+    w.set_window(30.0)
+    assert span(plots) == pytest.approx((29, 59))
+    assert top_curve(plots).xData[-1] == T0 + 59  # nothing newer drawn
+
+
+def test_window_values_are_checked(qtbot):
+    live, _ = make("live", qtbot)
+    with pytest.raises(ValueError, match="no time window of 10.0 s"):
+        live.set_window(10.0)  # the live plots' combo offers no 10 s
+    assert live.window_seconds() == 30.0
+    for kind in ("replica", "gpu"):
+        w, _ = make(kind, qtbot)
+        with pytest.raises(ValueError, match="must be positive"):
+            w.set_window(0.0)
+        w.set_window(10.0)  # any positive span: they follow the live plots' choice
+        assert w.window_seconds() == 10.0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_pausing_draws_the_whole_history_once_and_says_so_in_every_stack(qtbot, kind):
+    w, plots = make(kind, qtbot)
+    with qtbot.waitSignal(w.paused_changed) as sig:
+        w.set_paused(True)
+    assert sig.args == [True] and w.pause_action().isChecked()
+    assert len(top_curve(plots).xData) == 60  # to pan back beyond the 30 s window
+    with qtbot.waitSignal(w.paused_changed) as sig:
+        w.pause_action().trigger()  # the menu's action and the API are one switch
+    assert sig.args == [False]
+    assert len(top_curve(plots).xData) == 31  # following the window again
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_new_store_while_paused_shows_its_whole_history_in_every_stack(qtbot, kind):
+    w, plots = make(kind, qtbot)
+    w.set_paused(True)
+    w.set_store(filled(kind, value=lambda i: 50.0 + i / 10))
+    x, y = top_curve(plots).xData, top_curve(plots).yData
+    assert len(x) == 60 and y[0] == 50.0  # the new store's, at once, all of it
+    assert span(plots) == pytest.approx((29, 59))  # the frozen view
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_curves_are_made_once_and_given_new_data_per_tick_in_every_stack(qtbot, kind):
+    store = filled(kind)
+    w, plots = make(kind, qtbot, store)
+    before = [list(plot.listDataItems()) for plot in plots]
+    store.add(T0 + 60, sample(kind, 7.0))
+    for tick in range(5):
+        w.refresh(T0 + 60 + tick / 10)
+    assert [list(plot.listDataItems()) for plot in plots] == before
+    assert top_curve(plots).yData[-1] == 7.0
+
+
+@pytest.mark.parametrize("kind", ["live", "replica"])
+def test_the_top_plot_keeps_room_for_the_marker_labels(qtbot, kind):
+    _w, plots = make(kind, qtbot)
+    assert plots[0].getViewBox().state["defaultPadding"] == pytest.approx(0.3)
+    assert plots[1].getViewBox().state["defaultPadding"] < 0.3
+
+
+def test_the_gpu_view_keeps_its_percent_scale_through_a_pause(qtbot):
+    w, plots = make("gpu", qtbot)
+    utilization = w.plots(GPU[0])[UTILIZATION]
+    assert utilization.viewRange()[1] == pytest.approx([-2.0, 102.0])
+    w.set_paused(True)
+    assert utilization.getViewBox().state["mouseEnabled"] == [True, False]  # time only
+    w.set_paused(False)
+    w.refresh(T0 + 60)
+    w.show()  # pyqtgraph autoranges a shown view
+    QApplication.processEvents()
+    assert utilization.viewRange()[1] == pytest.approx([-2.0, 102.0])  # not 29 to 61
+
+
+def test_a_gpu_node_that_appears_after_a_marker_gets_its_line(qtbot):
+    store = filled("gpu")
+    w, _plots = make("gpu", qtbot, store)
+    w.add_marker(T0 + 40, "scaled to 2", detail="why")
+    store.add(T0 + 59, sample("gpu", 5.0, node="10.0.0.9"))
+    w.refresh(T0 + 59)
+    for plot in w.plots("10.0.0.9").values():
+        [line] = marker_lines(plot)
+        assert line.value() == T0 + 40 and getattr(line, "label", None) is None
+        assert "scaled to 2" in line.toolTip() and "why" in line.toolTip()
