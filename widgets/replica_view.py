@@ -383,7 +383,7 @@ class ReplicaView(PlotStack):
                 (row.node_ip or "—", row.node_ip or ""),
                 (row.state, row.state),
                 (started, sort_key(-row.start_time_s if row.start_time_s is not None
-                                    else None)),
+                                   else None)),
                 (fmt_fixed(row.requests_per_s, 1), sort_key(row.requests_per_s)),
                 (fmt(row.ongoing, 1), sort_key(row.ongoing)),
                 (fmt(row.p99_ms, 0 if (row.p99_ms or 0) >= 10 else 1), sort_key(row.p99_ms)),

@@ -102,7 +102,7 @@ class RequestEditor(QWidget):
         form.addRow("Body:", self._body)
         form.addRow("", self._stream)
         form.addRow("Model ids:", row_of(self._model_dist, self._model_count, self._model_s,
-                                        self._model_prefix))
+                                         self._model_prefix))
         form.addRow("", self._error)
 
     # ----------------------------------------------------------------- public API

@@ -119,9 +119,9 @@ class AutoTuneController(QObject):
         self._thread = start_run("autotune", run.run, self._event.emit, "report")
         self.running_changed.emit(True)
         self._log(f"Auto-tune of {request.app}/{request.deployment} started: "
-                           f"{request.objective.describe()}, knobs "
-                           f"{', '.join(k.split('.')[-1] for k in request.knobs)}, budget "
-                           f"{request.budget_s:.0f} s.", "info")
+                  f"{request.objective.describe()}, knobs "
+                  f"{', '.join(k.split('.')[-1] for k in request.knobs)}, budget "
+                  f"{request.budget_s:.0f} s.", "info")
         return True
 
     def stop(self, leave_on: str = BEST) -> None:
@@ -132,7 +132,7 @@ class AutoTuneController(QObject):
             where = "the best config so far" if leave_on == BEST else "its starting config"
             self.status.emit(f"Stopping: leaving the deployment on {where}…")
             self._log(f"Auto-tune: stop asked; leaving the deployment on {where}.",
-                               "info")
+                      "info")
 
     def shutdown(self, wait_s: float = QUIT_WAIT_S) -> None:
         """At exit: stop a running search and wait (bounded) until it has put the
@@ -167,7 +167,7 @@ class AutoTuneController(QObject):
             return
         for path, value in changes.items():
             self._tuning.request(key[0], key[1], path, value, source=SOURCE,
-                                   immediate=True)
+                                 immediate=True)
 
     def export_yaml(self, path: str) -> None:
         """Write the best config as a Serve config YAML (asks the cluster: on a worker)."""
@@ -253,8 +253,8 @@ class AutoTuneController(QObject):
         self.running_changed.emit(False)
         self.finished.emit(summary)
         self._log(f"Auto-tune finished ({report.outcome.ended}): "
-                           f"{finish_text(report)}",
-                           "info" if report.left_ok else "error")
+                  f"{finish_text(report)}",
+                  "info" if report.left_ok else "error")
 
 
 def finish_text(report: TuneReport) -> str:

@@ -1,7 +1,8 @@
 """The console's application model: what the console knows and decides, with no widget.
 
 `ConsoleModel` owns the live Session (connection, deploys, load, manual tuning, scaling,
-metrics), the advisor and the session recording, and the console's policies:
+metrics), the advisor, the session recording, the auto-tuner and traffic management
+(these two made on first use), and the console's policies:
 
 * the event log (every line the user sees, recorded, printable with --log-events),
 * which deployment is selected, and the markers on its time axis (knob changes, replica

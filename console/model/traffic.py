@@ -146,7 +146,7 @@ class TrafficController(QObject):
             self.failed.emit(f"Traffic: {e}.")
             return False
         self._tuning.request(app, router.router, WEIGHTS, change[WEIGHTS], source=SOURCE,
-                               immediate=True)
+                             immediate=True)
         return True
 
     def set_affinity(self, app: str, on: bool) -> bool:
@@ -155,7 +155,7 @@ class TrafficController(QObject):
             self.failed.emit(f"{app} does not split its traffic (no router deployment).")
             return False
         self._tuning.request(app, router.router, AFFINITY, bool(on), source=SOURCE,
-                               immediate=True)
+                             immediate=True)
         return True
 
     # -- the rollout -----------------------------------------------------------------------
@@ -193,8 +193,8 @@ class TrafficController(QObject):
         self._thread = start_run("rollout", run.run, self._event.emit, "done")
         self.running_changed.emit(True)
         self._log(f"Rollout of {plan.new} in {plan.app} started: steps "
-                           f"{', '.join(f'{s:g}' for s in plan.steps)} %, {plan.hold_s:g} s "
-                           f"each; guard: {plan.guard.describe()}.", "info")
+                  f"{', '.join(f'{s:g}' for s in plan.steps)} %, {plan.hold_s:g} s "
+                  f"each; guard: {plan.guard.describe()}.", "info")
         return True
 
     def pause(self, paused: bool) -> None:
@@ -223,7 +223,7 @@ class TrafficController(QObject):
             return
         value = weights_change(shares)[WEIGHTS]
         self._tuning.announce(plan.app, plan.router, {WEIGHTS: value}, time.time(),
-                                ROLLOUT_SOURCE)
+                              ROLLOUT_SOURCE)
 
     def _on_worker_event(self, kind: str, payload: Any) -> None:
         plan = self._run.plan if self._run else None
@@ -245,7 +245,7 @@ class TrafficController(QObject):
             reason, shares = payload
             self._announce(shares)
             self._log(f"Rollout guard tripped: {reason}. Rolled back to "
-                               f"{_shares_text(shares)}.", "error")
+                      f"{_shares_text(shares)}.", "error")
         elif kind == "done":
             self._finish(payload)
         elif kind == "error":

@@ -8,9 +8,10 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtWidgets import QFileDialog
 
 from console.model.autotune import AutoTuneController
+from console.windows.window_dialogs import report_failure
 from widgets.autotune_panel import AutoTunePanel
 
 
@@ -66,9 +67,7 @@ class AutoTuneUi(QObject):
 
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_status(message)
-        self._window.model.log(message, "error")
-        if self._window.model.interactive and self.panel.isVisible():
-            QMessageBox.warning(self.panel, "Auto-tune", message)
+        report_failure(self._window, self.panel, "Auto-tune", message)
 
     def _on_controller_finished(self, summary: dict) -> None:
         from console.model.autotune import finish_text

@@ -4,10 +4,11 @@ wired to its controller (console.model.traffic)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QDialog, QMessageBox, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QVBoxLayout
 
 from backend.traffic.rollout import RolloutReport
 from console.model.traffic import TrafficController
+from console.windows.window_dialogs import report_failure
 from widgets.traffic_panel import TrafficPanel
 
 
@@ -53,9 +54,7 @@ class TrafficUi(QObject):
 
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_state(message)
-        self._window.model.log(message, "error")
-        if self._window.model.interactive and self.dialog.isVisible():
-            QMessageBox.warning(self.dialog, "Traffic", message)
+        report_failure(self._window, self.dialog, "Traffic", message)
 
     def _on_controller_finished(self, report: RolloutReport) -> None:
         self.panel.set_state(f"Rollout {report.outcome}.")

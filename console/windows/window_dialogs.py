@@ -52,3 +52,11 @@ def add_note(w) -> None:
         "session's report):")
     if ok:
         w.model.add_note(text, t)
+
+
+def report_failure(w, shown_in, title: str, message: str) -> None:
+    """Something a tool window started failed: the event log says so, and a box too
+    while a person is at the console and the window (*shown_in*) is open."""
+    w.model.log(message, "error")
+    if w.model.interactive and shown_in.isVisible():
+        QMessageBox.warning(shown_in, title, message)

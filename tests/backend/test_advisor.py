@@ -25,9 +25,9 @@ import numpy as np
 import pytest
 
 from backend.tuning.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
-                             CLEAR_S, HOLD_S, MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT,
-                             TAIL_BATCH_WAIT, TARGET_HOLD_S, TIMEOUTS, DeploymentSnapshot,
-                             Hint, HintBoard, advise, bottleneck, snapshot)
+                                    CLEAR_S, HOLD_S, MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT,
+                                    TAIL_BATCH_WAIT, TARGET_HOLD_S, TIMEOUTS, DeploymentSnapshot,
+                                    Hint, HintBoard, advise, bottleneck, snapshot)
 from backend.metrics.series import SeriesStore
 from backend.model import DeploymentInfo, ReplicaInfo
 

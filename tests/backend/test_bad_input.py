@@ -26,12 +26,12 @@ from hypothesis import strategies as st
 from backend.cluster.client import (ClusterClient, check_serve_details, normalize_url,
                                     parse_serve_status)
 from backend.deploy.config_io import (APP_FIELDS, DEPLOY_FIELDS, DEPLOYMENT_FIELDS, MAX_CONFIG_BYTES,
-                               apply_config, export_application, parse_config)
+                                      apply_config, export_application, parse_config)
 from backend.cluster.diagnose import ConnectionSpec, diagnose
 from backend.errors import ApiError, ConnectError, ConsoleError
 from backend.tuning.knobs import check_knob_value, load_knob_metadata
 from backend.load.load_model import (LoadTarget, ModelIds, check_target, parse_headers,
-                                render_body)
+                                     render_body)
 from tests.bad_input import TALLY, answered, bad_url, refused
 
 SETTINGS = dict(deadline=None, derandomize=True, database=None,

@@ -17,9 +17,9 @@ import pytest
 from backend.cluster.client import ClusterClient, parse_serve_status
 from backend.deploy.deployer import deploy_app
 from backend.tuning.knobs import (FIXED, LIVE, NUM_CPUS, NUM_GPUS, OMP, REQUEST_TIMEOUT, ROLLS,
-                           KnobValueError, changes_reported, check_knob_value, check_values,
-                           knobs_for, merged_actor_options, own_actor_options,
-                           patch_app_config)
+                                  KnobValueError, changes_reported, check_knob_value, check_values,
+                                  knobs_for, merged_actor_options, own_actor_options,
+                                  patch_app_config)
 from backend.tuning.apply import apply_changes, check_change_fit
 from tests.figures import figure
 from tests.helpers import own_cluster, probe_app, probe_replies

@@ -26,7 +26,7 @@ from backend.preflight.fit import cluster_resources
 from backend.load.load_model import LoadTarget
 from backend.load.generator import LoadGenerator
 from backend.scaling.explain import (SOURCE_LOG, SOURCE_STATUS, DecisionTracker, parse_scaling_log,
-                             replica_counts, why_not_at_target)
+                                     replica_counts, why_not_at_target)
 from tests.figures import figure
 from tests.helpers import remove_apps, scaling_app
 

@@ -10,7 +10,7 @@ import pytest
 
 from backend.model import ApplicationInfo, DeploymentInfo, ServeStatus
 from backend.traffic.router import (WEIGHTS, as_percent, router_of, set_share, splittable_apps,
-                             two_way, weights_change)
+                                    two_way, weights_change)
 from demo_apps.traffic_split import check_weights, key_point, pick
 
 V = {"ModelV1", "ModelV2"}

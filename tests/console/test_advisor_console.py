@@ -38,8 +38,8 @@ import pytest
 from PySide6.QtCore import Qt
 
 from backend.tuning.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
-                             MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT, TAIL_BATCH_WAIT,
-                             TIMEOUTS)
+                                    MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT, TAIL_BATCH_WAIT,
+                                    TIMEOUTS)
 from backend.deploy.deployer import put_applications
 from backend.load.load_model import POISSON, LoadModel, ModelIds
 from backend.load.generator import LoadGenerator, LoadTarget

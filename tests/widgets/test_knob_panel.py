@@ -139,7 +139,7 @@ def test_empty_state_then_sections_in_order(qtbot):
     w.set_knobs(knob_set())
     assert empty_text(w) == ""
     assert section_titles(w) == ["Batching", "Concurrency", "Autoscaling", "Multiplexing",
-                                  "user_config"]
+                                 "user_config"]
     w.set_knobs(None)
     assert empty_text(w) == EMPTY_TEXT and w.knob_set() is None
 

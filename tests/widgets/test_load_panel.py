@@ -66,7 +66,7 @@ def test_slider_and_spinbox_agree(panel):
 def test_stats_line(panel):
     panel.set_stats(1234, 1200, 34, 49.83, 12.34, 456.7)
     assert stats_text(panel) == ("sent 1,234 · ok 1,200 · errors 34 · 49.8 req/s · "
-                                  "p50 12.3 ms · p99 457 ms")
+                                 "p50 12.3 ms · p99 457 ms")
     panel.set_stats(0, 0, 0, 0.0, None, None)
     assert "p50 –" in stats_text(panel)
 
