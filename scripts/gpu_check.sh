@@ -61,11 +61,11 @@ print(json.dumps({"step": "device", "rc": 0, "result": {
     "gpus": torch.cuda.device_count() if cuda else 0}}), flush=True)
 PY
 
-step batching 330 "$PY" benchmarks/batching_speedup.py 3
+step batching 360 "$PY" benchmarks/batching_speedup.py 3
 # Side by side; the starts a few seconds apart, so the Ray heads do not race for ports.
 { step smoke 150 "$PY" scripts/demo_smoke.py
   step gpu_tests 150 "$PY" -m pytest -q -p no:cacheprovider -o addopts= \
-    tests/backend/test_demo_batched.py tests/backend/test_gpu_view_real.py \
+    tests/backend/test_demo_batched.py tests/backend/test_device_queue.py tests/backend/test_gpu_view_real.py \
     tests/backend/test_gpu_shares.py tests/backend/test_metrics_gpu.py; } &
 sleep 10
 step streaming 200 "$PY" benchmarks/streaming_pipeline.py 960 3 &
