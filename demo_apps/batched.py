@@ -170,15 +170,20 @@ class BatchedGenerator:
     async def _compute(self, prompts: list[list[int]]) -> list[dict]:
         """Generate for one device batch (the device queue's group)."""
         started = time.perf_counter()
-        launched = self.gen.launch(torch.tensor(prompts, dtype=torch.long))
-        if self.device.type == "cuda":
-            # The event loop takes in the next requests while the GPU computes.
-            await asyncio.to_thread(launched.wait)
-        # On a CPU the steps ran on the event loop, on purpose: while a batch computes,
-        # no new batch is cut, so the requests arriving meanwhile make the next batch
-        # full (a CPU has no device to wait for, and in a thread the steps would hold
-        # the GIL the event loop needs).
-        tokens = launched.tokens().tolist()
+        tokens: list[list[int]] = []
+        # A batch larger than the largest bucket (max_batch_size may go to 512) runs in
+        # pieces of that bucket, one after the other.
+        for i in range(0, len(prompts), BUCKETS[-1]):
+            launched = self.gen.launch(
+                torch.tensor(prompts[i:i + BUCKETS[-1]], dtype=torch.long))
+            if self.device.type == "cuda":
+                # The event loop takes in the next requests while the GPU computes.
+                await asyncio.to_thread(launched.wait)
+            # On a CPU the steps ran on the event loop, on purpose: while a batch
+            # computes, no new batch is cut, so the requests arriving meanwhile make the
+            # next batch full (a CPU has no device to wait for, and in a thread the steps
+            # would hold the GIL the event loop needs).
+            tokens.extend(launched.tokens().tolist())
         compute_ms = (time.perf_counter() - started) * 1000
         return [{"tokens": row, "batch_size": len(prompts), "compute_ms": compute_ms,
                  "device": self.device.type, "model": self.model_info}
