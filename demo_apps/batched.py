@@ -20,14 +20,6 @@ sized per device at the replica's start (`spec_for`):
   tokens measured as well as 8 + 24 there (3.15× vs 3.13× median) with a lower latency
   floor and more margin on the premise.
 
-How a batch reaches the device: `@serve.batch` cuts it (up to `max_batch_size`, after
-at most `batch_wait_timeout_s`) and hands it to the device queue (demo_apps/device_queue.py),
-which computes one group at a time. On a GPU the replica awaits the device, so its event
-loop takes in the next requests meanwhile, and the batches cut during a compute go to the
-device together when it frees — never more than `max_batch_size` requests, so a batch of
-1 stays unbatched. `batch_size` in a response is the batch the model computed. On a CPU
-the steps run on the event loop: no batch is cut while one computes.
-
 At start the replica builds the buffers (and graphs) of every batch size it may see and
 times batches of 1, 8, 16 and 32 after a warm-up (synchronised: the tokens are read
 back); every response and `GET` on the route carry those figures (the "model" object).
@@ -39,13 +31,12 @@ without restarting replicas.
 
 HTTP: POST {"seed": int}, {"prompt": [token ids]} or {"features": [256 floats]} (the
 first `prompt_tokens` of them, read as standard-normal scores, pick the prompt's tokens:
-what the console's load sends) → {"tokens", "batch_size", "compute_ms", "device",
-"model"}; GET → {"model", "deployment", "replica", "user_config"}.
+what the console's load sends) → {"tokens", "batch_size", "compute_ms", "device", "model"}; GET → {"model",
+"deployment", "replica", "user_config"}.
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import math
 import time
@@ -59,12 +50,8 @@ from starlette.responses import JSONResponse
 from demo_apps.adapters import FEATURES
 from demo_apps.decoder import BUCKETS, DecoderSpec, Generator
 from demo_apps.device import replica_device
-from demo_apps.device_queue import DeviceQueue
 
 PROBE_BATCHES = (1, 8, 16, 32)  # the batch sizes a replica times at start
-# Batches @serve.batch may hand over at once: the one computing and those cut meanwhile,
-# which wait in the device queue (max_ongoing_requests ≥ 32 × this keeps Ray quiet).
-MAX_CONCURRENT_BATCHES = 8
 PROBE_CALLS = 7  # timed calls per batch size, sizes in turn (the fastest is reported)
 
 GPU = DecoderSpec(width=768, depth=6, heads=12, dtype="bfloat16", vocab=4096,
@@ -149,7 +136,6 @@ class BatchedGenerator:
         self.deployment, self.replica = _replica_names()
         self.max_batch_size = 8
         self.batch_wait_timeout_s = 0.01
-        self.device_queue = DeviceQueue(self._compute, lambda: self.max_batch_size)
 
     def reconfigure(self, user_config: dict) -> None:
         # Called at start and on every user_config change; no replica restart needed.
@@ -160,30 +146,14 @@ class BatchedGenerator:
         self.generate.set_max_batch_size(self.max_batch_size)
         self.generate.set_batch_wait_timeout_s(self.batch_wait_timeout_s)
 
-    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01,
-                 max_concurrent_batches=MAX_CONCURRENT_BATCHES)
+    @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
     async def generate(self, prompts: list[list[int]]) -> list[dict]:
-        # Batches cut while the device computes wait in the device queue and are
-        # computed together when it frees, up to max_batch_size requests in all.
-        return await self.device_queue.submit(prompts)
-
-    async def _compute(self, prompts: list[list[int]]) -> list[dict]:
-        """Generate for one device batch (the device queue's group)."""
         started = time.perf_counter()
-        tokens: list[list[int]] = []
-        # A batch larger than the largest bucket (max_batch_size may go to 512) runs in
-        # pieces of that bucket, one after the other.
-        for i in range(0, len(prompts), BUCKETS[-1]):
-            launched = self.gen.launch(
-                torch.tensor(prompts[i:i + BUCKETS[-1]], dtype=torch.long))
-            if self.device.type == "cuda":
-                # The event loop takes in the next requests while the GPU computes.
-                await asyncio.to_thread(launched.wait)
-            # On a CPU the steps ran on the event loop, on purpose: while a batch
-            # computes, no new batch is cut, so the requests arriving meanwhile make the
-            # next batch full (a CPU has no device to wait for, and in a thread the steps
-            # would hold the GIL the event loop needs).
-            tokens.extend(launched.tokens().tolist())
+        # On the event loop, on purpose: while a batch computes, no new batch is cut, so
+        # the requests arriving meanwhile make the next batch full. (Run in a thread,
+        # @serve.batch cuts the next batches during the compute, each after its wait
+        # with the few requests there are then: batches of 1–2 and half the throughput.)
+        tokens = self.gen.generate(torch.tensor(prompts, dtype=torch.long)).tolist()
         compute_ms = (time.perf_counter() - started) * 1000
         return [{"tokens": row, "batch_size": len(prompts), "compute_ms": compute_ms,
                  "device": self.device.type, "model": self.model_info}

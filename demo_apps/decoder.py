@@ -139,27 +139,6 @@ class _Buffers:
         self.graph = None  # torch.cuda.CUDAGraph once captured
 
 
-class Launched:
-    """A batch whose steps are queued on the device (see Generator.launch)."""
-
-    def __init__(self, buf: _Buffers, n: int, prompt_tokens: int,
-                 done: "torch.cuda.Event | None") -> None:
-        self._buf, self._n, self._prompt_tokens, self._done = buf, n, prompt_tokens, done
-
-    def wait(self) -> None:
-        """Block until the device has computed the batch (the GIL is released meanwhile,
-        so another thread — the replica's event loop — runs); at once on a CPU."""
-        if self._done is not None:
-            self._done.synchronize()
-
-    def tokens(self) -> torch.Tensor:
-        """The generated tokens [n, new_tokens] on the CPU (waits for the device)."""
-        self.wait()
-        # A copy: on the CPU .cpu() would hand out the bucket's own buffer, which the
-        # next batch of this size overwrites.
-        return self._buf.tokens[:self._n, self._prompt_tokens:].to("cpu", copy=True)
-
-
 class Generator:
     """Greedy generation for batches of prompts on one device (see the module docstring).
     Not thread-safe: one batch at a time (the replica's event loop guarantees it)."""
@@ -244,14 +223,6 @@ class Generator:
         if n > BUCKETS[-1]:
             return torch.cat([self.generate(prompts[i:i + BUCKETS[-1]])
                               for i in range(0, n, BUCKETS[-1])])
-        return self.launch(prompts).tokens()
-
-    def launch(self, prompts: torch.Tensor) -> "Launched":
-        """Start generating for prompts [n ≤ the largest bucket, prompt_tokens] and return
-        at once on CUDA, where the steps are queued on the device (`Launched.wait` waits
-        for them without holding the GIL); on a CPU the steps run here. Until its tokens
-        are read, no other batch of the same bucket may be launched (its buffers)."""
-        n = prompts.shape[0]
         buf = self._buffers_for(bucket_for(n))
         with torch.no_grad():
             buf.prompt.zero_()
@@ -264,13 +235,9 @@ class Generator:
                     buf.graph.replay()
                 else:
                     self._step(buf)
-        done = None
-        if self.device.type == "cuda":
-            # blocking: the waiting thread sleeps instead of spinning on a core that Ray's
-            # proxy and the other requests need.
-            done = torch.cuda.Event(blocking=True)
-            done.record()
-        return Launched(buf, n, self.spec.prompt_tokens, done)
+            # A copy: on the CPU .cpu() would hand out the bucket's own buffer, which the
+            # next batch of this size overwrites.
+            return buf.tokens[:n, self.spec.prompt_tokens:].to("cpu", copy=True)
 
     def prompts_from_seeds(self, seeds: list[int]) -> torch.Tensor:
         """A prompt per seed: the same seed, the same prompt (and so the same answer)."""

@@ -144,6 +144,7 @@ def main() -> int:
             # A replica that asked for no GPU must stay off it, though Ray leaves it
             # able to see every GPU (demo_apps/device.py). Only on a cluster this script
             # started: on someone's cluster it would leave an extra application behind.
+            print("deploying a copy of the batched demo without a GPU share …", flush=True)
             demo = load_catalog()["batched"]
             app = dict(demo.app_config(upload_demo_package(client), gpus=0),
                        name="batched_no_gpu", route_prefix="/batched_no_gpu")
@@ -156,6 +157,7 @@ def main() -> int:
                 failed.append("batched_no_gpu")
     finally:
         if cluster is not None:
+            print("stopping the Ray head …", flush=True)
             cluster.stop()
     print(json.dumps({"gpus": gpus, "demos": results, "failed": failed}))
     return 1 if failed else 0

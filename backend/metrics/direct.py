@@ -1,4 +1,4 @@
-"""Direct scrape: the console's own small Prometheus, over the nodes' metrics pages.
+r"""Direct scrape: the console's own small Prometheus, over the nodes' metrics pages.
 
 Every `poll()` fetches each node's metrics page concurrently, keeps only the Serve
 families the console plots (exposition.prefilter), and turns cumulative counters and

@@ -63,25 +63,6 @@ def test_a_sequence_gets_the_same_tokens_alone_or_in_any_batch():
         bucket_for(BUCKETS[-1] + 1)
 
 
-def test_the_replica_computes_a_device_batch_larger_than_a_bucket_in_pieces():
-    # max_batch_size goes to 512, the largest bucket is 64: the device queue may hand the
-    # replica's compute more than a bucket holds.
-    import asyncio
-
-    from demo_apps.batched import BatchedGenerator
-
-    torch.set_num_threads(1)
-    replica = BatchedGenerator.func_or_class()  # outside Ray: the torch device it sees
-    n = BUCKETS[-1] + 6
-    seeds = list(range(n))
-    prompts = replica.gen.prompts_from_seeds(seeds)
-    answers = asyncio.run(replica._compute(prompts.tolist()))
-    assert len(answers) == n and {a["batch_size"] for a in answers} == {n}
-    want = replica.gen.generate(prompts)
-    assert [a["tokens"] for a in answers] == want.tolist()
-    assert {a["device"] for a in answers} == {replica.device.type}
-
-
 def test_the_request_body_names_the_prompt():
     n = CPU.prompt_tokens
     assert prompt_from_body({"prompt": [5, 6]}, CPU) == ([5, 6] * (n // 2) + [5] * (n % 2), "")
