@@ -265,7 +265,7 @@ class GpuPlots(PlotStack):
                     y = y / _MIB_PER_GIB
                     if len(y):
                         top = max(top, float(np.max(y)))
-                curve.setData(x, y)
+                self.set_curve_data(curve, x, y)
                 plot = _plot_of(series)
                 self._set_in_legend((ip, index, series), group.legends[plot], curve,
                                     _label(index, series), len(x) > 0)

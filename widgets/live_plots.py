@@ -15,6 +15,8 @@ app-level series shown for a deployment, and the model cache below the plots.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 import numpy as np
@@ -132,6 +134,8 @@ class LivePlots(PlotStack):
         self._key: DeploymentKey | None = None
         self._plots: dict[str, pg.PlotItem] = {}
         self._curves: dict[str, pg.PlotDataItem] = {}
+        # Per curve, what its points were drawn from (see _draw): unchanged, no setData.
+        self._drawn: dict[str, tuple] = {}
         self._curve_plot: dict[str, str] = {}
         self._legends: dict[str, pg.LegendItem] = {}
         self._visible: tuple[str, ...] = ()
@@ -295,12 +299,23 @@ class LivePlots(PlotStack):
         """The plots that should show (paused: they stay as they are), then setData on
         every curve from the store."""
         self._relayout()
+        store = self._store
         for name, curve in self._curves.items():
             key = self._resolve(name)
             present = key is not None
+            # What the curve shows is a function of these: when none changed (most ticks:
+            # samples come about once a second, the redraw ten times), its points stay.
+            # The window's start counts in whole seconds: points that left the window
+            # less than a second ago lie off-screen, left of the view.
+            drawn = (id(store), key, self._window,
+                     None if since is None else math.floor(since),
+                     store.last_time(key, name) if present else None)  # type: ignore[union-attr]
+            if self._drawn.get(name) == drawn:
+                continue
+            self._drawn[name] = drawn
             if present:
-                x, y = self._store.snapshot(key, name, since=since)  # type: ignore[union-attr]
-                curve.setData(x, y)
+                x, y = store.snapshot(key, name, since=since)  # type: ignore[union-attr]
+                self.set_curve_data(curve, x, y)
             else:
                 curve.setData(np.empty(0), np.empty(0))
             self._set_in_legend(name, self._legends[self._curve_plot[name]], curve,

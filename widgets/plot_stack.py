@@ -1,8 +1,8 @@
 """What the three plot stacks share (the deployment's live plots, the per-replica view,
 the GPU view), written once so a fix lands in all three:
 
-* the plots themselves: a wall-clock time axis, clip-to-view and peak downsampling, the
-  y unit on a fixed-width axis (linked time axes line up), axes cached as pixmaps;
+* the plots themselves: a wall-clock time axis, clip-to-view and peak downsampling for
+  curves with long histories (`set_curve_data`), the y unit on a fixed-width axis (linked time axes line up), axes cached as pixmaps;
   curves are made once and get `setData` per redraw (pyqtgraph's scrollingPlots);
 * the time window: how much recent history is drawn and shown while following "now"
   (the live plots put it in a combo box, the others follow theirs), or from the first
@@ -51,6 +51,8 @@ DEFAULT_WINDOW_S = 60.0
 MARKER_NEAR_S = 60.0
 #: Without any sample to start from, "All" shows the minute before now.
 EMPTY_SPAN_S = 60.0
+#: A curve with more points than this is clipped to the view and downsampled.
+LARGE_CURVE = 2000
 #: Headroom above the data of the plot that carries the marker labels (its upper edge).
 MARKER_HEADROOM = 0.3
 
@@ -273,8 +275,8 @@ class PlotStack(QWidget):
         """A time plot of the stack with *unit* on its y axis; *top*: it carries the
         markers' labels, along its upper edge."""
         plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
-        plot.setClipToView(True)
-        plot.setDownsampling(auto=True, mode="peak")
+        # Clip-to-view and downsampling are set per curve by how many points it holds
+        # (set_curve_data): on the plot they would recompute every curve on every scroll.
         plot.showGrid(x=True, y=True, alpha=0.15)
         plot.hideButtons()  # autoscale is ours to manage (follow mode / pause)
         plot.setMenuEnabled(False)
@@ -318,6 +320,19 @@ class PlotStack(QWidget):
                                 antialias=False)
         plot.addItem(curve, ignoreBounds=not autorange)
         return curve
+
+    @staticmethod
+    def set_curve_data(curve: pg.PlotDataItem, x, y) -> None:
+        """Give *curve* its points. One holding more than LARGE_CURVE points (a paused
+        view's or "All"'s whole history) is clipped to the view and peak-downsampled to
+        the pixels; a window's few hundred are drawn as they are, since clipping and
+        downsampling are recomputed on every scroll of the view (10 a second while
+        following) and cost more than drawing them."""
+        large = len(x) > LARGE_CURVE
+        if curve.opts["clipToView"] != large:
+            curve.setClipToView(large)
+            curve.setDownsampling(auto=large, method="peak")
+        curve.setData(x, y)
 
     def _set_in_legend(self, key: Hashable, legend: pg.LegendItem, item, name: str,
                        present: bool) -> None:

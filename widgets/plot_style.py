@@ -34,14 +34,14 @@ def format_series_age(age_s: float | None) -> str:
 
 
 def format_age(age_s: float | None) -> str:
-    """'data 0.7 s old' / 'no data yet': short enough for a plot title."""
+    """'data 3 s old' / 'no data yet': short enough for a plot title. Whole seconds, as
+    the legends: a title whose text changes is laid out again, and tenths would change
+    every plot's title on every redraw tick (benchmarks/gui_stall.py)."""
     if age_s is None:
         return "no data yet"
     age_s = max(0.0, age_s)  # the cluster's clock may run slightly ahead of ours
-    if age_s < 10:
-        return f"data {age_s:.1f} s old"
     if age_s < 120:
-        return f"data {age_s:.0f} s old"
+        return f"data {int(age_s)} s old"
     if age_s < 7200:
         return f"data {age_s / 60:.1f} min old"
     return f"data {age_s / 3600:.1f} h old"

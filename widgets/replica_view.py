@@ -282,7 +282,7 @@ class ReplicaView(PlotStack):
                 if drawn_key in self._drawn_t and self._drawn_t[drawn_key] == newest[s]:
                     continue  # nothing new: points that left the window lie off-screen
                 x, y = store.snapshot(rkey, s, since=since)
-                self._curves[drawn_key].setData(x, y)
+                self.set_curve_data(self._curves[drawn_key], x, y)
                 self._drawn_t[drawn_key] = newest[s]
 
     def _add_replica(self, rid: str) -> None:

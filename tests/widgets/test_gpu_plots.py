@@ -111,7 +111,7 @@ def test_each_series_says_how_old_it_is(view, store):
     assert not curve_age(view.plots(A), view.curves(A)[("0", UTIL)])[1]
     assert curve_age(view.plots(A), view.curves(A)[("1", UTIL)])[0] == "10 s"
     assert curve_age(view.plots(A), view.curves(A)[("1", UTIL)])[1]
-    assert title_age(view.plots(A)[UTILIZATION])[0] == "data 0.5 s old"
+    assert title_age(view.plots(A)[UTILIZATION])[0] == "data 0 s old"
     # Node B stopped at T0 + 29 as well: its titles say so.
     assert title_age(view.plots(B)[MEMORY])[0] == "data 10 s old"
     labels = legend_html(view.plots(A)[UTILIZATION])
