@@ -225,8 +225,8 @@ class GpuPlots(PlotStack):
                     layout.layout.setAlignment(group.legends[name], Qt.AlignmentFlag.AlignTop)
                     # Time labels once, under the view's bottom plot, as the
                     # deployment plots do.
-                    group.plots[name].getAxis("bottom").setStyle(
-                        showValues=i == last and name == _PLOTS[-1][0])
+                    self.show_time_axis(group.plots[name],
+                                        i == last and name == _PLOTS[-1][0])
                     row += 1
         self._layout_key = wanted
         shown = bool(wanted)

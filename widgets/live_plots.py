@@ -228,7 +228,7 @@ class LivePlots(PlotStack):
             layout.addItem(plot, row=row, col=0)
             layout.addItem(legend, row=row, col=1)
             layout.layout.setAlignment(legend, Qt.AlignmentFlag.AlignTop)
-            plot.getAxis("bottom").setStyle(showValues=row == len(wanted) - 1)
+            self.show_time_axis(plot, row == len(wanted) - 1)
         self._graphics.setMinimumHeight(MIN_PLOT_HEIGHT * len(wanted))
         self._visible = wanted
 

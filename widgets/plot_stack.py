@@ -247,6 +247,11 @@ class PlotStack(QWidget):
         """Mouse zoom and pan only while paused (following owns the range otherwise);
         pausing freezes the x range where it is, resuming undoes a y zoom."""
         plot.setMouseEnabled(x=self._paused, y=self._paused and self._ZOOM_Y)
+        # y autoranges over the points in view only while paused, when the curves hold
+        # the whole history to pan over. Following, a curve holds its window's points
+        # and little more, and autoranging over the visible ones would be recomputed on
+        # every scroll of the view (every redraw tick) for every plot.
+        plot.getViewBox().setAutoVisible(y=self._paused)
         if self._paused:
             plot.disableAutoRange(axis=pg.ViewBox.XAxis)
         elif self._ZOOM_Y:
@@ -290,7 +295,6 @@ class PlotStack(QWidget):
             # software, on the GUI thread, 10 times a second): cached as a pixmap, an
             # axis is drawn again only when its range changes (benchmarks/gui_stall.py).
             plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
-        plot.getViewBox().setAutoVisible(y=True)
         plot.enableAutoRange(y=True)
         if top:
             # Headroom keeps its data (often a flat maximum, e.g. a steady rate) below
@@ -320,6 +324,17 @@ class PlotStack(QWidget):
                                 antialias=False)
         plot.addItem(curve, ignoreBounds=not autorange)
         return curve
+
+    @staticmethod
+    def show_time_axis(plot: pg.PlotItem, shown: bool) -> None:
+        """The time axis, its labels and its vertical grid on *plot* (the stack's bottom
+        plot), or none of them (the plots above it). An axis is drawn again whenever its
+        range moves — on every redraw tick while following — and one time axis per plot
+        was the largest part of a redraw (benchmarks/gui_stall.py); the x-linked plots
+        above share the bottom one's times."""
+        plot.showAxis("bottom", shown)
+        if shown:
+            plot.getAxis("bottom").setStyle(showValues=True)
 
     @staticmethod
     def set_curve_data(curve: pg.PlotDataItem, x, y) -> None:

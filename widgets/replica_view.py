@@ -155,7 +155,7 @@ class ReplicaView(PlotStack):
                 f"{SERIES[s].label}: {SERIES[s].help}" + (" (dashed)" if dashed else "")
                 for s, dashed in curves) + "\nOne curve per replica.", top=master is None)
             # Time labels once, under the bottom plot.
-            plot.getAxis("bottom").setStyle(showValues=row == len(PLOTS) - 1)
+            self.show_time_axis(plot, row == len(PLOTS) - 1)
             if master is None:
                 master = plot
             else:

@@ -64,8 +64,11 @@ def test_multiplexed_deployment_shows_its_group_with_data(plots):
     assert legend_names(plots.plots()["Model loads"]) == ["model loads/s", "model unloads/s"]
     assert plots.curves()["model_load_latency_p99_ms"].getData()[1][-1] == 45.0
     assert title_age(plots.plots()["Models per replica"])[0] == "data 0 s old"
-    # Only the bottom plot shows time labels; switching back hides the group again.
-    axes = [plots.plots()[t].getAxis("bottom").style["showValues"] for t in plots.visible_plots()]
+    # Only the bottom plot has a time axis (with labels); switching back hides the group
+    # again.
+    axes = [plots.plots()[t].getAxis("bottom").isVisible()
+            and plots.plots()[t].getAxis("bottom").style["showValues"]
+            for t in plots.visible_plots()]
     assert axes == [False] * (len(axes) - 1) + [True]
     plots.set_key(BATCHED)
     assert plots.visible_plots()[-1] == "Batch size"
