@@ -1,0 +1,163 @@
+"""What one console poll costs at fleet size (backend part), against the simulated fleet
+(tests/support/fleet_server.py, its own process: its CPU is not counted).
+
+For deployments 1, 10, 100 × nodes 1, 10, 50 (10 replicas per deployment), one poll is
+what the console does every second (console/model/live_session.py):
+
+* the status poll — `poll_replica_events` (backend/scaling/replica_watch.py): the Serve
+  details (`ClusterClient.serve_status`), then the GCS's word on the running replicas
+  (`/logical/actors?ids=…`), with a ReplicaWatcher kept across polls;
+* the metrics poll — one `DirectScrapeSource.poll()` over every node's page.
+
+Per poll: the process's CPU seconds (`time.process_time()` around both: every thread of
+this process, the scrape's pool included), each part's, and the bytes of page text the
+scrape read. `--repeats` × `--polls` polls, one a second (the console's rate; a poll
+longer than a second delays the next, as the console's Poller does); a repeat's figure is
+the mean over its polls, the headline the median of the repeats with [min–max]. Share of
+one core at 1 Hz = CPU seconds per poll × 1/s (above 1: more than a core, and the console
+cannot keep its 1 Hz).
+
+Bars: at 50 nodes × 100 deployments × 1,000 replicas polling takes ≤ 10 % of one core;
+from 10 to 100 deployments (50 nodes) the cost grows at most linearly (ratio ≤ 10).
+
+The JSON line's keys for the largest size: poll_core_share, scrape_bytes_per_s,
+poll_cpu_s, poll_cpu_s_ratio_100_vs_10; `sizes` has every row. GUI lag, memory growth and
+recording MB/h at fleet size are not measured here (another part of issue 24 adds them).
+`--profile` prints a cProfile of one metrics poll at the largest size, its fetches done
+one after another on this thread (the source's own pool threads are not profiled).
+
+    python benchmarks/fleet_scale.py [--polls 5] [--repeats 3] [--profile]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import io
+import pstats
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import Spread, emit, load_text, machine_load  # noqa: E402
+
+from backend.cluster.client import ClusterClient  # noqa: E402
+from backend.metrics.direct import DirectScrapeSource  # noqa: E402
+from backend.scaling.replica_watch import ReplicaWatcher, poll_replica_events  # noqa: E402
+from tests.support.fleet_server import FleetServer  # noqa: E402
+
+DEPLOYMENTS = (1, 10, 100)
+NODES = (1, 10, 50)
+REPLICAS_PER_DEPLOYMENT = 10
+STATUS_TIMEOUT_S = 2.0       # the console's (console/model/live_session.py)
+BAR_CORE_SHARE = 0.10
+BAR_RATIO = 10.0
+
+
+def measure(url: str, polls: int, repeats: int) -> dict:
+    """Spreads over the repeats of CPU s per poll ("poll", "status", "metrics") and page
+    bytes per poll ("bytes"); "failed": node scrapes that failed, in all."""
+    client = ClusterClient(url)
+    watcher = ReplicaWatcher()
+    runs = []
+    with DirectScrapeSource(client.metrics_targets, window_s=5.0) as source:
+        for _ in range(2):  # warm: connections, the node list, the watcher, the window
+            poll_replica_events(client, watcher, STATUS_TIMEOUT_S)
+            source.poll()
+            time.sleep(1.0)
+        for _ in range(repeats):
+            status_s = metrics_s = 0.0
+            scraped = failed = 0
+            for _ in range(polls):
+                start = time.monotonic()
+                c0 = time.process_time()
+                poll_replica_events(client, watcher, STATUS_TIMEOUT_S)
+                c1 = time.process_time()
+                source.poll()
+                c2 = time.process_time()
+                status_s += c1 - c0
+                metrics_s += c2 - c1
+                scraped += source.last_stats.bytes
+                failed += source.last_stats.targets - source.last_stats.ok
+                time.sleep(max(0.0, 1.0 - (time.monotonic() - start)))
+            runs.append({"poll": (status_s + metrics_s) / polls, "status": status_s / polls,
+                         "metrics": metrics_s / polls, "bytes": scraped / polls,
+                         "failed": failed})
+    out = {k: Spread.of([r[k] for r in runs]) for k in ("poll", "status", "metrics", "bytes")}
+    out["failed"] = sum(r["failed"] for r in runs)
+    return out
+
+
+def profile(url: str, top: int = 15) -> str:
+    """cProfile of one metrics poll's work on this thread: each node's page fetched,
+    pre-filtered and parsed one after another, then the windows computed."""
+    client = ClusterClient(url)
+    with DirectScrapeSource(client.metrics_targets, window_s=5.0) as source:
+        source.poll()
+        time.sleep(1.0)
+        urls = source.targets()
+        prof = cProfile.Profile()
+        prof.enable()
+        pages = [source._fetch(u)[0] for u in urls]
+        source._window.ingest(time.time(), pages)
+        prof.disable()
+    out = io.StringIO()
+    pstats.Stats(prof, stream=out).sort_stats("tottime").print_stats(top)
+    return out.getvalue()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--polls", type=int, default=5, help="polls per repeat")
+    ap.add_argument("--repeats", type=int, default=3)
+    ap.add_argument("--profile", action="store_true")
+    args = ap.parse_args()
+    print(f"fleet_scale: {args.repeats} repeats × {args.polls} polls per size; "
+          f"{load_text(machine_load())}", flush=True)
+    rows = []
+    print(f"{'deps':>5} {'nodes':>5} {'replicas':>8}  {'CPU s / poll (status + metrics)':<44} "
+          f"{'core share':>10} {'scrape MB/s':>11}")
+    for deps in DEPLOYMENTS:
+        for nodes in NODES:
+            replicas = deps * REPLICAS_PER_DEPLOYMENT
+            with FleetServer(nodes, deps, replicas, 1) as url:
+                m = measure(url, args.polls, args.repeats)
+            row = {"deployments": deps, "nodes": nodes, "replicas": replicas,
+                   "poll_cpu_s": m["poll"].json(4), "status_cpu_s": m["status"].json(4),
+                   "metrics_cpu_s": m["metrics"].json(4),
+                   "poll_core_share": round(m["poll"].median, 4),
+                   "scrape_bytes_per_s": round(m["bytes"].median),
+                   "failed_scrapes": m["failed"]}
+            rows.append(row)
+            print(f"{deps:>5} {nodes:>5} {replicas:>8}  "
+                  f"{m['poll'].text('{:.4f}'):<30} ({m['status'].median:.4f} + "
+                  f"{m['metrics'].median:.4f})  {m['poll'].median:>9.1%} "
+                  f"{m['bytes'].median / 1e6:>11.2f}"
+                  + (f"  ({m['failed']} node scrapes failed)" if m["failed"] else ""), flush=True)
+    big = rows[-1]
+    ten = next(r for r in rows if r["deployments"] == 10 and r["nodes"] == NODES[-1])
+    ratio = big["poll_cpu_s"]["median"] / ten["poll_cpu_s"]["median"]
+    bars = {"poll_core_share_le_0.10": big["poll_core_share"] <= BAR_CORE_SHARE,
+            "ratio_100_vs_10_le_10": ratio <= BAR_RATIO}
+    met = {k: "met" if ok else "NOT met" for k, ok in bars.items()}
+    print(f"largest ({big['nodes']} nodes × {big['deployments']} deployments × "
+          f"{big['replicas']} replicas): {big['poll_core_share']:.1%} of one core at 1 Hz "
+          f"(bar ≤ {BAR_CORE_SHARE:.0%}: {met['poll_core_share_le_0.10']}); "
+          f"100 ÷ 10 deployments at {big['nodes']} nodes: {ratio:.2f}× "
+          f"(bar ≤ {BAR_RATIO:.0f}: {met['ratio_100_vs_10_le_10']}); "
+          f"{big['scrape_bytes_per_s'] / 1e6:.1f} MB/s of page text scraped", flush=True)
+    if args.profile:
+        with FleetServer(NODES[-1], DEPLOYMENTS[-1],
+                         DEPLOYMENTS[-1] * REPLICAS_PER_DEPLOYMENT, 1) as url:
+            print(profile(url), flush=True)
+    emit({"benchmark": "fleet_scale", "poll_core_share": big["poll_core_share"],
+          "scrape_bytes_per_s": big["scrape_bytes_per_s"], "poll_cpu_s": big["poll_cpu_s"],
+          "poll_cpu_s_ratio_100_vs_10": round(ratio, 3), "bars_met": bars, "sizes": rows,
+          "polls": args.polls, "repeats": args.repeats, "load": machine_load()})
+
+
+if __name__ == "__main__":
+    main()
