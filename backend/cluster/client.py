@@ -26,6 +26,9 @@ from backend.scaling.replica_watch import ActorDeath, intended_stop
 SERVE_PATH = "/api/serve/applications/"
 # The dashboard's log API (ray/dashboard/modules/state/state_head.py: list_logs, get_logs).
 LOGS_PATH = "/api/v0/logs"
+# Actor ids per /logical/actors query: 100 ids of 32 hex digits (and commas) keep its
+# request line near 3.4 kB, well under the 8,190 bytes the dashboard's server accepts.
+LOGICAL_ACTORS_PER_REQUEST = 100
 LOG_FILE_PATH = "/api/v0/logs/file"
 # The Serve controller writes logs/serve/controller_<pid>.log on its node; the same folder
 # holds controller_build_<app>_<pid>.log (an app's import), which is not its log.
@@ -253,8 +256,8 @@ class ClusterClient:
             return []
         if not self._no_logical_actors:
             try:
-                return _deaths_from_logical(self._json(
-                    "GET", "/logical/actors", params={"ids": ",".join(ids), "nocache": "1"}))
+                return [death for data in self._logical_actors(ids)
+                        for death in _deaths_from_logical(data)]
             except ApiError as e:
                 if e.status not in (404, 405):
                     raise
@@ -271,14 +274,25 @@ class ClusterClient:
         if not ids or self._no_logical_actors:
             return {}
         try:
-            data = self._json("GET", "/logical/actors", timeout_s=timeout_s,
-                              params={"ids": ",".join(ids), "nocache": "1"})
+            pages = self._logical_actors(ids, timeout_s)
         except ApiError as e:
             if e.status not in (404, 405):
                 raise
             self._no_logical_actors = True
             return {}
-        return process_gpus_from_logical(data)
+        out: dict[str, tuple[ProcessGpu, ...]] = {}
+        for data in pages:
+            out.update(process_gpus_from_logical(data))
+        return out
+
+    def _logical_actors(self, ids: list[str], timeout_s: float | None = None) -> list[Any]:
+        """`/logical/actors?ids=…` for *ids*, LOGICAL_ACTORS_PER_REQUEST at a time: the
+        dashboard's server refuses a request line over 8,190 bytes (HTTP 400), which
+        ~230 actor ids in one query already exceed. One answer per request."""
+        return [self._json("GET", "/logical/actors", timeout_s=timeout_s,
+                           params={"ids": ",".join(ids[i:i + LOGICAL_ACTORS_PER_REQUEST]),
+                                   "nocache": "1"})
+                for i in range(0, len(ids), LOGICAL_ACTORS_PER_REQUEST)]
 
     def dead_serve_actors(self, limit: int = 500, only: set[str] | None = None
                           ) -> list[ActorDeath]:

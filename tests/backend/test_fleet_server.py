@@ -153,3 +153,15 @@ def test_a_config_ray_would_refuse_is_refused(client):
     with pytest.raises(ApiError) as e:
         client.put_serve_config({"applications": [{"name": "x"}]})
     assert e.value.status == 400
+
+
+def test_the_fast_death_check_asks_about_every_replica_of_a_large_fleet(client, fleet_url):
+    # 1,000 actor ids in one /logical/actors query make a request line of ~33 kB, which
+    # the dashboard's server refuses (HTTP 400, over 8,190 bytes): the client asks in
+    # pieces, so the check works at any size and none of its requests is refused.
+    actors = [r.actor_id for a in client.serve_status().applications
+              for d in a.deployments for r in d.replicas]
+    before = requests.get(f"{fleet_url}/fleet/info", timeout=10).json()
+    assert client.dead_replica_actors(actors, limit=len(actors)) == []
+    after = requests.get(f"{fleet_url}/fleet/info", timeout=10).json()
+    assert after["refused_long_request_lines"] == before["refused_long_request_lines"]
