@@ -25,13 +25,12 @@ import argparse
 import asyncio
 import json
 import logging
-import os
 import random
 import socket
-import subprocess
 import sys
 import time
 
+from tests.support.child_server import ChildServer
 from tests.support.fleet_answers import CONTROLLER_LOG, Dashboard
 from tests.support.fleet_pages import NodePages
 from tests.support.fleet_state import Fleet, Node
@@ -224,51 +223,21 @@ def main(argv=None) -> None:
     asyncio.run(serve(parse_args(argv)))
 
 
-class FleetServer:
+class FleetServer(ChildServer):
     """The simulator in a child process: `with FleetServer(nodes=50, …) as url: …`.
     Its own process, so its CPU is not the console's (time.process_time() stays honest)."""
 
     def __init__(self, nodes: int = 3, deployments: int = 10, replicas: int = 30,
                  seed: int = 0, *extra: str) -> None:
-        self.args = ["--nodes", str(nodes), "--deployments", str(deployments),
-                     "--replicas", str(replicas), "--seed", str(seed), *extra]
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
+        super().__init__(
+            "tests.support.fleet_server",
+            ["--port", "0", "--exit-with-stdin", "--nodes", str(nodes), "--deployments",
+             str(deployments), "--replicas", str(replicas), "--seed", str(seed), *extra],
+            lambda line: line.split()[1] if line.startswith("DASHBOARD ") else None,
+            "fleet server")
 
     def start(self, timeout_s: float = 60.0) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.fleet_server", "--port", "0",
-             "--exit-with-stdin", *self.args],
-            cwd=root, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + timeout_s
-        line = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if line.startswith("DASHBOARD "):
-                self.url = line.split()[1]
-                return self.url
-            if not line and self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError(f"fleet server did not start (last output {line!r})")
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        try:
-            proc.stdin.close()
-            proc.wait(10)
-        except Exception:
-            proc.kill()
-            proc.wait(5)
-
-    def __enter__(self) -> str:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+        return super().start(timeout_s)
 
 
 if __name__ == "__main__":

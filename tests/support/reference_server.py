@@ -25,11 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
-import subprocess
 import sys
 import time
 from collections import Counter
+
+from tests.support.child_server import ChildServer
 
 MODEL_HEADER = "serve_multiplexed_model_id"
 
@@ -171,46 +171,15 @@ def main(argv: list[str] | None = None) -> None:
     asyncio.run(serve())
 
 
-class ReferenceServer:
+class ReferenceServer(ChildServer):
     """The reference server in a child process: `with ReferenceServer() as url: …`."""
 
     def __init__(self) -> None:
-        self.proc: subprocess.Popen | None = None
-        self.url = ""
+        super().__init__("tests.support.reference_server", [], _url_from, "reference server")
 
-    def start(self, timeout_s: float = 20.0) -> str:
-        root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tests.support.reference_server"], cwd=root,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + timeout_s
-        line = ""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if line.startswith("PORT "):
-                self.url = f"http://127.0.0.1:{int(line.split()[1])}"
-                return self.url
-            if not line and self.proc.poll() is not None:
-                break
-        self.stop()
-        raise RuntimeError(f"reference server did not start (last output {line!r})")
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        try:
-            proc.stdin.close()
-            proc.wait(5)
-        except Exception:
-            proc.kill()
-            proc.wait(5)
-
-    def __enter__(self) -> str:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
+def _url_from(line: str) -> str | None:
+    return f"http://127.0.0.1:{int(line.split()[1])}" if line.startswith("PORT ") else None
 
 
 if __name__ == "__main__":
