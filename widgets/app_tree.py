@@ -97,6 +97,7 @@ class AppTree(QTreeWidget):
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
+        self._filter = ""  # casefolded; see set_filter
         self._show_placeholder(True)
 
         self.itemSelectionChanged.connect(self._on_tree_selection_changed)
@@ -116,6 +117,8 @@ class AppTree(QTreeWidget):
             for name in [n for n in self._apps if n not in seen_apps]:
                 self._remove_app(name)
             self._show_placeholder(not self._apps)
+            if self._filter:
+                self._apply_filter()  # rows added by this update obey it too
             if selected and not self._is_live(selected[0]):
                 # Qt would move the selection to a neighbouring row; plotting some other
                 # deployment the user never picked is worse than showing none.
@@ -124,6 +127,32 @@ class AppTree(QTreeWidget):
         finally:
             self.blockSignals(False)
         self._on_tree_selection_changed()
+
+    def set_filter(self, text: str) -> None:
+        """Show only the applications and deployments whose name or status contains
+        *text* (case-insensitive; "" shows all): a deployment also shows when its
+        application's name matches, an application when any of its deployments shows.
+        Rows are hidden, not removed, and the filter holds across status updates."""
+        self._filter = text.strip().casefold()
+        self._apply_filter()
+
+    def filter_text(self) -> str:
+        return self._filter
+
+    def _apply_filter(self) -> None:
+        f = self._filter
+        for name, app_item in self._apps.items():
+            app_matches = not f or f in name.casefold() or _status_matches(app_item, f)
+            shown = 0
+            for i in range(app_item.childCount()):
+                child = app_item.child(i)
+                if child.data(COL_NAME, _KIND_ROLE) != _DEPLOYMENT:
+                    continue
+                dep = child.data(COL_NAME, _KEY_ROLE)[1]
+                show = app_matches or f in dep.casefold() or _status_matches(child, f)
+                child.setHidden(not show)
+                shown += show
+            app_item.setHidden(not (app_matches or shown))
 
     def set_notes(self, notes: dict[str, str]) -> None:
         """Per-application notes shown in the message column while the application
@@ -443,6 +472,10 @@ class AppTree(QTreeWidget):
                  else QBrush(QColor(STATUS_COLORS["pending"])) if warn else QBrush())
         if item.foreground(COL_MESSAGE) != brush:
             item.setForeground(COL_MESSAGE, brush)
+
+
+def _status_matches(item: QTreeWidgetItem, text: str) -> bool:
+    return text in item.text(COL_STATUS).casefold()
 
 
 def _replica_text(running: int, target: int | None) -> str:

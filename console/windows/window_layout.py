@@ -5,7 +5,9 @@ tuning, advisor). The widgets become attributes of the window."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QDockWidget, QSplitter, QStackedWidget, QVBoxLayout, QWidget
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QDockWidget, QLineEdit, QSplitter, QStackedWidget, QVBoxLayout,
+                               QWidget)
 
 from widgets.advisor_panel import AdvisorPanel
 from widgets.app_tree import AppTree
@@ -38,7 +40,7 @@ def build_views(w) -> None:
     w._views.addWidget(w.plots)
     w._views.addWidget(w.replica_view)
     splitter = QSplitter(Qt.Orientation.Horizontal)
-    splitter.addWidget(w.tree)
+    splitter.addWidget(_tree_column(w))
     w._plots_column = QSplitter(Qt.Orientation.Vertical)
     w._plots_column.addWidget(w._views)
     w._plots_column.addWidget(w.gpu_plots)
@@ -55,6 +57,29 @@ def build_views(w) -> None:
     box.addWidget(w.banner)
     box.addWidget(splitter, 1)
     w.setCentralWidget(central)
+
+
+def _tree_column(w) -> QWidget:
+    """The application tree under its filter box (View → Filter, Ctrl+F; Escape clears)."""
+    w.tree_filter = QLineEdit()
+    w.tree_filter.setPlaceholderText("Filter by name or status (Ctrl+F)")
+    w.tree_filter.setClearButtonEnabled(True)
+    w.tree_filter.setToolTip(
+        "Show only the applications and deployments whose name or status contains this "
+        "text (e.g. a deployment's name, or UNHEALTHY); Escape clears it.")
+    w.tree_filter.textChanged.connect(w.tree.set_filter)
+    clear = QAction("Clear the filter", w.tree_filter)
+    clear.setShortcut(QKeySequence(Qt.Key.Key_Escape))
+    clear.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
+    clear.triggered.connect(w.tree_filter.clear)
+    w.tree_filter.addAction(clear)
+    column = QWidget()
+    box = QVBoxLayout(column)
+    box.setContentsMargins(0, 0, 0, 0)
+    box.setSpacing(2)
+    box.addWidget(w.tree_filter)
+    box.addWidget(w.tree, 1)
+    return column
 
 
 def build_docks(w) -> None:

@@ -6,6 +6,7 @@ they do is the window's and the model's.
 
 from __future__ import annotations
 
+from PySide6.QtCore import Qt
 from PySide6.QtGui import QAction, QActionGroup, QKeySequence
 
 from console.windows import window_dialogs as dialogs
@@ -120,6 +121,10 @@ def _view_menu(w) -> None:
         a.setCheckable(True)
         group.addAction(a)
     w.direct_source_action.setChecked(True)
+    w.filter_action = _action(
+        w, view, "&Filter applications…", "Ctrl+F",
+        "Filter the application tree by name or status (Escape in the box clears it)",
+        lambda: _focus_filter(w))
     w.per_replica_action = _action(
         w, view, "Per &replica", "Ctrl+R",
         "Show the selected deployment per replica: requests/s, latency and ongoing "
@@ -145,3 +150,8 @@ def _help_menu(w) -> None:
     help_menu = w.menuBar().addMenu("&Help")
     _action(w, help_menu, "&About serve-console", None, "About this program",
             lambda: dialogs.about(w))
+
+
+def _focus_filter(w) -> None:
+    w.tree_filter.setFocus(Qt.FocusReason.ShortcutFocusReason)
+    w.tree_filter.selectAll()

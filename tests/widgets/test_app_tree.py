@@ -294,3 +294,50 @@ def test_autoscaler_metrics_health_in_the_row(qtbot):
     assert "(late)" in item.toolTip(COL_NAME)
     tree.set_metrics_health({})
     assert note_row(tree, "scaled", "S") is None
+
+
+def _shown(tree: AppTree) -> set[str]:
+    """The application and deployment rows not hidden, as "app" and "app/deployment"."""
+    out = set()
+    for i in range(tree.topLevelItemCount()):
+        top = tree.topLevelItem(i)
+        if top.isHidden():
+            continue
+        app = top.text(COL_NAME).split("  ")[0]
+        out.add(app)
+        for j in range(top.childCount()):
+            child = top.child(j)
+            if not child.isHidden() and tree.deployment_item(app, child.text(COL_NAME)):
+                out.add(f"{app}/{child.text(COL_NAME)}")
+    return out
+
+
+def test_the_filter_shows_matching_deployments_with_their_application(tree):
+    tree.set_status(status(with_code_app=True))
+    everything = _shown(tree)
+    assert everything == {"batched", "batched/Ingress", "batched/Model", "scripted",
+                          "scripted/F"}
+    tree.set_filter("mod")  # a deployment's name, any case: it and its application
+    assert _shown(tree) == {"batched", "batched/Model"}
+    tree.set_filter("SCRIPT")  # an application's name: it with all its deployments
+    assert _shown(tree) == {"scripted", "scripted/F"}
+    tree.set_filter("nothing like it")
+    assert _shown(tree) == set()
+    tree.set_filter("  ")
+    assert _shown(tree) == everything
+
+
+def test_the_filter_matches_status_and_holds_across_updates(tree):
+    tree.set_status(status(running=0, target=1, model_status="UNHEALTHY",
+                           with_code_app=True))
+    tree.set_filter("unhealthy")
+    assert _shown(tree) == {"batched", "batched/Model"}
+    # The next poll: the deployment recovered, a new application arrived that matches.
+    recovered = status(with_code_app=True)
+    apps = recovered.applications + (ApplicationInfo(
+        "other", "RUNNING", deployed_config={"name": "other"},
+        deployments=(DeploymentInfo("other", "Sick", "UNHEALTHY", replicas=replicas(0),
+                                    target_num_replicas=1),)),)
+    tree.set_status(ServeStatus(applications=apps, serve_running=True))
+    assert _shown(tree) == {"other", "other/Sick"}
+    assert tree.filter_text() == "unhealthy"
