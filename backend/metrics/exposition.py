@@ -25,7 +25,9 @@ tests check both agree sample for sample on real Ray pages.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -158,7 +160,7 @@ def _common_prefix(names: frozenset[str]) -> str:
 @dataclass(frozen=True, slots=True)
 class Sample:
     name: str            # the sample's own name: ..._total, ..._bucket, ..._sum, or the gauge
-    labels: dict          # label name -> value (includes `le` on buckets)
+    labels: Mapping      # label name -> value (includes `le` on buckets); read-only
     value: float
 
 
@@ -202,6 +204,24 @@ def _parse_labels(body: str) -> dict[str, str]:
     return {k: (_unescape(v) if "\\" in v else v) for k, v in _LABEL_RE.findall(body)}
 
 
+# Label sets seen before, by their text: a node's page repeats the same label sets poll
+# after poll (only the values change), and parsing them was half of a poll's CPU at
+# fleet size (benchmarks/fleet_scale.py). Read-only views, since every sample with that
+# text shares one. Emptied when full: a 1,000-replica fleet has ~70,000 label sets.
+_LABELS_SEEN: dict[str, Mapping[str, str]] = {}
+LABELS_SEEN_MAX = 400_000
+
+
+def _labels(body: str) -> Mapping[str, str]:
+    labels = _LABELS_SEEN.get(body)
+    if labels is None:
+        labels = MappingProxyType(_parse_labels(body))
+        if len(_LABELS_SEEN) >= LABELS_SEEN_MAX:
+            _LABELS_SEEN.clear()
+        _LABELS_SEEN[body] = labels
+    return labels
+
+
 def parse_samples(filtered_text: str) -> list[Sample]:
     """Sample lines of (already filtered) exposition text, in order; comments skipped.
 
@@ -220,7 +240,7 @@ def parse_samples(filtered_text: str) -> list[Sample]:
             if close < brace:
                 raise ValueError(f"malformed sample line: {line[:200]!r}")
             name = line[:brace].rstrip()
-            labels = _parse_labels(line[brace + 1:close])
+            labels = _labels(line[brace + 1:close])
             rest = line[close + 1:].split()
         else:
             parts = line.split()

@@ -148,3 +148,20 @@ def test_parse_samples_nan_and_malformed():
     assert math.isnan(s.value)
     with pytest.raises(ValueError):
         ex.parse_samples('m{a="b"}\n')
+
+
+def test_label_sets_are_parsed_once_and_read_only(monkeypatch):
+    page = ('ray_serve_num_http_requests_total{application="a",deployment="D",'
+            'route="/a"} 3.0\n')
+    (first,) = ex.parse_samples(page)
+    (again,) = ex.parse_samples(page.replace("3.0", "5.0"))
+    assert again.value == 5.0 and again.labels is first.labels  # parsed once
+    assert dict(first.labels) == {"application": "a", "deployment": "D", "route": "/a"}
+    with pytest.raises(TypeError):
+        first.labels["application"] = "b"  # shared by every sample with that text
+    # Bounded: when full, it starts over rather than growing with every label set.
+    monkeypatch.setattr(ex, "LABELS_SEEN_MAX", 2)
+    ex._LABELS_SEEN.clear()
+    for i in range(5):
+        ex.parse_samples(f'm{{a="{i}"}} 1\n')
+    assert len(ex._LABELS_SEEN) <= 2
