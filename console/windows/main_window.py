@@ -23,6 +23,7 @@ from console.settings import Settings
 from console.windows.connect_flow import ConnectFlow, connect_to
 from console.windows.window_banner import WindowBanner
 from console.windows.window_layout import build_docks, build_views
+from console.windows import worst_first_dock
 from console.windows.window_menus import build_menus
 from console.windows.window_status import WindowStatus
 from widgets.connect_dialog import ConnectTarget
@@ -52,6 +53,7 @@ class MainWindow(QMainWindow):
         self.resize(1400, 900)
         build_views(self)
         build_docks(self)
+        worst_first_dock.build(self)
         self._connect = ConnectFlow(self, self.session, self.settings)
         build_menus(self)
         self._banner = WindowBanner(self.banner, self.session, self)

@@ -87,12 +87,13 @@ def build_docks(w) -> None:
     w.load_panel = LoadPanel()
     w.event_log = EventLog()
     w.knob_panel = KnobPanel()  # it scrolls itself
-    w.tuning_dock = _dock(w, "Tuning", w.knob_panel, Qt.DockWidgetArea.RightDockWidgetArea)
-    w.load_dock = _dock(w, "Load", w.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
-    w.log_dock = _dock(w, "Event log", w.event_log, Qt.DockWidgetArea.BottomDockWidgetArea)
+    w.tuning_dock = add_dock(w, "Tuning", w.knob_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+    w.load_dock = add_dock(w, "Load", w.load_panel, Qt.DockWidgetArea.BottomDockWidgetArea)
+    w.log_dock = add_dock(w, "Event log", w.event_log, Qt.DockWidgetArea.BottomDockWidgetArea)
     # View → Advisor (Ctrl+Shift+A): hints from the live metrics, each with Apply.
     w.advisor_panel = AdvisorPanel()
-    w.advisor_dock = _dock(w, "Advisor", w.advisor_panel, Qt.DockWidgetArea.RightDockWidgetArea)
+    w.advisor_dock = add_dock(w, "Advisor", w.advisor_panel,
+                              Qt.DockWidgetArea.RightDockWidgetArea)
     w.advisor_dock.hide()
     w.resizeDocks([w.tuning_dock], [400], Qt.Orientation.Horizontal)
     w.resizeDocks([w.load_dock], [330], Qt.Orientation.Vertical)
@@ -101,7 +102,7 @@ def build_docks(w) -> None:
     w._traffic = None   # console.windows.traffic_window.TrafficUi, made on first use
 
 
-def _dock(w, title: str, widget: QWidget, area) -> QDockWidget:
+def add_dock(w, title: str, widget: QWidget, area) -> QDockWidget:
     dock = QDockWidget(title, w)
     dock.setObjectName(title.replace(" ", "_"))
     dock.setWidget(widget)

@@ -139,6 +139,7 @@ def _view_menu(w) -> None:
         w, view, "&Advisor", "Ctrl+Shift+A",
         "Show the advisor: hints from the live metrics (the symptom seen, the knob, a "
         "suggested value) with one click to apply", w.show_advisor)
+    view.addAction(w.worst_dock.toggleViewAction())
     view.addSeparator()
     view.addAction(w.tuning_dock.toggleViewAction())
     view.addAction(w.load_dock.toggleViewAction())

@@ -1,0 +1,37 @@
+"""View → Worst first (Ctrl+Shift+W): the dock that ranks every deployment of the cluster
+by p99, queue, errors or replicas short (backend/metrics/worst_first.py ranks, the view
+shows); refreshed on each status poll while it shows, a row's activation selects that
+deployment as the tree would."""
+
+from __future__ import annotations
+
+import time
+
+from PySide6.QtCore import Qt
+from PySide6.QtGui import QKeySequence
+
+from backend.metrics.worst_first import rows
+from console.windows.window_layout import add_dock
+from widgets.worst_first_view import WorstFirstView
+
+
+def build(w) -> None:
+    """The dock (hidden until asked for) and its wiring; w.worst_first, w.worst_dock."""
+    w.worst_first = WorstFirstView()
+    w.worst_dock = add_dock(w, "Worst first", w.worst_first,
+                            Qt.DockWidgetArea.RightDockWidgetArea)
+    w.worst_dock.hide()
+    action = w.worst_dock.toggleViewAction()
+    action.setShortcut(QKeySequence("Ctrl+Shift+W"))
+    action.setToolTip("Every deployment of the cluster ranked worst first by p99 "
+                      "latency, queued requests, errors/s or replicas short of target; "
+                      "double-click one to plot it")
+    w.worst_first.deployment_chosen.connect(w._select)
+    w.worst_dock.visibilityChanged.connect(lambda shown: shown and refresh(w))
+    w.session.status_changed.connect(lambda _status: refresh(w))
+
+
+def refresh(w) -> None:
+    """Rank the deployments of the session's last status now (only while it shows)."""
+    if w.worst_dock.isVisible():
+        w.worst_first.set_rows(rows(w.session.status, w.session.store, time.time()))
