@@ -136,9 +136,6 @@ class AppTree(QTreeWidget):
         self._filter = text.strip().casefold()
         self._apply_filter()
 
-    def filter_text(self) -> str:
-        return self._filter
-
     def _apply_filter(self) -> None:
         f = self._filter
         for name, app_item in self._apps.items():

@@ -340,4 +340,3 @@ def test_the_filter_matches_status_and_holds_across_updates(tree):
                                     target_num_replicas=1),)),)
     tree.set_status(ServeStatus(applications=apps, serve_running=True))
     assert _shown(tree) == {"other", "other/Sick"}
-    assert tree.filter_text() == "unhealthy"
