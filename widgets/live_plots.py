@@ -16,7 +16,6 @@ app-level series shown for a deployment, and the model cache below the plots.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 import numpy as np
