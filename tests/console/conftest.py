@@ -29,3 +29,15 @@ def connected_window(qtbot, tmp_path, ray_cluster):
     yield win
     win.close()
     session.shutdown()
+
+
+@pytest.fixture
+def offline_window(qtbot, tmp_path):
+    """The main window with a session that is not connected (settings in a temporary
+    file); closed, and its session shut down, after the test."""
+    session = Session()
+    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    qtbot.addWidget(win)
+    yield win
+    win.close()
+    session.shutdown()

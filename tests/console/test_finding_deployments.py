@@ -11,21 +11,12 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QTableWidget
 
-from backend.deploy.catalog import load_catalog
 from backend.model import ApplicationInfo, DeploymentInfo, ServeStatus
-from console.model.live_session import Session
-from console.settings import Settings
-from console.windows.main_window import MainWindow
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
-    qtbot.addWidget(win)
-    yield win
-    win.close()
-    session.shutdown()
+def window(offline_window):
+    return offline_window
 
 
 def _status() -> ServeStatus:

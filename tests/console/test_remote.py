@@ -8,20 +8,13 @@ import pytest
 from PySide6.QtWidgets import QLabel, QProgressBar, QPushButton
 
 from backend.deploy.catalog import load_catalog
-from console.windows.main_window import MainWindow
 from console.model.live_session import Session
-from console.settings import Settings
 from widgets.connect_dialog import ConnectDialog
 
 
 @pytest.fixture
-def window(qtbot, tmp_path):
-    session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
-    qtbot.addWidget(win)
-    yield win
-    win.close()
-    session.shutdown()
+def window(offline_window):
+    return offline_window
 
 
 def run_test_connection(qtbot, win, url, token=None, token_file=None):
