@@ -53,7 +53,14 @@ class ProcessLoadGenerator:
     """The console side of a generator that runs in a child process.
 
     Same interface as ThreadLoadGenerator (use it through backend.load.generator.LoadGenerator).
+    A subclass may run another child speaking the same wire (the cluster's load driver,
+    backend/load/cluster_generator.py): `CHILD_MODULE`, `STOP_WAIT_S`, `_init_message`
+    and `_on_message` are its hooks.
     """
+
+    CHILD_MODULE = "backend.load.child_process"
+    STOP_WAIT_S = STOP_WAIT_S
+    FAILED_TEXT = "load generator process failed"
 
     def __init__(self, target: LoadTarget, window_s: float = 5.0, timeout_s: float = 30.0,
                  max_in_flight: int = 2000, model: LoadModel | None = None,
@@ -116,7 +123,7 @@ class ProcessLoadGenerator:
                                      if env.get("PYTHONPATH") else "")
         try:
             proc = subprocess.Popen(
-                [sys.executable, "-m", "backend.load.child_process", str(ctl_r), str(out_w),
+                [sys.executable, "-m", self.CHILD_MODULE, str(ctl_r), str(out_w),
                  str(os.getpid())],
                 pass_fds=(ctl_r, out_w), stdin=subprocess.DEVNULL, env=env)
         except BaseException:
@@ -131,10 +138,16 @@ class ProcessLoadGenerator:
         self._done.clear()
         # The model is read after _done is cleared: a set_rate() racing with start()
         # either lands in "init" or sends its own "model" message.
-        self._send(("init", self.target, self._options, self._model))
+        self._send(self._init_message())
         self._reader = threading.Thread(target=self._read, args=(out, proc),
                                         name="serve-console-loadgen-reader", daemon=True)
         self._reader.start()
+
+    def _init_message(self) -> tuple:
+        return ("init", self.target, self._options, self._model)
+
+    def _on_message(self, msg: tuple) -> None:
+        """A message of a kind this class does not know (a subclass's child sends more)."""
 
     def set_rate(self, rps: float) -> None:
         if rps < 0:
@@ -172,7 +185,7 @@ class ProcessLoadGenerator:
             return
         self._stopping = True
         self._send(("stop",))
-        if not self._done.wait(min(timeout_s, STOP_WAIT_S)):
+        if not self._done.wait(min(timeout_s, self.STOP_WAIT_S)):
             proc.kill()
             self._done.wait(0.1)
         try:
@@ -246,6 +259,8 @@ class ProcessLoadGenerator:
                     break
                 elif kind == "error":
                     failure = msg[1]
+                else:
+                    self._on_message(msg)
         except (EOFError, OSError):
             pass
         finally:
@@ -261,7 +276,7 @@ class ProcessLoadGenerator:
                         except subprocess.TimeoutExpired:
                             code = None
                         self._counters["last_error"] = (
-                            f"load generator process failed: {failure}" if failure else
+                            f"{self.FAILED_TEXT}: {failure}" if failure else
                             f"load generator process exited unexpectedly (code {code})")
             self._done.set()
 

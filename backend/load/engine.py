@@ -96,9 +96,21 @@ class ThreadLoadGenerator:
 
     def __init__(self, target: LoadTarget, window_s: float = 5.0, timeout_s: float = 30.0,
                  max_in_flight: int = 2000, model: LoadModel | None = None,
-                 history_s: int = 3600, seed: int | None = None) -> None:
+                 history_s: int = 3600, seed: int | None = None,
+                 start_at: float | None = None, phase_s: float = 0.0,
+                 keep_seconds: bool = False) -> None:
         self.target = target
         self.window_s = window_s
+        # Several generators whose seconds must line up (a cluster's load workers, merged
+        # second by second): each starts at the same wall-clock instant *start_at*
+        # (time.time()), and its second k covers [start_at + k, start_at + k + 1). An
+        # open loop's first send waits *phase_s* more, so that N generators at rate/N
+        # each interleave rather than send in bursts of N.
+        self._start_at = start_at
+        self._phase_s = max(0.0, phase_s)
+        # keep_seconds: each closed second's HDR histograms are kept until delta() hands
+        # them out (encoded), so another process can merge the seconds exactly.
+        self._raw: deque | None = deque() if keep_seconds else None
         self.timeout_s = timeout_s
         self.max_in_flight = max_in_flight
         self._model = model or LoadModel()
@@ -257,6 +269,14 @@ class ThreadLoadGenerator:
                     ids = {**ids, **moved}
             else:
                 ids = cur.ids
+            if self._raw:
+                # (second, its SecondStats or None for the run's last partial second,
+                # latency histogram, first-chunk histogram or None), histograms encoded.
+                d["seconds"] = tuple(
+                    (idx, stats, sec.hist.encode(),
+                     sec.ttfb.encode() if sec.ttfb is not None else None)
+                    for idx, stats, sec in self._raw)
+                self._raw.clear()
             if self._window_stats is not cur.window:
                 d["window"] = self._window_stats
             if self._versions is not cur.versions:
@@ -297,8 +317,14 @@ class ThreadLoadGenerator:
         # (more on a busy machine), and the run's clock starts once it can send.
         import aiohttp
 
+        if self._start_at is not None:
+            wait = self._start_at - time.time()
+            if wait > 0:
+                await asyncio.sleep(wait)
         with self._lock:
             self._t0 = time.monotonic()
+            if self._start_at is not None:
+                self._t0 -= max(0.0, time.time() - self._start_at)
             self._started_at = _dt.datetime.now().astimezone()
             self._model_at_start = self._model
 
@@ -333,6 +359,8 @@ class ThreadLoadGenerator:
                 # The last, partial second counts in the run's histogram but is not a
                 # plotted second (its rate would read low).
                 self._merge_into_run(self._cur)
+                if self._raw is not None and (self._cur.ok or self._cur.errors):
+                    self._raw.append((self._cur_idx, None, self._cur))
                 self._cur = _Second()
                 self._summary = self._make_summary(now)
 
@@ -363,7 +391,8 @@ class ThreadLoadGenerator:
                 continue
             poisson = self._model.arrivals == POISSON
             if next_t is None:
-                next_t = now
+                next_t = now + self._phase_s
+                self._phase_s = 0.0
             elif abs(rate - gap_rate) > 0.01 * gap_rate:
                 # The rate moved (user, or profile): re-space from the last send so that a
                 # change from 0.1 to 1000 req/s applies now, not after a 10 s gap.
@@ -547,6 +576,8 @@ class ThreadLoadGenerator:
             ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0)))
         self._history_t = tuple(self._history)
         self._closed_total += 1
+        if self._raw is not None:
+            self._raw.append((idx, self._history[-1], cur))
         self._merge_into_run(cur)
         self._window.append((cur.hist, completed, offered))
         merged = _hist()

@@ -403,6 +403,54 @@ def version_window(records, end: float, window_s: float) -> tuple[VersionLoad, .
 
 
 @dataclass(frozen=True)
+class ClusterLoad:
+    """Load sent from inside the cluster: *workers* Ray actors, each asking for *cpus* CPUs,
+    spread over the nodes or pinned to the node *node* (a Ray node id), each sending at
+    the Serve proxy of its own node (*own_proxy*) or at the console's URL."""
+
+    workers: int = 2
+    node: str | None = None  # None: spread over the nodes
+    cpus: float = 1.0
+    own_proxy: bool = True
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError("the cluster's load needs at least one worker")
+        if self.cpus < 0:
+            raise ValueError("a worker's CPU share must be >= 0")
+
+    def describe(self) -> str:
+        n = f"{self.workers} worker{'s' if self.workers != 1 else ''}"
+        where = f"pinned to node {self.node[:8]}" if self.node else "spread over the nodes"
+        return f"the cluster: {n} ({self.cpus:g} CPU each), {where}"
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How the cluster's load driver reaches the cluster: Ray Client's address
+    (ray://host:port), the dashboard (the room check) and the auth token, if any."""
+
+    ray_address: str
+    dashboard_url: str
+    token: str | None = None
+
+
+@dataclass(frozen=True)
+class WorkerState:
+    """One load worker as the load panel shows it."""
+
+    index: int
+    state: str  # placing, running, died, stopped
+    node_id: str | None = None
+    node_ip: str | None = None
+    url: str | None = None
+    via: str | None = None  # "own node's proxy" or "the console's URL"
+    offered_rps: float = 0.0  # its share of the rate (open loop)
+    achieved_rps: float = 0.0  # completions/s over its last window
+    error: str | None = None
+
+
+@dataclass(frozen=True)
 class SecondStats:
     """One second of a run (completions binned by the second they completed in)."""
 
@@ -539,7 +587,7 @@ def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
 
 
 __all__ = [
-    "BATCHED_FEATURES", "CLOSED", "CONSTANT", "MODEL_ID_HEADER", "OPEN", "POISSON",
+    "BATCHED_FEATURES", "CLOSED", "ClusterAccess", "ClusterLoad", "WorkerState", "CONSTANT", "MODEL_ID_HEADER", "OPEN", "POISSON",
     "PROFILE_KINDS", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
     "Profile", "RunSummary", "SecondStats", "VERSION_HEADER", "VersionLoad", "version_window", "check_target", "demo_target", "format_headers",
     "parse_headers", "render_body", "seconds_to_csv", "url_problem",

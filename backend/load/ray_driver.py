@@ -1,0 +1,345 @@
+"""The cluster's load driver: a child process of the console that places load workers on
+the cluster as Ray actors, splits the offered load across them, merges what they measure
+exactly, and sends it to the console on the same wire as the local generator's child
+(backend/load/child_process.py):
+
+  console → driver   ("init", target, options, model, cluster, access), ("model", m), ("stop",)
+  driver → console   ("delta", d) ~5 times a second, ("final", d), ("error", text),
+                     ("event", level, text): a worker placed, died, its share moved
+
+`d` is the merged delta (backend/load/seconds_merge.py) plus "workers": a WorkerState per
+worker (node, where it sends, its offered and achieved rate).
+
+The console's process is never a Ray driver (start-up stays fast; a GUI never blocks on
+Ray): this child is. It connects with Ray Client (`ray://head:port`, the same for the
+embedded local cluster and a remote one) and ships the product's `backend` package to the
+workers as a runtime_env py_module, so a cluster needs only Ray, aiohttp and hdrhistogram.
+
+Never outliving the console, in layers: this driver stops its workers and exits when the
+console's end of the control pipe closes or the console's process is gone (checked every
+0.2 s); the workers it placed are owned by it; and each worker ends itself when it has
+heard nothing from this driver for 5 s (backend/load/ray_worker.py) — so a SIGKILL of
+the console, of this driver, or a lost connection leaves no load and no actor of ours.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+import traceback
+from dataclasses import replace
+from multiprocessing.connection import Connection
+
+from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
+                                     WorkerState)
+from backend.load.seconds_merge import SecondsMerger
+
+POLL_S = 0.2  # a poll of every worker (also their heartbeat) this often
+PLACE_TIMEOUT_S = 20.0  # workers not running by then: say why and give up
+CALL_TIMEOUT_S = 4.0  # a worker that does not answer a poll within this is lost
+START_LEAD_S = 0.4  # the workers start together this long after they were asked to
+_BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def split(model: LoadModel, k: int, n: int) -> LoadModel:
+    """Worker k's share of *model* among n workers: rate/n each (open loop), the users
+    dealt out (closed loop). Profiles scale with the level, so the shares add up."""
+    if model.mode == OPEN:
+        return replace(model, rate=model.rate / n)
+    users = model.users // n + (1 if k < model.users % n else 0)
+    return replace(model, users=users)
+
+
+def room_problem(access: ClusterAccess, cluster: ClusterLoad) -> str | None:
+    """The same check as before a deploy (backend.preflight.fit): is there room for the
+    workers' CPUs, on the chosen node or over the cluster? A sentence, or None."""
+    from backend.cluster.client import ClusterClient
+    from backend.preflight.fit import cluster_resources
+
+    need = cluster.workers * cluster.cpus
+    if need <= 0:
+        return None
+    client = ClusterClient(access.dashboard_url, access.token, timeout_s=10)
+    res = cluster_resources(client)
+    if cluster.node:
+        free = res.free_by_node.get(cluster.node)
+        if free is None:
+            if res.free_by_node:
+                return f"node {cluster.node[:8]} is not among the cluster's alive nodes"
+            return None  # usage per node not reported yet: Ray will say if it cannot place
+        have = free.get("CPU", 0.0)
+        where = f"node {cluster.node[:8]}"
+    else:
+        have = res.free.get("CPU", 0.0)
+        where = "the cluster"
+    if have + 1e-9 >= need:
+        return None
+    fit = int(have // cluster.cpus) if cluster.cpus else 0
+    return (f"{where} has {have:g} CPU free; {cluster.workers} load worker"
+            f"{'s' if cluster.workers != 1 else ''} of {cluster.cpus:g} CPU need {need:g} "
+            f"(room for {fit}). Lower the workers or their CPU share, or free the cluster.")
+
+
+class Driver:
+    """Places the workers, runs the poll loop, and stops them (the child's body)."""
+
+    def __init__(self, ctl: Connection, out: Connection, parent: int) -> None:
+        self.ctl, self.out, self.parent = ctl, out, parent
+        self.workers: dict[int, object] = {}  # index → actor handle (alive ones)
+        self.states: dict[int, WorkerState] = {}
+        self.merger: SecondsMerger | None = None
+        self.model: LoadModel | None = None
+
+    def event(self, text: str, level: str = "info") -> None:
+        self.out.send(("event", level, text))
+
+    # -- start ---------------------------------------------------------------------------
+    def place(self, ray, cluster: ClusterLoad, run_id: str) -> None:
+        from backend.load.ray_worker import LoadWorker
+
+        opts: dict = dict(num_cpus=cluster.cpus, max_restarts=0, max_concurrency=4)
+        if cluster.node:
+            from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+            opts["scheduling_strategy"] = NodeAffinitySchedulingStrategy(cluster.node,
+                                                                         soft=False)
+        else:
+            opts["scheduling_strategy"] = "SPREAD"
+        actor = ray.remote(LoadWorker)
+        for k in range(cluster.workers):
+            opts["name"] = f"serve-console-load-{run_id}-{k}"
+            self.workers[k] = actor.options(**opts).remote(k)
+            self.states[k] = WorkerState(index=k, state="placing")
+        refs = {k: w.where.remote() for k, w in self.workers.items()}
+        deadline = time.monotonic() + PLACE_TIMEOUT_S
+        for k, ref in refs.items():
+            try:
+                where = ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
+            except Exception as e:  # noqa: BLE001  (placement timeout, import error, …)
+                raise RuntimeError(_placement_error(ray, e, k, cluster)) from None
+            self.states[k] = replace(self.states[k], node_id=where["node_id"],
+                                     node_ip=where["node_ip"])
+
+    def start(self, ray, target: LoadTarget, options: dict, model: LoadModel,
+              cluster: ClusterLoad, seed: int | None) -> None:
+        n = len(self.workers)
+        start_at = time.time() + START_LEAD_S
+        refs = {}
+        for k, w in self.workers.items():
+            share = split(model, k, n)
+            # Interleave the open-loop sends: worker k starts k/rate after worker 0.
+            phase = (k / model.rate) if model.mode == OPEN and model.rate > 0 else 0.0
+            refs[k] = w.start.remote(target, share, options, start_at, phase,
+                                     None if seed is None else seed + k, cluster.own_proxy)
+        for k, ref in refs.items():
+            where = ray.get(ref, timeout=CALL_TIMEOUT_S * 2)
+            self.states[k] = replace(self.states[k], state="running", url=where["url"],
+                                     via=where["via"], offered_rps=_rate(split(model, k, n)))
+        self.model = model
+        self.merger = SecondsMerger(list(self.workers), window_s=options.get("window_s", 5.0),
+                                    history_s=options.get("history_s", 3600))
+        self.merger.model_text = model.describe()
+        nodes = sorted({(s.node_ip or s.node_id or "?") for s in self.states.values()})
+        via = sorted({s.via for s in self.states.values() if s.via})
+        self.event(f"load from the cluster: {n} worker{'s' if n != 1 else ''} on "
+                   f"{', '.join(nodes)}, sending to {' and '.join(via)}")
+
+    # -- while running -------------------------------------------------------------------
+    def apply(self, model: LoadModel) -> None:
+        self.model = model
+        if self.merger is not None:
+            self.merger.model_text = model.describe()
+        alive = sorted(self.workers)
+        for i, k in enumerate(alive):
+            share = split(model, i, len(alive))
+            self.workers[k].apply.remote(share)
+            self.states[k] = replace(self.states[k], offered_rps=_rate(share))
+
+    def poll(self, ray) -> None:
+        refs = {k: w.poll.remote() for k, w in self.workers.items()}
+        for k, ref in refs.items():
+            try:
+                d = ray.get(ref, timeout=CALL_TIMEOUT_S)
+            except Exception as e:  # noqa: BLE001  (the actor died, its node was lost)
+                self.lost(k, e)
+                continue
+            self.merger.add(k, d)
+            win = d.get("window")
+            if win is not None:
+                self.states[k] = replace(self.states[k], achieved_rps=win[0])
+        self.send("delta")
+
+    def lost(self, k: int, error: BaseException) -> None:
+        s = self.states[k]
+        self.workers.pop(k, None)
+        self.merger.forget(k)
+        why = _short(error)
+        self.states[k] = replace(s, state="died", error=why, achieved_rps=0.0,
+                                 offered_rps=0.0)
+        where = s.node_ip or (s.node_id or "?")[:8]
+        if self.workers and self.model is not None:
+            self.apply(self.model)
+            self.event(f"load worker {k} on {where} died ({why}); its share moved to the "
+                       f"other {len(self.workers)}", "error")
+        else:
+            self.event(f"load worker {k} on {where} died ({why}); no worker is left: "
+                       f"the load has stopped", "error")
+
+    def send(self, kind: str) -> None:
+        d = self.merger.delta()
+        d["workers"] = tuple(self.states[k] for k in sorted(self.states))
+        self.out.send((kind, d))
+
+    # -- stop ----------------------------------------------------------------------------
+    def stop(self, ray) -> None:
+        refs = {}
+        for k, w in self.workers.items():
+            try:
+                refs[k] = w.stop.remote()
+            except Exception:  # noqa: BLE001
+                pass
+        for k, ref in refs.items():
+            try:
+                d = ray.get(ref, timeout=2.0)
+            except Exception:  # noqa: BLE001  (it is killed below either way)
+                continue
+            if self.merger is not None:
+                self.merger.add(k, d)
+            self.states[k] = replace(self.states[k], state="stopped")
+        if self.merger is not None:
+            for k in list(self.merger.expected):
+                self.merger.forget(k)
+        self.kill(ray)
+
+    def kill(self, ray) -> None:
+        for w in self.workers.values():
+            try:
+                ray.kill(w, no_restart=True)
+            except Exception:  # noqa: BLE001
+                pass
+        self.workers.clear()
+
+
+def _rate(m: LoadModel) -> float:
+    return m.rate if m.mode == OPEN else 0.0
+
+
+def _short(e: BaseException, limit: int = 160) -> str:
+    text = f"{type(e).__name__}: {e}".strip().splitlines()[0] if str(e) else type(e).__name__
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def _placement_error(ray, e: BaseException, k: int, cluster: ClusterLoad) -> str:
+    text = _short(e, 400)
+    if "GetTimeoutError" in type(e).__name__ or "Timeout" in type(e).__name__:
+        return (f"load worker {k} was not running after {PLACE_TIMEOUT_S:g} s: the cluster "
+                f"had no room for {cluster.cpus:g} CPU"
+                f"{' on node ' + cluster.node[:8] if cluster.node else ''}, or the worker's "
+                f"environment is still being set up. Nothing was left on the cluster.")
+    if "hdrh" in text or "aiohttp" in text or "ModuleNotFound" in text:
+        return (f"the cluster's Python cannot run a load worker ({text}); it needs Ray, "
+                f"aiohttp and hdrhistogram on every node")
+    return f"load worker {k} could not start: {text}"
+
+
+def _auth_env(access: ClusterAccess) -> None:
+    """Ray reads its auth mode when imported: set it first. A cluster with token auth
+    wants the dashboard's token on Ray Client's channel too."""
+    for var in ("RAY_ADDRESS", "RAY_AUTH_TOKEN", "RAY_AUTH_TOKEN_PATH"):
+        os.environ.pop(var, None)
+    if access.token:
+        os.environ["RAY_AUTH_MODE"] = "token"
+        os.environ["RAY_AUTH_TOKEN"] = access.token
+    else:
+        os.environ["RAY_AUTH_MODE"] = "disabled"
+
+
+def _connect(ray, access: ClusterAccess) -> None:
+    ray.init(address=access.ray_address, namespace="serve-console-load",
+             logging_level="WARNING", log_to_driver=False,
+             runtime_env={"py_modules": [_BACKEND], "excludes": ["__pycache__"]})
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    ctl_fd, out_fd, parent = int(args[0]), int(args[1]), int(args[2])
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    ctl = Connection(ctl_fd, writable=False)
+    out = Connection(out_fd, readable=False)
+    driver = Driver(ctl, out, parent)
+    ray = None
+    try:
+        kind, target, options, model, cluster, access = ctl.recv()
+        assert kind == "init", kind
+        seed = options.pop("seed", None)
+        problem = room_problem(access, cluster)
+        if problem:
+            out.send(("error", problem))
+            return 1
+        _auth_env(access)
+        import ray as _ray
+
+        ray = _ray
+        driver.event(f"connecting to {access.ray_address} to place "
+                     f"{cluster.workers} load worker{'s' if cluster.workers != 1 else ''}")
+        _connect(ray, access)
+        driver.place(ray, cluster, f"{os.getpid()}-{int(time.time())}")
+        # A model sent while the workers were placed is the one to start with.
+        while ctl.poll(0):
+            msg = ctl.recv()
+            if msg[0] == "model":
+                model = msg[1]
+            elif msg[0] == "stop":
+                driver.kill(ray)
+                out.send(("final", {"sent": 0, "ok": 0, "errors": 0, "in_flight": 0,
+                                    "timeouts": 0, "last_error": None, "users": 0}))
+                return 0
+        driver.start(ray, target, options, model, cluster, seed)
+        try:
+            next_poll = time.monotonic()
+            while driver.workers:
+                wait = next_poll - time.monotonic()
+                if wait > 0 and ctl.poll(wait):
+                    msg = ctl.recv()
+                    if msg[0] == "stop":
+                        break
+                    if msg[0] == "model":
+                        driver.apply(msg[1])
+                    continue
+                if os.getppid() != parent:
+                    break  # the console is gone (we were re-parented)
+                driver.poll(ray)
+                next_poll = time.monotonic() + POLL_S
+        except (EOFError, OSError):
+            pass  # the console closed its end (it exited, or was killed)
+        finally:
+            driver.stop(ray)
+            try:
+                driver.send("final")
+            except OSError:
+                pass
+        return 0
+    except BaseException as e:  # say why before going: the console shows it
+        try:
+            out.send(("error", str(e) if isinstance(e, RuntimeError) else _short(e, 400)))
+        except OSError:
+            pass
+        traceback.print_exc()
+        if ray is not None:
+            driver.kill(ray)
+        return 1
+    finally:
+        if ray is not None:
+            try:
+                ray.shutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
