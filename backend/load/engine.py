@@ -626,7 +626,7 @@ class ThreadLoadGenerator:
             timeouts=self._timeouts, offered_rps=offered, achieved_rps=achieved,
             latency_ms=_summary_pcts(self._run_hist),
             ttfb_ms=_summary_pcts(self._run_ttfb) if self._run_ttfb is not None else (),
-            missed=self._missed,
+            missed=self._missed, timed=self._run_hist.get_total_count(),
             measured_from=("intended send time (coordinated-omission corrected)"
                            if model.mode == OPEN else "actual send time (closed loop)"))
 

@@ -447,6 +447,9 @@ class WorkerState:
     via: str | None = None  # "own node's proxy" or "the console's URL"
     offered_rps: float = 0.0  # its share of the rate (open loop)
     achieved_rps: float = 0.0  # completions/s over its last window
+    sent: int = 0
+    ok: int = 0
+    pid: int | None = None  # its process on its node
     error: str | None = None
 
 
@@ -492,6 +495,7 @@ class RunSummary:
     ttfb_ms: tuple[tuple[str, float], ...] = ()  # streaming only
     missed: int = 0  # open loop: sends skipped because the generator fell > 1 s behind
     measured_from: str = "intended send time"
+    timed: int = 0  # requests whose latency the percentiles are of (the successful ones)
 
     def to_dict(self) -> dict:
         d = asdict(self)

@@ -40,6 +40,9 @@ POLL_S = 0.2  # a poll of every worker (also their heartbeat) this often
 PLACE_TIMEOUT_S = 20.0  # workers not running by then: say why and give up
 CALL_TIMEOUT_S = 4.0  # a worker that does not answer a poll within this is lost
 START_LEAD_S = 0.4  # the workers start together this long after they were asked to
+ROOM_RECHECK_S = 7.0  # short of room: look again for this long (the usage report's age)
+_NOTHING = {"sent": 0, "ok": 0, "errors": 0, "in_flight": 0, "timeouts": 0,
+            "last_error": None, "users": 0}
 _BACKEND = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
@@ -120,7 +123,7 @@ class Driver:
             except Exception as e:  # noqa: BLE001  (placement timeout, import error, …)
                 raise RuntimeError(_placement_error(ray, e, k, cluster)) from None
             self.states[k] = replace(self.states[k], node_id=where["node_id"],
-                                     node_ip=where["node_ip"])
+                                     node_ip=where["node_ip"], pid=where["pid"])
 
     def start(self, ray, target: LoadTarget, options: dict, model: LoadModel,
               cluster: ClusterLoad, seed: int | None) -> None:
@@ -166,10 +169,14 @@ class Driver:
                 self.lost(k, e)
                 continue
             self.merger.add(k, d)
-            win = d.get("window")
-            if win is not None:
-                self.states[k] = replace(self.states[k], achieved_rps=win[0])
+            self._counted(k, d)
         self.send("delta")
+
+    def _counted(self, k: int, d: dict) -> None:
+        s = self.states[k]
+        win = d.get("window")
+        self.states[k] = replace(s, sent=d.get("sent", s.sent), ok=d.get("ok", s.ok),
+                                 achieved_rps=win[0] if win is not None else s.achieved_rps)
 
     def lost(self, k: int, error: BaseException) -> None:
         s = self.states[k]
@@ -207,7 +214,8 @@ class Driver:
                 continue
             if self.merger is not None:
                 self.merger.add(k, d)
-            self.states[k] = replace(self.states[k], state="stopped")
+            self._counted(k, d)
+            self.states[k] = replace(self.states[k], state="stopped", achieved_rps=0.0)
         if self.merger is not None:
             for k in list(self.merger.expected):
                 self.merger.forget(k)
@@ -275,6 +283,15 @@ def main(argv: list[str] | None = None) -> int:
         assert kind == "init", kind
         seed = options.pop("seed", None)
         problem = room_problem(access, cluster)
+        # The usage figures are the head monitor's, up to ~5 s old: CPUs freed just now
+        # (the last run's workers) still count as used. Short of room, look again once
+        # the report has surely been renewed before saying so.
+        deadline = time.monotonic() + ROOM_RECHECK_S
+        while problem and time.monotonic() < deadline:
+            if ctl.poll(1.0) and ctl.recv()[0] == "stop":
+                out.send(("final", _NOTHING))
+                return 0
+            problem = room_problem(access, cluster)
         if problem:
             out.send(("error", problem))
             return 1
@@ -293,8 +310,7 @@ def main(argv: list[str] | None = None) -> int:
                 model = msg[1]
             elif msg[0] == "stop":
                 driver.kill(ray)
-                out.send(("final", {"sent": 0, "ok": 0, "errors": 0, "in_flight": 0,
-                                    "timeouts": 0, "last_error": None, "users": 0}))
+                out.send(("final", _NOTHING))
                 return 0
         driver.start(ray, target, options, model, cluster, seed)
         try:

@@ -169,14 +169,6 @@ class SecondsMerger:
         out["last_error"] = self._last_error
         return out
 
-    def run_count(self) -> int:
-        """Requests in the run's merged histogram (successful ones: errors are counted,
-        not timed)."""
-        return self._run.get_total_count()
-
-    def run_histogram(self) -> HdrHistogram:
-        return self._run
-
     def delta(self) -> dict:
         d = self.counters()
         if self._new:
@@ -220,7 +212,8 @@ class SecondsMerger:
             achieved_rps=sum(s.achieved_rps for s in ss),
             latency_ms=_summary_pcts(self._run),
             ttfb_ms=_summary_pcts(self._run_ttfb) if self._run_ttfb is not None else (),
-            missed=sum(s.missed for s in ss), measured_from=first.measured_from)
+            missed=sum(s.missed for s in ss), measured_from=first.measured_from,
+            timed=self._run.get_total_count())
 
 
 def started_at_text(wall: float) -> str:

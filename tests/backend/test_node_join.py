@@ -1,42 +1,21 @@
 """A worker node joining and leaving a running cluster is picked up by the direct scrape
 within 10 s, without reconnecting (README "When things go wrong").
 
-The second node is a real second raylet on this machine (`ray start --address`), with
-ports of its own, in its own process group: stopping it is killing that group, the way a
-machine goes away."""
+The second node is a real second raylet on this machine (tests/support/worker_node.py)."""
 
 from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 
 from backend.cluster.client import ClusterClient
-from backend.cluster.local import _ray_executable
-from backend.cluster.ports import free_ports
 from backend.metrics.direct import DirectScrapeSource
 from tests.figures import figure
-from tests.helpers import group_gone, own_cluster
+from tests.helpers import own_cluster
+from tests.support.worker_node import kill_worker_node, start_worker_node
 
 PICKUP_S = 10.0  # the README's claim
-
-
-def _worker(cluster) -> tuple[subprocess.Popen, int]:
-    (metrics, agent_http, agent_grpc, runtime_env, node_manager,
-     object_manager) = free_ports(6)
-    env = cluster._env()
-    proc = subprocess.Popen(
-        [_ray_executable(), "start", "--block", "--disable-usage-stats",
-         f"--address=127.0.0.1:{cluster.gcs_port}", "--node-ip-address=127.0.0.1",
-         "--num-cpus=1", f"--metrics-export-port={metrics}",
-         f"--dashboard-agent-listen-port={agent_http}",
-         f"--dashboard-agent-grpc-port={agent_grpc}",
-         f"--runtime-env-agent-port={runtime_env}", f"--node-manager-port={node_manager}",
-         f"--object-manager-port={object_manager}"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL, start_new_session=True)
-    return proc, metrics
 
 
 def _port(url_or_where: str) -> int:
@@ -73,7 +52,7 @@ def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s():
             assert _scraped_ports(source) == {cluster.metrics_port}
 
             # -- joins -------------------------------------------------------------------
-            proc, worker_port = _worker(cluster)
+            proc, worker_port = start_worker_node(cluster)
             deadline = time.monotonic() + 120
             while worker_port not in _alive_metrics_ports(client):
                 assert proc.poll() is None, "the worker's `ray start` exited"
@@ -90,12 +69,7 @@ def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s():
             assert joined <= PICKUP_S, joined
 
             # -- leaves ------------------------------------------------------------------
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(30)  # reaped: a zombie would still count as a member of its group
-            deadline = time.monotonic() + 60
-            while not group_gone(proc.pid):
-                assert time.monotonic() < deadline
-                time.sleep(0.2)
+            kill_worker_node(proc)
             killed = time.monotonic()
             # Its scrape fails at once: named as failing, the head's data keeps flowing.
             while worker_port not in _failing_ports(source):

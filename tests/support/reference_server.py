@@ -15,6 +15,8 @@ does not share the generator's GIL. Routes (any method):
   /model-counts              GET: {"model-1": n, …}; /reset clears the counts
   /stream?first_ms=F&chunks=N&gap_ms=G   chunked: first chunk after F ms, then N-1 more
                              every G ms
+  /seen                      GET: {"count": requests seen (other than /seen), "last": the
+                             wall-clock time (time.time()) the last one arrived, or null}
   /versions                  a traffic split as the router convention answers it: every
                              4th request is "v2" (20 ms, every other one of them HTTP
                              500), the rest "v1" (2 ms); x-serve-version names it
@@ -128,7 +130,20 @@ def make_app():
         return web.Response(status=500 if failed else 200, text="v2" if v2 else "v1",
                             headers={"x-serve-version": "v2" if v2 else "v1"})
 
-    app = web.Application()
+    seen = {"count": 0, "last": None}
+
+    @web.middleware
+    async def count_requests(request, handler):
+        if request.path != "/seen":
+            seen["count"] += 1
+            seen["last"] = time.time()
+        return await handler(request)
+
+    async def seen_route(request):
+        return web.json_response(seen)
+
+    app = web.Application(middlewares=[count_requests])
+    app.router.add_route("GET", "/seen", seen_route)
     app.router.add_route("*", "/versions", versions)
     app.router.add_route("*", "/fast", fast)
     app.router.add_route("*", "/sleep/{ms}", sleep)

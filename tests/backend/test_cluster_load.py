@@ -1,0 +1,274 @@
+"""Load from inside the cluster on a real two-node cluster (a head and a second raylet on
+this machine): workers placed spread and pinned, their seconds merged exactly, stop, a
+console that quits or is SIGKILLed, a worker that dies, a cluster without room.
+
+The target is the reference server (tests/support/reference_server.py), which counts
+every request it sees and when the last one came (`/seen`): the subject here is the load
+workers, and a server that is not itself on the cluster shows exactly when they stop.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+import requests
+
+from backend.cluster.client import ClusterClient
+from backend.load.cluster_generator import ClusterLoadGenerator
+from backend.load.engine import offer_for
+from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadTarget
+from tests.figures import figure
+from tests.helpers import own_cluster
+from tests.support.reference_server import ReferenceServer
+from tests.support.worker_node import kill_worker_node, start_worker_node
+
+QUIET_BAR_S = 10.0  # issue 25: after a SIGKILL of the console, no request later than this
+
+
+@pytest.fixture(scope="module")
+def two_nodes():
+    """(cluster, access, head node id, worker node id)."""
+    with own_cluster(num_cpus=2) as cluster:
+        proc, _ = start_worker_node(cluster, num_cpus=2)
+        try:
+            client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
+            deadline = time.monotonic() + 120
+            while True:
+                nodes = [n for n in client.node_summary()
+                         if (n.get("raylet") or {}).get("state") == "ALIVE"]
+                if len(nodes) == 2:
+                    break
+                assert proc.poll() is None, "the worker node's `ray start` exited"
+                assert time.monotonic() < deadline, "the second node never joined"
+                time.sleep(0.5)
+            head = next(n["raylet"]["nodeId"] for n in nodes if n["raylet"].get("isHeadNode"))
+            worker = next(n["raylet"]["nodeId"] for n in nodes
+                          if not n["raylet"].get("isHeadNode"))
+            access = ClusterAccess(f"ray://127.0.0.1:{cluster.client_port}",
+                                   cluster.dashboard_url, cluster.token)
+            yield cluster, access, head, worker
+        finally:
+            kill_worker_node(proc)
+
+
+@pytest.fixture(scope="module")
+def server():
+    with ReferenceServer() as url:
+        yield url
+
+
+def _seen(server: str) -> dict:
+    return requests.get(server + "/seen", timeout=5).json()
+
+
+def _alive_workers(cluster) -> list[dict]:
+    """Our load workers the cluster still has alive (the state API, as anyone would ask)."""
+    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+    params = [("filter_keys", "class_name"), ("filter_predicates", "="),
+              ("filter_values", "LoadWorker"), ("filter_keys", "state"),
+              ("filter_predicates", "!="), ("filter_values", "DEAD"), ("limit", "100")]
+    r = requests.get(cluster.dashboard_url + "/api/v0/actors", params=params,
+                     headers=headers, timeout=10)
+    r.raise_for_status()
+    return r.json()["data"]["result"]["result"]
+
+
+def _wait_no_workers(cluster, within_s: float) -> float:
+    t0 = time.monotonic()
+    while _alive_workers(cluster):
+        assert time.monotonic() - t0 < within_s, _alive_workers(cluster)
+        time.sleep(0.25)
+    return time.monotonic() - t0
+
+
+def _started(gen, within_s: float = 90.0) -> None:
+    deadline = time.monotonic() + within_s
+    while gen.stats().sent == 0:
+        assert gen.running, gen.stats().last_error
+        assert time.monotonic() < deadline, gen.take_events()
+        time.sleep(0.05)
+
+
+def _gen(server: str, access, cluster: ClusterLoad, rate: float, path: str = "/sleep/2"):
+    return ClusterLoadGenerator(LoadTarget(url=server + path, method="GET", body="",
+                                           headers=()),
+                                cluster, access, model=LoadModel(rate=rate))
+
+
+def test_spread_workers_land_on_both_nodes_and_their_seconds_merge_exactly(two_nodes, server):
+    cluster, access, head, worker = two_nodes
+    before = _seen(server)["count"]
+    gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), rate=80)
+    t0 = time.monotonic()
+    gen.start()
+    try:
+        _started(gen)
+        figure(f"cluster load, cold start (connect, place 2 workers): "
+               f"{time.monotonic() - t0:.1f} s to the first request")
+        offer_for(gen, 4.0, drain_s=3.0)
+    finally:
+        gen.stop()
+    workers = gen.workers()
+    assert {w.node_id for w in workers} == {head, worker}, workers
+    assert all(w.state == "stopped" for w in workers), workers
+    s = gen.summary()
+    # Every request counted once: the server saw what the workers sent, the merged
+    # histogram holds exactly the successful ones of every worker.
+    assert _seen(server)["count"] - before == s.sent == sum(w.sent for w in workers)
+    assert s.timed == s.ok == sum(w.ok for w in workers) > 250
+    assert s.errors == 0
+    assert 72 <= s.offered_rps <= 88, s.offered_rps
+    history = gen.stats().history
+    assert sum(h.completed for h in history) <= s.ok
+    assert max(h.level for h in history) == pytest.approx(80)
+    _wait_no_workers(cluster, 5.0)
+
+
+def test_pinned_workers_all_run_on_the_chosen_node(two_nodes, server):
+    cluster, access, head, worker = two_nodes
+    gen = _gen(server, access, ClusterLoad(workers=2, node=worker, own_proxy=False), rate=20)
+    gen.start()
+    try:
+        _started(gen)
+        time.sleep(1.5)
+        workers = gen.workers()
+    finally:
+        gen.stop()
+    assert [w.node_id for w in workers] == [worker, worker], workers
+    assert [w.offered_rps for w in workers] == [10.0, 10.0]
+    events = [text for _, text in gen.take_events()]
+    assert any("2 workers on" in e for e in events), events
+    _wait_no_workers(cluster, 5.0)
+
+
+def test_stop_ends_the_load_within_a_second_and_leaves_no_actor(two_nodes, server):
+    cluster, access, _, _ = two_nodes
+    gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), rate=100)
+    gen.start()
+    try:
+        _started(gen)
+        time.sleep(2.0)
+    finally:
+        asked = time.time()
+        gen.stop()
+        returned = time.time()
+    time.sleep(1.0)
+    last = _seen(server)["last"]
+    figure(f"cluster load stop: returned after {returned - asked:.2f} s, last request "
+           f"{last - asked:+.2f} s after stop was asked")
+    assert last - asked <= 1.0
+    assert not gen.running
+    _wait_no_workers(cluster, 5.0)
+
+
+_CONSOLE = textwrap.dedent("""
+    import sys, time
+    from backend.load.cluster_generator import ClusterLoadGenerator
+    from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadTarget
+    access = ClusterAccess(sys.argv[2], sys.argv[3], sys.argv[4] or None)
+    gen = ClusterLoadGenerator(LoadTarget(url=sys.argv[1], method="GET", body="", headers=()),
+                               ClusterLoad(workers=2, own_proxy=False), access,
+                               model=LoadModel(rate=60))
+    gen.start()
+    while gen.stats().sent == 0:
+        assert gen.running, gen.stats().last_error
+        time.sleep(0.05)
+    print("SENDING", flush=True)
+    if sys.argv[5] == "quit":
+        time.sleep(1.0)
+        sys.exit(0)   # no stop(): the generator's child sees its pipe close
+    time.sleep(600)
+""")
+
+
+@pytest.mark.parametrize("how", ["sigkill", "sigkill-with-driver", "quit"])
+def test_a_console_that_is_killed_or_quits_leaves_no_load_and_no_actor(two_nodes, server,
+                                                                       how):
+    """sigkill: the console alone (its load driver sees it gone); sigkill-with-driver: the
+    console's whole process group, the driver too (the workers hear nothing for 5 s and
+    end themselves); quit: the console exits without stopping the load."""
+    cluster, access, _, _ = two_nodes
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _CONSOLE, server + "/sleep/2", access.ray_address,
+         access.dashboard_url, access.token or "", how],
+        cwd=root, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": root})
+    try:
+        line = proc.stdout.readline()
+        assert line.strip() == "SENDING", (line, proc.poll())
+        time.sleep(1.0)
+        if how == "sigkill":
+            proc.send_signal(signal.SIGKILL)
+        elif how == "sigkill-with-driver":
+            os.killpg(proc.pid, signal.SIGKILL)
+        gone = time.time()
+        proc.wait(30)
+        quiet = _quiet_since(server)
+        figure(f"cluster load, console {how}: last request {quiet - gone:+.2f} s after")
+        assert quiet - gone <= QUIET_BAR_S
+        _wait_no_workers(cluster, QUIET_BAR_S)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _quiet_since(server: str, hold_s: float = 2.0, within_s: float = 30.0) -> float:
+    """The wall time of the last request once none has come for *hold_s*."""
+    deadline = time.monotonic() + within_s
+    seen = _seen(server)
+    while time.monotonic() < deadline:
+        time.sleep(hold_s)
+        now = _seen(server)
+        if now["count"] == seen["count"]:
+            return now["last"]
+        seen = now
+    raise AssertionError("the load never stopped")
+
+
+def test_a_worker_that_dies_is_named_and_its_share_moves_to_the_others(two_nodes, server):
+    cluster, access, _, _ = two_nodes
+    gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), rate=60)
+    gen.start()
+    try:
+        _started(gen)
+        time.sleep(1.5)
+        victim = gen.workers()[0]
+        assert victim.state == "running" and victim.pid
+        os.kill(victim.pid, signal.SIGKILL)
+        deadline = time.monotonic() + 15
+        while gen.workers()[0].state != "died":
+            assert time.monotonic() < deadline, gen.workers()
+            time.sleep(0.1)
+        events = gen.take_events()
+        assert any(level == "error" and "load worker 0" in text and "died" in text
+                   and "moved" in text for level, text in events), events
+        survivor = gen.workers()[1]
+        assert survivor.state == "running" and survivor.offered_rps == 60.0
+        time.sleep(4.0)  # the survivor's window now holds the whole rate
+        assert gen.running
+        assert gen.stats().achieved_rps == pytest.approx(60, rel=0.25)
+    finally:
+        gen.stop()
+    _wait_no_workers(cluster, 5.0)
+
+
+def test_a_cluster_without_room_says_so_and_places_nothing(two_nodes, server):
+    cluster, access, _, _ = two_nodes
+    gen = _gen(server, access, ClusterLoad(workers=3, cpus=2), rate=10)
+    gen.start()
+    deadline = time.monotonic() + 30
+    while gen.running:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    error = gen.stats().last_error
+    assert "CPU free" in error and "3 load workers of 2 CPU need 6" in error, error
+    assert not _alive_workers(cluster)

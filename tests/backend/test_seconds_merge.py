@@ -1,0 +1,122 @@
+"""The exact merge of several workers' seconds (backend/load/seconds_merge.py), against
+percentiles recomputed from every raw latency.
+
+Three workers' latencies (different shapes, so an average of per-worker percentiles would
+be visibly wrong) are recorded into per-second HDR histograms as the engine records them,
+handed to the merger in the engine's delta shape, out of order and in pieces; the merged
+per-second and run percentiles must be those of all the raw values of that second (of
+the run), to the histograms' precision (3 significant figures)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from backend.load.engine import _hist, _us
+from backend.load.load_model import RunSummary, SecondStats
+from backend.load.seconds_merge import SecondsMerger
+
+SECONDS = 6
+SHAPES = {0: (2.0, 0.2), 1: (4.0, 0.6), 2: (3.0, 1.2)}  # lognormal mu, sigma (ms scale)
+
+
+def _raw(seed: int = 11) -> dict[int, dict[int, list[float]]]:
+    """worker → second → latencies in seconds."""
+    rng = random.Random(seed)
+    out: dict[int, dict[int, list[float]]] = {}
+    for w, (mu, sigma) in SHAPES.items():
+        n = 200 + 150 * w
+        out[w] = {s: [rng.lognormvariate(mu, sigma) / 1000 for _ in range(n)]
+                  for s in range(SECONDS)}
+    return out
+
+
+def _second(idx: int, lat: list[float]) -> tuple:
+    h = _hist()
+    for v in lat:
+        h.record_value(_us(v))
+    stats = SecondStats(t=float(idx), level=10.0, offered=len(lat), completed=len(lat),
+                        ok=len(lat), errors=(), in_flight=0)
+    return idx, stats, h.encode(), None
+
+
+def _summary(n: int) -> RunSummary:
+    return RunSummary(target="t", model="m", started_at="2026-11-27T00:00:00+00:00",
+                      duration_s=SECONDS, sent=n, ok=n, errors=0, errors_by_kind=(),
+                      timeouts=0, offered_rps=n / SECONDS, achieved_rps=n / SECONDS,
+                      latency_ms=())
+
+
+def _close(got_ms: float, values_s: list[float], q: float) -> None:
+    # HDR: each value is kept to 3 significant figures (its bucket's width ≤ 0.1 % of
+    # it); the percentile is the highest equivalent value of the bucket it falls in.
+    want_ms = float(np.percentile(np.array(values_s) * 1000, q, method="inverted_cdf"))
+    assert got_ms == pytest.approx(want_ms, rel=2e-3, abs=0.002), (q, got_ms, want_ms)
+
+
+def test_merged_percentiles_are_those_of_every_raw_latency():
+    raw = _raw()
+    merger = SecondsMerger(list(raw), window_s=3)
+    out_history: list[SecondStats] = []
+    # Worker 2 reports late, worker 0 in two pieces: a second is given out only once
+    # every worker has closed it.
+    for w in (0, 1):
+        secs = [_second(i, raw[w][i]) for i in range(SECONDS)]
+        if w == 0:
+            merger.add(0, {"sent": 1, "seconds": tuple(secs[:3])})
+            merger.add(0, {"seconds": tuple(secs[3:]),
+                           "summary": _summary(sum(map(len, raw[0].values())))})
+        else:
+            merger.add(1, {"seconds": tuple(secs),
+                           "summary": _summary(sum(map(len, raw[1].values())))})
+    assert "history" not in merger.delta()  # worker 2 has not closed any second yet
+    merger.add(2, {"seconds": tuple(_second(i, raw[2][i]) for i in range(SECONDS)),
+                   "summary": _summary(sum(map(len, raw[2].values())))})
+    d = merger.delta()
+    out_history.extend(d["history"])
+    assert [s.t for s in out_history] == [float(i) for i in range(SECONDS)]
+    for s in out_history:
+        everyone = [v for w in raw for v in raw[w][int(s.t)]]
+        assert s.completed == s.ok == len(everyone)
+        assert s.level == 30.0
+        _close(s.p50_ms, everyone, 50)
+        _close(s.p99_ms, everyone, 99)
+    run = [v for w in raw for sec in raw[w].values() for v in sec]
+    summary = merger.summary()
+    assert summary.timed == len(run) == summary.ok
+    pcts = dict(summary.latency_ms)
+    _close(pcts["p50"], run, 50)
+    _close(pcts["p99"], run, 99)
+    _close(pcts["p99.9"], run, 99.9)
+    # The window: the last 3 merged seconds, every request of them.
+    window = [v for w in raw for i in range(SECONDS - 3, SECONDS) for v in raw[w][i]]
+    achieved, offered, wp = d["window"]
+    assert achieved == pytest.approx(len(window) / 3)
+    _close(wp[99.0], window, 99)
+    # An average of the workers' own p99s is not the p99 of all (the shapes differ):
+    # the check above would fail on such a merge.
+    per_worker = [float(np.percentile(np.array([v for sec in raw[w].values() for v in sec])
+                                      * 1000, 99)) for w in raw]
+    assert abs(np.mean(per_worker) - pcts["p99"]) > 0.05 * pcts["p99"]
+
+
+def test_a_worker_that_is_forgotten_is_no_longer_waited_for():
+    raw = _raw(5)
+    merger = SecondsMerger([0, 1])
+    merger.add(0, {"seconds": tuple(_second(i, raw[0][i]) for i in range(4)),
+                   "summary": _summary(1)})
+    merger.add(1, {"seconds": tuple(_second(i, raw[1][i]) for i in range(2)),
+                   "in_flight": 7})
+    assert [s.t for s in merger.delta()["history"]] == [0.0, 1.0]
+    merger.forget(1)  # died after its second 1
+    d = merger.delta()
+    assert [s.t for s in d["history"]] == [2.0, 3.0]
+    assert d["history"][0].completed == len(raw[0][2])
+    assert d["in_flight"] == 0
+    # A partial last second (no SecondStats) counts in the run, not as a plotted second.
+    merger.add(0, {"seconds": ((4, None, _second(4, raw[0][4])[2], None),)})
+    assert "history" not in merger.delta()
+    assert merger.summary().timed == (
+        sum(len(raw[0][i]) for i in range(5)) + sum(len(raw[1][i]) for i in range(2)))
