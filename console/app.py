@@ -27,6 +27,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--serve-url", metavar="URL",
                    help="where to send load: the Serve HTTP proxy, when it is not where "
                         "the cluster says (load balancer, port forward)")
+    p.add_argument("--ray-client", metavar="ray://HOST:PORT",
+                   help="Ray Client's address on the head, for load from inside the "
+                        "cluster (default: the dashboard's host at port 10001)")
+    p.add_argument("--load-from-cluster", metavar="N", type=int, default=None,
+                   help="send the load from N workers placed on the cluster (Ray actors, "
+                        "spread over the nodes, 1 CPU each) instead of from this machine")
     p.add_argument("--ca-bundle", metavar="PATH", help="CA bundle for TLS verification")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify TLS certificates (trusted networks only)")
@@ -68,6 +74,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--exit-after must be >= 0")
     if args.rps is not None and args.rps <= 0:
         p.error("--rps must be > 0")
+    if args.load_from_cluster is not None and not 1 <= args.load_from_cluster <= 256:
+        p.error("--load-from-cluster takes 1 to 256 workers")
+    if args.ray_client:
+        from backend.cluster.addresses import ray_client_problem
+
+        if problem := ray_client_problem(args.ray_client):
+            p.error(f"--ray-client: {problem}")
     if args.record and args.no_record:
         p.error("--record and --no-record contradict each other")
     if args.no_window and (args.screenshot or args.open_session):
@@ -122,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("serve-console")
     session = Session()
     model = ConsoleModel(session, catalog, Settings())
+    if args.load_from_cluster is not None:
+        from backend.load.load_model import ClusterLoad
+
+        model.set_load_source(ClusterLoad(workers=args.load_from_cluster), persist=False)
     model.recording.configure(path=args.record, enabled=not args.no_record)
     window = None
     if not args.no_window:
@@ -199,7 +216,7 @@ class ScriptedRun:
             s.connect_remote(a.address, a.token, token_file=a.token_file,
                              prometheus_url=a.prometheus,
                              verify=False if a.insecure else (a.ca_bundle or True),
-                             serve_http_url=a.serve_url)
+                             serve_http_url=a.serve_url, ray_client_url=a.ray_client)
         else:
             s.connect_local(num_cpus=self.args.num_cpus)
 
@@ -235,7 +252,7 @@ class ScriptedRun:
         return ConnectTarget(local=False, url=a.address, token=a.token,
                              token_file=a.token_file, prometheus_url=a.prometheus,
                              verify_tls=not a.insecure, ca_bundle=a.ca_bundle,
-                             serve_http_url=a.serve_url)
+                             serve_http_url=a.serve_url, ray_client_url=a.ray_client)
 
     def _on_connected(self, info) -> None:
         local = self.session.local_cluster

@@ -18,11 +18,12 @@ VERSION = 1
 MAX_RECENT = 10
 _KNOWN = {"version", "recent_addresses", "recent_connections", "last_mode",
           "window_geometry", "window_state", "plot_window_s", "load_rps",
-          "per_replica_view"}
+          "per_replica_view", "load_source"}
 # What a recent connection remembers, with its type: everything the connect dialog asks
 # for except the token itself (a token *file* path is kept; the token never is).
 _CONNECTION_FIELDS = {"url": str, "prometheus_url": str, "serve_http_url": str,
-                      "token_file": str, "verify_tls": bool, "ca_bundle": str}
+                      "token_file": str, "verify_tls": bool, "ca_bundle": str,
+                      "ray_client_url": str}
 
 
 def _clean_connection(entry) -> dict | None:
@@ -130,6 +131,32 @@ class Settings:
 
     def set_load_rps(self, rps: float) -> None:
         self._q.setValue("load_rps", float(rps))
+
+    def load_source(self):
+        """Where load came from when last started: None (this machine) or a ClusterLoad
+        (its workers, CPU share and proxy choice; a pinned node is not kept: node ids
+        change with every cluster). A bad value is dropped with a warning."""
+        from backend.load.load_model import ClusterLoad
+
+        value = self._q.value("load_source", "")
+        if not value:
+            return None
+        try:
+            d = json.loads(value) if isinstance(value, str) else None
+            return ClusterLoad(workers=int(d["workers"]), cpus=float(d["cpus"]),
+                               own_proxy=bool(d.get("own_proxy", True)))
+        except (TypeError, ValueError, KeyError) as e:
+            log.warning("settings: load_source %r dropped (%s)", value, e)
+            self._q.remove("load_source")
+            return None
+
+    def set_load_source(self, source) -> None:
+        if source is None:
+            self._q.remove("load_source")
+        else:
+            self._q.setValue("load_source", json.dumps(
+                {"workers": source.workers, "cpus": source.cpus,
+                 "own_proxy": source.own_proxy}))
 
     def per_replica_view(self) -> bool:
         """Whether the plots showed one curve per replica when the console last quit."""

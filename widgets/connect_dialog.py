@@ -32,7 +32,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from backend.cluster.addresses import address_problem, token_problem
+from backend.cluster.addresses import address_problem, ray_client_problem, token_problem
 
 DEFAULT_URL_HINT = "http://127.0.0.1:8265"
 _ERROR_COLOR = "#d03b3b"
@@ -50,6 +50,7 @@ class ConnectTarget:
     verify_tls: bool = True
     ca_bundle: str | None = None        # a CA bundle file for TLS verification
     serve_http_url: str | None = None   # the Serve proxy, if not where Ray reports it
+    ray_client_url: str | None = None   # Ray Client (load from the cluster), if not head:10001
 
 
 def validate_dashboard_url(text: str) -> str:
@@ -204,6 +205,13 @@ class ConnectDialog(QDialog):
             "Where load is sent: the Serve HTTP proxy, when it sits behind another host "
             "or port than the cluster reports (a load balancer, a port forward).")
         self._serve_edit.setClearButtonEnabled(True)
+        self._ray_client_edit = QLineEdit()
+        self._ray_client_edit.setPlaceholderText("optional: default is ray://HEAD:10001")
+        self._ray_client_edit.setToolTip(
+            "Ray Client's address (ray://HOST:PORT), used only to run load from inside the "
+            "cluster (Load → From: the cluster). Empty: the dashboard's host at Ray's "
+            "default port 10001.")
+        self._ray_client_edit.setClearButtonEnabled(True)
         self._verify_check = QCheckBox("&Verify TLS certificates")
         self._verify_check.setChecked(True)
         self._verify_check.setToolTip("Check https certificates (on by default). Turn off "
@@ -229,6 +237,9 @@ class ConnectDialog(QDialog):
         serve_label = QLabel("&Serve HTTP:")
         serve_label.setBuddy(self._serve_edit)
         self._remote_form.addRow(serve_label, self._serve_edit)
+        ray_label = QLabel("Ray C&lient:")
+        ray_label.setBuddy(self._ray_client_edit)
+        self._remote_form.addRow(ray_label, self._ray_client_edit)
         self._remote_form.addRow(self._verify_check, self._ca_edit)
 
     def _build_feedback(self) -> None:
@@ -271,6 +282,7 @@ class ConnectDialog(QDialog):
                              (self._token_file_button, "tokenFile"),
                              (self._prometheus_edit, "prometheusUrl"),
                              (self._serve_edit, "serveHttpUrl"),
+                             (self._ray_client_edit, "rayClientUrl"),
                              (self._verify_check, "verifyTls"), (self._ca_edit, "caBundle"),
                              (self._steps, "testSteps"), (self._progress, "progress"),
                              (self._status, "status"), (self._connect_button, "connect"),
@@ -330,13 +342,18 @@ class ConnectDialog(QDialog):
             validate_token(token)
         prometheus = _optional_url(self._prometheus_edit.text(), "Prometheus")
         serve = _optional_url(self._serve_edit.text(), "Serve HTTP")
+        ray_client = self._ray_client_edit.text().strip() or None
+        if ray_client is not None:
+            problem = ray_client_problem(ray_client)
+            if problem:
+                raise ValueError(f"Ray Client: {problem}")
         return ConnectTarget(
             local=False, url=url, token=token,
             token_file=self._token_file if not token else None,
             prometheus_url=prometheus, verify_tls=self._verify_check.isChecked(),
             ca_bundle=(self._ca_edit.text().strip() or None)
             if self._verify_check.isChecked() else None,
-            serve_http_url=serve)
+            serve_http_url=serve, ray_client_url=ray_client)
 
     def set_token_file(self, path: str | None) -> None:
         self._token_file = path or None
@@ -453,6 +470,7 @@ class ConnectDialog(QDialog):
         """Every input but the address and the token."""
         self._prometheus_edit.setText(c.prometheus_url or "")
         self._serve_edit.setText(c.serve_http_url or "")
+        self._ray_client_edit.setText(c.ray_client_url or "")
         self._verify_check.setChecked(c.verify_tls)
         self._ca_edit.setText(c.ca_bundle or "")
         self.set_token_file(c.token_file)
@@ -477,6 +495,7 @@ class ConnectDialog(QDialog):
         self._token_file_button.setEnabled(idle and remote)
         self._prometheus_edit.setEnabled(idle and remote)
         self._serve_edit.setEnabled(idle and remote)
+        self._ray_client_edit.setEnabled(idle and remote)
         self._verify_check.setEnabled(idle and remote)
         self._ca_edit.setEnabled(idle and remote and self._verify_check.isChecked())
         self._test_button.setEnabled(idle and remote)

@@ -37,6 +37,7 @@ from backend.load.load_model import (
     OPEN,
     POISSON,
     PROFILE_KINDS,
+    ClusterLoad,
     LoadModel,
     LoadPlan,
     LoadStats,
@@ -45,6 +46,7 @@ from backend.load.load_model import (
     RunSummary,
 )
 from widgets.client_plots import ClientPlots
+from widgets.load_source import LoadSourcePanel
 from widgets.request_editor import RequestEditor, double_spin, row_of
 
 MIN_RPS = 0.1
@@ -102,9 +104,14 @@ class LoadPanel(QWidget):
         self._build_profile_controls()
         self._build_stats_controls()
         self._name_controls()
+        self._source = LoadSourcePanel()
+        self._from_label = QLabel()
+        self._from_label.setObjectName("loadFromText")
+        self._from_label.setToolTip("Where the load comes from (the From tab changes it)")
         load_tab = self._build_load_tab()
         self._editor = RequestEditor()
         self._build_layout(load_tab, self._editor)
+        self._on_source_changed(self._source.source())
 
         # One timer, restarted by every change: only the last value of a burst is sent.
         self._debounce = QTimer(self)
@@ -217,7 +224,8 @@ class LoadPanel(QWidget):
         grid = QGridLayout(load_tab)
         grid.setContentsMargins(4, 4, 4, 4)
         grid.addWidget(QLabel("Target:"), 0, 0)
-        grid.addWidget(self._target_label, 0, 1, 1, 3)
+        grid.addWidget(self._target_label, 0, 1, 1, 2)
+        grid.addWidget(self._from_label, 0, 3)
         rate_label = QLabel("&Rate:")
         rate_label.setBuddy(self._spin)
         grid.addWidget(rate_label, 1, 0)
@@ -244,6 +252,7 @@ class LoadPanel(QWidget):
         self._tabs = QTabWidget()
         self._tabs.addTab(load_tab, "Load")
         self._tabs.addTab(request_tab, "Request")
+        self._tabs.addTab(self._source, "From")
         self._plots = ClientPlots()
         self._plots.setMinimumWidth(240)
         split = QSplitter(Qt.Orientation.Horizontal)
@@ -272,6 +281,7 @@ class LoadPanel(QWidget):
         self._save.clicked.connect(self._on_save_clicked)
         self._editor.request_filled.connect(lambda t: self.set_target(t.describe()))
         self._debounce.timeout.connect(self._on_debounce_timeout)
+        self._source.source_changed.connect(self._on_source_changed)
 
     # ----------------------------------------------------------------- public API
 
@@ -324,7 +334,16 @@ class LoadPanel(QWidget):
                        amplitude=self._amplitude.value())
 
     def plan(self) -> LoadPlan:
-        return LoadPlan(self.request(), self.load_model())
+        return LoadPlan(self.request(), self.load_model(), self._source.source())
+
+    def source_panel(self) -> LoadSourcePanel:
+        """The From tab: where the load comes from, and the cluster's load workers."""
+        return self._source
+
+    def set_source(self, source: ClusterLoad | None) -> None:
+        """Show where load comes from (None: this machine); emits nothing."""
+        self._source.set_source(source)
+        self._on_source_changed(source)
 
     def rate(self) -> float:
         return self._spin.value()
@@ -338,6 +357,7 @@ class LoadPanel(QWidget):
         self._running = bool(running)
         if not self._running:
             self._debounce.stop()
+        self._source.set_running(self._running)
         self._update_button()
 
     def set_stats(self, sent: int, ok: int, errors: int, achieved_rps: float,
@@ -423,6 +443,13 @@ class LoadPanel(QWidget):
             self._slider.blockSignals(False)
         if self._running:
             self._debounce.start()
+
+    def _on_source_changed(self, source) -> None:
+        if source is None:
+            self._from_label.setText("from this machine")
+        else:
+            n = source.workers
+            self._from_label.setText(f"from the cluster ({n} worker{'s' if n != 1 else ''})")
 
     def _on_slider_value_changed(self, pos: int) -> None:
         self._spin.setValue(_slider_to_rps(pos))  # → _on_spin_value_changed

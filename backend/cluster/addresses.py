@@ -78,3 +78,37 @@ def token_problem(token: str) -> str:
     if bad is not None:
         return f"it contains {bad!r}, which no Ray token has; paste only the token"
     return ""
+
+
+#: Ray Client's port on a head started with `ray start --head` and no other port named.
+DEFAULT_RAY_CLIENT_PORT = 10001
+
+
+def default_ray_client_url(dashboard_url: str) -> str:
+    """Ray Client's address on the head whose dashboard is *dashboard_url*: the same host,
+    Ray's default client port (`ray://head:10001`)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(dashboard_url).hostname or "127.0.0.1"
+    if ":" in host:
+        host = f"[{host}]"
+    return f"ray://{host}:{DEFAULT_RAY_CLIENT_PORT}"
+
+
+def ray_client_problem(url: str) -> str:
+    """Why *url* is not a Ray Client address (ray://host:port), or ""."""
+    from urllib.parse import urlsplit
+
+    text = url.strip()
+    if not text:
+        return ""
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return f"{clip(text)} is not a Ray Client address: the port is not a number."
+    if parts.scheme != "ray" or not parts.hostname:
+        return f"{clip(text)} is not a Ray Client address: write it as ray://HOST:PORT."
+    if port is None:
+        return f"{clip(text)} names no port: write it as ray://HOST:PORT (Ray's is 10001)."
+    return ""

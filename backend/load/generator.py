@@ -12,13 +12,15 @@ from __future__ import annotations
 import os
 
 from backend.load.child_process import ProcessLoadGenerator
+from backend.load.cluster_generator import ClusterLoadGenerator
 from backend.load.engine import ThreadLoadGenerator, offer_for, request_parts
-from backend.load.load_model import (LoadModel, LoadPlan, LoadStats, LoadTarget, ModelIds, Profile,
-                                     RunSummary, SecondStats)
+from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadPlan, LoadStats,
+                                     LoadTarget, ModelIds, Profile, RunSummary, SecondStats,
+                                     WorkerState)
 
-__all__ = ["LoadGenerator", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
-           "Profile", "RunSummary", "SecondStats", "ThreadLoadGenerator", "offer_for",
-           "request_parts"]
+__all__ = ["ClusterAccess", "ClusterLoad", "LoadGenerator", "LoadModel", "LoadPlan",
+           "LoadStats", "LoadTarget", "ModelIds", "Profile", "RunSummary", "SecondStats",
+           "ThreadLoadGenerator", "WorkerState", "offer_for", "request_parts"]
 
 #: "thread" runs the engine in the console's process (see LoadGenerator); else a child.
 ENV_MODE = "SERVE_CONSOLE_LOADGEN"
@@ -42,14 +44,23 @@ class LoadGenerator:
     def __init__(self, target: LoadTarget, window_s: float = 5.0, timeout_s: float = 30.0,
                  max_in_flight: int = 2000, model: LoadModel | None = None,
                  history_s: int = 3600, seed: int | None = None,
-                 process: bool | None = None) -> None:
-        if process is None:
-            process = os.environ.get(ENV_MODE, "").strip().lower() != "thread"
-        impl = ProcessLoadGenerator if process else ThreadLoadGenerator
-        self._impl = impl(target, window_s=window_s, timeout_s=timeout_s,
-                          max_in_flight=max_in_flight, model=model, history_s=history_s,
-                          seed=seed)
+                 process: bool | None = None, cluster: ClusterLoad | None = None,
+                 access: ClusterAccess | None = None) -> None:
+        options = dict(window_s=window_s, timeout_s=timeout_s, max_in_flight=max_in_flight,
+                       model=model, history_s=history_s, seed=seed)
+        if cluster is not None:
+            # From inside the cluster: Ray actors placed by a driver child process
+            # (backend/load/cluster_generator.py), read exactly like the local child.
+            if access is None:
+                raise ValueError("load from the cluster needs the cluster's Ray Client address")
+            self._impl = ClusterLoadGenerator(target, cluster, access, **options)
+        else:
+            if process is None:
+                process = os.environ.get(ENV_MODE, "").strip().lower() != "thread"
+            impl = ProcessLoadGenerator if process else ThreadLoadGenerator
+            self._impl = impl(target, **options)
         self.target = target
+        self.cluster = cluster
 
     @property
     def in_process(self) -> bool:
@@ -101,3 +112,13 @@ class LoadGenerator:
     def summary(self) -> RunSummary:
         """The run so far (to the last finished second), or the whole run once stopped."""
         return self._impl.summary()
+
+    def workers(self) -> tuple[WorkerState, ...]:
+        """Load from the cluster: each worker as last reported; () for this machine's."""
+        impl = self._impl
+        return impl.workers() if isinstance(impl, ClusterLoadGenerator) else ()
+
+    def take_events(self) -> list[tuple[str, str]]:
+        """Load from the cluster: the driver's events since the last call, (level, text)."""
+        impl = self._impl
+        return impl.take_events() if isinstance(impl, ClusterLoadGenerator) else []

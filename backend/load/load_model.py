@@ -342,10 +342,17 @@ class LoadModel:
 
 @dataclass(frozen=True)
 class LoadPlan:
-    """What the load panel asks for: a target and a load model."""
+    """What the load panel asks for: a target, a load model, and where the load comes
+    from (None: this machine; else workers on the cluster)."""
 
     target: LoadTarget
     model: LoadModel
+    source: "ClusterLoad | None" = None
+
+    def describe(self) -> str:
+        """The model, and where the load comes from when that is the cluster."""
+        text = self.model.describe()
+        return text if self.source is None else f"{text}, from {self.source.describe()}"
 
 
 # ---------------------------------------------------------------------------- results
@@ -591,8 +598,9 @@ def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
 
 
 __all__ = [
-    "BATCHED_FEATURES", "CLOSED", "ClusterAccess", "ClusterLoad", "WorkerState", "CONSTANT", "MODEL_ID_HEADER", "OPEN", "POISSON",
-    "PROFILE_KINDS", "LoadModel", "LoadPlan", "LoadStats", "LoadTarget", "ModelIds",
-    "Profile", "RunSummary", "SecondStats", "VERSION_HEADER", "VersionLoad", "version_window", "check_target", "demo_target", "format_headers",
-    "parse_headers", "render_body", "seconds_to_csv", "url_problem",
+    "BATCHED_FEATURES", "CLOSED", "CONSTANT", "ClusterAccess", "ClusterLoad", "LoadModel",
+    "LoadPlan", "LoadStats", "LoadTarget", "MODEL_ID_HEADER", "ModelIds", "OPEN", "POISSON",
+    "PROFILE_KINDS", "Profile", "RunSummary", "SecondStats", "VERSION_HEADER", "VersionLoad",
+    "WorkerState", "check_target", "demo_target", "format_headers", "parse_headers",
+    "render_body", "seconds_to_csv", "url_problem", "version_window",
 ]

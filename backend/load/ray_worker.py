@@ -129,10 +129,6 @@ class LoadWorker:
             gen.stop(0.8)
         return self.poll()
 
-    def ping(self) -> bool:
-        self._beat()
-        return True
-
     # -- never outlive the console -----------------------------------------------------
     def _beat(self) -> None:
         self._heard = time.monotonic()

@@ -18,7 +18,6 @@ summary), so the console reads a cluster's load exactly as it reads its own gene
 
 from __future__ import annotations
 
-import datetime as _dt
 from collections import Counter, deque
 
 from hdrh.histogram import HdrHistogram
@@ -215,6 +214,3 @@ class SecondsMerger:
             missed=sum(s.missed for s in ss), measured_from=first.measured_from,
             timed=self._run.get_total_count())
 
-
-def started_at_text(wall: float) -> str:
-    return _dt.datetime.fromtimestamp(wall).astimezone().isoformat(timespec="seconds")

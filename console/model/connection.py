@@ -36,6 +36,10 @@ class ConnectionInfo:
     serve_http_url: str | None = None
     token_file: str | None = None     # where the token was read from (a path, never the token)
     verify: bool | str = True         # TLS: True, False, or a CA bundle path
+    # Ray Client's address (ray://head:port): where load from inside the cluster places
+    # its workers from. Local: the port the console gave its head; remote: what the user
+    # said, else the dashboard's host at Ray's default port.
+    ray_client_url: str | None = None
 
     def describe(self) -> str:
         where = "local cluster" if self.local else "remote cluster"

@@ -29,7 +29,7 @@ from PySide6.QtCore import QMetaMethod, QObject, Signal
 
 from backend.deploy.catalog import Demo
 from backend.events import LogEntry, level_of
-from backend.load.load_model import LoadPlan, LoadTarget
+from backend.load.load_model import ClusterLoad, LoadModel, LoadPlan, LoadTarget
 from backend.load.targets import app_target
 from backend.model import ServeStatus
 from backend.recording.recorder import Marker
@@ -62,6 +62,8 @@ class ConsoleModel(QObject):
     load_running = Signal(bool)
     #: The rate a start asked for (the load panel shows it before anything is sent).
     load_rate = Signal(float)
+    #: Where load comes from changed: None (this machine) or a ClusterLoad.
+    load_source_changed = Signal(object)
     #: Requests per model id of the newest load run changed (the model cache view).
     model_cache_changed = Signal()
     #: A question for a person: (kind "deploy" or "tuning", operation id, message).
@@ -82,6 +84,8 @@ class ConsoleModel(QObject):
         self.selected: Key | None = None
         # Requests per model id of the newest load run (the model cache view's bars).
         self.model_ids_sent: dict[str, int] = {}
+        #: Where a plain start sends load from: None (this machine) or a ClusterLoad.
+        self.load_source: ClusterLoad | None = settings.load_source()
         # Every session is recorded (Session → Sessions… opens them again).
         self.recording = SessionRecording(session, self)
         self.advisor = Advisor(session, self)
@@ -101,6 +105,7 @@ class ConsoleModel(QObject):
         s.tuning.fit_problem.connect(self._on_tuning_fit_problem)
         s.deploys.fit_problem.connect(self._on_deploys_fit_problem)
         s.load.stats.connect(self._on_load_stats)
+        s.load.ended.connect(lambda: self.load_running.emit(False))
         s.held_models_changed.connect(lambda _held: self.model_cache_changed.emit())
         s.status_changed.connect(self._on_status_changed)
 
@@ -327,14 +332,29 @@ class ConsoleModel(QObject):
             return False
         self.settings.set_load_rps(rps)
         self.load_rate.emit(rps)  # before running: shows the rate, sends nothing
-        self.session.load.start(target, rps)
-        self.load_running.emit(True)
+        if self.load_source is not None:
+            self.session.load.start_plan(LoadPlan(target, LoadModel(rate=rps),
+                                                  self.load_source))
+        else:
+            self.session.load.start(target, rps)
+        self.load_running.emit(self.session.load.running)
         return True
 
     def start_plan(self, plan: LoadPlan) -> None:
         self.settings.set_load_rps(plan.model.rate)
+        if plan.source != self.load_source:
+            self.set_load_source(plan.source)
         self.session.load.start_plan(plan)
-        self.load_running.emit(True)
+        self.load_running.emit(self.session.load.running)
+
+    def set_load_source(self, source: ClusterLoad | None, persist: bool = True) -> None:
+        """Where load comes from next time it starts: None (this machine) or workers on
+        the cluster. *persist*: remembered for the next console (not for --load-from-
+        cluster, which is this run's only)."""
+        self.load_source = source
+        if persist:
+            self.settings.set_load_source(source)
+        self.load_source_changed.emit(source)
 
     def set_rate(self, rps: float) -> None:
         self.settings.set_load_rps(rps)

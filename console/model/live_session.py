@@ -12,6 +12,7 @@ import logging
 
 from PySide6.QtCore import QObject, Signal
 
+from backend.cluster.addresses import default_ray_client_url
 from backend.cluster.client import ClusterClient
 from backend.cluster.diagnose import ConnectionSpec, diagnose
 from backend.cluster.local import LocalCluster
@@ -171,7 +172,8 @@ class Session(QObject):
                 return  # cancelled meanwhile; disconnect() already stopped the cluster
             client, version = result
             self._on_connected(client, ConnectionInfo(
-                client.url, True, version.get("ray_version", "?"), cluster.token),
+                client.url, True, version.get("ray_version", "?"), cluster.token,
+                ray_client_url=f"ray://{cluster.host}:{cluster.client_port}"),
                 version.get("session_name", ""))
 
         self.action_runner.submit(work, on_done=done,
@@ -179,7 +181,8 @@ class Session(QObject):
 
     def connect_remote(self, url: str, token: str | None = None, *,
                        token_file: str | None = None, prometheus_url: str | None = None,
-                       verify: bool | str = True, serve_http_url: str | None = None) -> None:
+                       verify: bool | str = True, serve_http_url: str | None = None,
+                       ray_client_url: str | None = None) -> None:
         self.disconnect()
         generation = self._begin_connect(f"Connecting to {url}…")
 
@@ -206,7 +209,8 @@ class Session(QObject):
             self._on_connected(client, ConnectionInfo(
                 client.url, False, version.get("ray_version", "?"), tok,
                 prometheus_url=prometheus_url, serve_http_url=serve_http_url,
-                token_file=token_file if not token else None, verify=verify),
+                token_file=token_file if not token else None, verify=verify,
+                ray_client_url=ray_client_url or default_ray_client_url(client.url)),
                 version.get("session_name", ""))
 
         self.action_runner.submit(work, on_done=done,

@@ -18,7 +18,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 from backend.cluster.client import ClusterClient
 from backend.deploy.catalog import Demo
 from backend.load.generator import LoadGenerator, LoadTarget
-from backend.load.load_model import LoadModel, LoadPlan
+from backend.load.load_model import ClusterAccess, LoadModel, LoadPlan
 from backend.load.targets import demo_app_target, serve_http_base
 from backend.model import ServeStatus
 from console.model.connection import ConnectionInfo
@@ -33,6 +33,12 @@ class LoadControl(QObject):
     # The same statistics tagged with their run: (run id, run start, LoadStats). A run's
     # final figures arrive after stop(), possibly once the next run has begun.
     run_stats = Signal(int, float, object)
+    # Load from the cluster: each worker's state (tuple of WorkerState), at every tick.
+    workers = Signal(object)
+    # The cluster's alive nodes for pinning workers: [(node id, label)].
+    nodes = Signal(object)
+    # The load ended by itself (load from the cluster: no room, every worker lost).
+    ended = Signal()
 
     def __init__(self, *, status: Callable[[], ServeStatus | None],
                  info: Callable[[], ConnectionInfo | None],
@@ -85,14 +91,57 @@ class LoadControl(QObject):
 
     # -- running ----------------------------------------------------------------------------
     def start_plan(self, plan: LoadPlan) -> None:
-        """Start a load described in full (target, open/closed loop, profile)."""
+        """Start a load described in full (target, open/closed loop, profile, and where it
+        comes from: this machine, or workers on the cluster)."""
         self.stop()
+        access = None
+        if plan.source is not None:
+            access = self._access()
+            if access is None:
+                self._event("Load from the cluster needs a connected cluster (its Ray "
+                            "Client address); nothing was started.", "warning")
+                return
         self.app = self._app_of_url(plan.target.url)
-        self._gen = LoadGenerator(plan.target, model=plan.model)
-        self._gen.start()
+        self._gen = LoadGenerator(plan.target, model=plan.model, cluster=plan.source,
+                                  access=access)
+        self._gen.start()  # returns at once: the generator (or driver) has its own process
         self._timer.start()
-        self._begin_run(plan.target.describe(), plan.model.describe())
-        self._event(f"Load: {plan.model.describe()} → {plan.target.describe()}")
+        self._begin_run(plan.target.describe(), plan.describe())
+        self._event(f"Load: {plan.describe()} → {plan.target.describe()}")
+        if plan.source is not None:
+            self.workers.emit(())
+
+    def _access(self) -> ClusterAccess | None:
+        info, client = self._info(), self._client()
+        if info is None or client is None or not info.ray_client_url:
+            return None
+        return ClusterAccess(info.ray_client_url, client.url, info.token)
+
+    def refresh_nodes(self) -> None:
+        """Ask the cluster for its alive nodes (off the GUI thread); `nodes` answers."""
+        client = self._client()
+        if client is None:
+            return
+
+        def ask() -> None:
+            try:
+                summary = client.node_summary()
+            except Exception:  # noqa: BLE001  (the list stays as it was; polls say why)
+                return
+            rows = []
+            for n in summary:
+                r = n.get("raylet") or {}
+                if r.get("state", "ALIVE") != "ALIVE" or not r.get("nodeId"):
+                    continue
+                label = f"{n.get('ip') or r.get('nodeManagerAddress') or '?'} " \
+                        f"({r['nodeId'][:8]}{', head' if r.get('isHeadNode') else ''})"
+                rows.append((r["nodeId"], label))
+            try:
+                self.nodes.emit(rows)
+            except RuntimeError:  # the console is gone already
+                pass
+
+        threading.Thread(target=ask, name="load-nodes", daemon=True).start()
 
     def start(self, target: LoadTarget, rps: float) -> None:
         self.stop()
@@ -139,6 +188,11 @@ class LoadControl(QObject):
             # stop() collects the child's final numbers (≤ 1 s): do it off the GUI thread.
             def stop_and_report() -> None:
                 gen.stop()
+                if gen.cluster is not None:
+                    try:
+                        self.workers.emit(gen.workers())
+                    except RuntimeError:
+                        pass
                 # The whole-run summary reaches the panel after Stop (queued signal).
                 try:
                     self._emit(*run, gen.stats())
@@ -147,6 +201,12 @@ class LoadControl(QObject):
 
             threading.Thread(target=stop_and_report, name="loadgen-stop", daemon=True).start()
             self._event("Load stopped.")
+
+    def _report_end(self, gen: LoadGenerator) -> None:
+        error = gen.stats().last_error
+        self._event(error or "Load from the cluster ended.", "error" if error else "info")
+        self.stop()
+        self.ended.emit()
 
     def _on_timer_tick(self) -> None:
         if self._gen is not None:
@@ -157,4 +217,13 @@ class LoadControl(QObject):
                 if self.app is not None:
                     self.run_started.emit(self._run_id, self._run_started_t,
                                           *self._run_texts, self.app)
-            self._emit(self._run_id, self._run_started_t, self._gen.stats())
+            gen = self._gen
+            self._emit(self._run_id, self._run_started_t, gen.stats())
+            if gen.cluster is not None:
+                for level, text in gen.take_events():
+                    self._event(text, level)
+                self.workers.emit(gen.workers())
+                if not gen.running:
+                    # The driver ended by itself (no room, every worker lost): say why
+                    # once, and show the run as stopped.
+                    self._report_end(gen)

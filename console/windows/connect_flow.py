@@ -6,6 +6,7 @@ from __future__ import annotations
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
+from backend.cluster.addresses import default_ray_client_url
 from backend.cluster.diagnose import ConnectionSpec
 from console.model.connection import ConnectionInfo
 from console.model.live_session import Session
@@ -29,7 +30,8 @@ def connect_to(session: Session, target: ConnectTarget) -> None:
         session.connect_remote(target.url, target.token, token_file=target.token_file,
                                prometheus_url=target.prometheus_url,
                                verify=tls_verify(target),
-                               serve_http_url=target.serve_http_url)
+                               serve_http_url=target.serve_http_url,
+                               ray_client_url=target.ray_client_url)
 
 
 class ConnectFlow(QObject):
@@ -83,7 +85,10 @@ class ConnectFlow(QObject):
                 "url": info.url, "prometheus_url": info.prometheus_url,
                 "serve_http_url": info.serve_http_url, "token_file": info.token_file,
                 "verify_tls": info.verify is not False,
-                "ca_bundle": info.verify if isinstance(info.verify, str) else None})
+                "ca_bundle": info.verify if isinstance(info.verify, str) else None,
+                # Only an address the user gave (the default follows the dashboard's).
+                "ray_client_url": (info.ray_client_url if info.ray_client_url
+                                   != default_ray_client_url(info.url) else None)})
         if dialog := self._shown():
             dialog.accept()
 

@@ -54,3 +54,20 @@ def test_per_replica_view_is_remembered(tmp_path):
     s.sync()
     again = Settings(path)
     assert again.per_replica_view() is True
+
+
+def test_where_load_came_from_is_remembered_but_not_a_pinned_node(tmp_path):
+    from backend.load.load_model import ClusterLoad
+
+    path = str(tmp_path / "s.ini")
+    s = Settings(path)
+    assert s.load_source() is None
+    s.set_load_source(ClusterLoad(workers=3, node="a" * 56, cpus=0.5, own_proxy=False))
+    s.sync()
+    assert Settings(path).load_source() == ClusterLoad(workers=3, cpus=0.5, own_proxy=False)
+    s.set_load_source(None)
+    s.sync()
+    assert Settings(path).load_source() is None
+    s._q.setValue("load_source", '{"workers": 0, "cpus": 1}')  # not a valid choice
+    s.sync()
+    assert Settings(path).load_source() is None  # dropped with a warning, not fatal
