@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 from collections import deque
+from dataclasses import replace
 
 from backend.load.child_process import ProcessLoadGenerator
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
@@ -54,6 +55,18 @@ class ClusterLoadGenerator(ProcessLoadGenerator):
         if workers is not None:
             with self._lock:
                 self._workers = workers
+
+    def stop(self, timeout_s: float = 2.0) -> None:
+        super().stop(max(timeout_s, self.STOP_WAIT_S))
+        with self._lock:
+            if not self._final:
+                # The driver was killed before its last word: its workers hear nothing
+                # more and end themselves within 5 s (backend/load/ray_worker.py).
+                self._workers = tuple(
+                    w if w.state in ("died", "stopped") else
+                    replace(w, state="stopped", achieved_rps=0.0,
+                            error="its driver was stopped; it ends itself within 5 s")
+                    for w in self._workers)
 
     def workers(self) -> tuple[WorkerState, ...]:
         """Each worker as the driver last reported it (empty until they are placed)."""

@@ -201,21 +201,34 @@ class Driver:
 
     # -- stop ----------------------------------------------------------------------------
     def stop(self, ray) -> None:
+        """Stop every worker at once, collect their last seconds (2 s at most in all),
+        then kill them: none is left whatever answered."""
         refs = {}
         for k, w in self.workers.items():
             try:
                 refs[k] = w.stop.remote()
             except Exception:  # noqa: BLE001
                 pass
+        try:
+            ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=2.0)
+        except Exception:  # noqa: BLE001
+            ready = []
+        ready = set(ready)
         for k, ref in refs.items():
+            if ref not in ready:
+                continue
             try:
-                d = ray.get(ref, timeout=2.0)
+                d = ray.get(ref, timeout=0.5)
             except Exception:  # noqa: BLE001  (it is killed below either way)
                 continue
             if self.merger is not None:
                 self.merger.add(k, d)
             self._counted(k, d)
             self.states[k] = replace(self.states[k], state="stopped", achieved_rps=0.0)
+        for k in self.workers:
+            if self.states[k].state != "stopped":
+                self.states[k] = replace(self.states[k], state="stopped", achieved_rps=0.0,
+                                         error="did not answer its stop: killed")
         if self.merger is not None:
             for k in list(self.merger.expected):
                 self.merger.forget(k)

@@ -15,8 +15,9 @@ from tests.cluster_fixtures import (  # noqa: F401  (fixtures, found by name)
 
 @pytest.fixture
 def connected_window(qtbot, tmp_path, ray_cluster):
-    """The main window, connected to the session's cluster as `serve-console --address`
-    would be (settings in a temporary file; never a modal box). Closed, and its session
+    """The main window, connected to the session's cluster as `serve-console --address
+    URL --ray-client ray://127.0.0.1:PORT` would be (settings in a temporary file; never
+    a modal box). Closed, and its session
     shut down, after the test. A test module that needs something on the cluster first
     (a demo, a patched fetch) asks for that before this fixture."""
     session = Session()
@@ -25,7 +26,9 @@ def connected_window(qtbot, tmp_path, ray_cluster):
     qtbot.addWidget(win)
     win.show()
     with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+        win.session.connect_remote(
+            ray_cluster.dashboard_url, ray_cluster.token,
+            ray_client_url=f"ray://127.0.0.1:{ray_cluster.client_port}")
     yield win
     win.close()
     session.shutdown()

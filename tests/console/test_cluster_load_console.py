@@ -1,0 +1,71 @@
+"""Load from inside the cluster, through the console as a user drives it: Load → From →
+the cluster, Start, the workers' table and the event log, Stop — and nothing of ours is
+left on the cluster (issue 25). The cluster is the console tests' real one, the target
+the batched demo behind the Serve proxy each worker finds on its own node."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import requests
+from PySide6.QtWidgets import QTableWidget
+
+from backend.load.load_model import ClusterLoad
+
+
+@pytest.fixture
+def window(batched_demo, connected_window):
+    return connected_window  # the batched demo is deployed before it connects
+
+
+def _alive_workers(cluster) -> int:
+    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+    params = [("filter_keys", "class_name"), ("filter_predicates", "="),
+              ("filter_values", "LoadWorker"), ("filter_keys", "state"),
+              ("filter_predicates", "!="), ("filter_values", "DEAD")]
+    r = requests.get(cluster.dashboard_url + "/api/v0/actors", params=params,
+                     headers=headers, timeout=10)
+    r.raise_for_status()
+    return len(r.json()["data"]["result"]["result"])
+
+
+def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, window,
+                                                                          ray_cluster):
+    qtbot.waitUntil(lambda: window.session.status is not None
+                    and window.session.status.application("batched") is not None,
+                    timeout=20_000)
+    presets = {label: t for _, label, t in window.model.app_presets()}
+    target = presets[next(lbl for lbl in presets if lbl.endswith("(batched)"))]
+    panel = window.load_panel
+    panel.set_request(target)
+    panel.set_rate(20.0)
+    # The user's choice: two workers of a quarter CPU each, spread (this cluster has one
+    # node, so both land on it, next to its proxy).
+    panel.set_source(ClusterLoad(workers=2, cpus=0.25))
+    panel.source_panel().source_changed.emit(panel.source_panel().source())
+    assert window.model.load_source == ClusterLoad(workers=2, cpus=0.25)
+    stats = []
+    window.session.load.stats.connect(stats.append)
+    panel.start_button().click()
+    table = panel.source_panel().findChild(QTableWidget, "loadWorkerTable")
+    try:
+        qtbot.waitUntil(lambda: table.rowCount() == 2 and all(
+            table.item(r, 6).text() == "running" for r in range(2)), timeout=90_000)
+        assert [table.item(r, 2).text() for r in range(2)] == ["own node's proxy"] * 2
+        assert [table.item(r, 3).text() for r in range(2)] == ["10.0", "10.0"]
+        qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 40, timeout=60_000)
+        assert stats[-1].errors == 0, stats[-1].last_error
+        log = [e.message for e in window.model.events]
+        assert any(m.startswith("load from the cluster: 2 workers on") for m in log), log
+        assert any("from the cluster: 2 workers" in m for m in log), log  # the run's line
+    finally:
+        if panel.start_button().isChecked():
+            panel.start_button().click()  # Stop, as the user would
+    qtbot.waitUntil(lambda: not window.session.load.running, timeout=5_000)
+    deadline = time.monotonic() + 10
+    while _alive_workers(ray_cluster):
+        assert time.monotonic() < deadline, "load workers left on the cluster after Stop"
+        time.sleep(0.25)
+    qtbot.waitUntil(lambda: all(table.item(r, 6).text() == "stopped" for r in range(2)),
+                    timeout=10_000)
