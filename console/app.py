@@ -32,7 +32,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         "cluster (default: the dashboard's host at port 10001)")
     p.add_argument("--load-from-cluster", metavar="N", type=int, default=None,
                    help="send the load from N workers placed on the cluster (Ray actors, "
-                        "spread over the nodes, 1 CPU each) instead of from this machine")
+                        "spread over the nodes) instead of from this machine")
+    p.add_argument("--load-worker-cpus", metavar="CPUS", type=float, default=1.0,
+                   help="the CPU share each --load-from-cluster worker reserves (default 1)")
     p.add_argument("--ca-bundle", metavar="PATH", help="CA bundle for TLS verification")
     p.add_argument("--insecure", action="store_true",
                    help="do not verify TLS certificates (trusted networks only)")
@@ -76,6 +78,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--rps must be > 0")
     if args.load_from_cluster is not None and not 1 <= args.load_from_cluster <= 256:
         p.error("--load-from-cluster takes 1 to 256 workers")
+    if not 0 <= args.load_worker_cpus <= 64:
+        p.error("--load-worker-cpus takes 0 to 64 CPUs")
     if args.ray_client:
         from backend.cluster.addresses import ray_client_problem
 
@@ -138,7 +142,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.load_from_cluster is not None:
         from backend.load.load_model import ClusterLoad
 
-        model.set_load_source(ClusterLoad(workers=args.load_from_cluster), persist=False)
+        model.set_load_source(ClusterLoad(workers=args.load_from_cluster,
+                                          cpus=args.load_worker_cpus), persist=False)
     model.recording.configure(path=args.record, enabled=not args.no_record)
     window = None
     if not args.no_window:
