@@ -46,6 +46,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--apply-config", metavar="FILE",
                    help="apply a Serve config YAML on start (only the applications it "
                         "names; the rest of the cluster is left as it is)")
+    p.add_argument("--layout", choices=("watch", "tune", "investigate"),
+                   help="arrange the window for a job: watch (the plots take the "
+                        "window), tune (plots, tuning, advisor, load), investigate "
+                        "(per-replica view and event log); View → Layout changes it")
     p.add_argument("--screenshot", metavar="PATH",
                    help="save an image of the main window before exiting "
                         "(at --exit-after, else 20 s after the demo runs or connects)")
@@ -152,6 +156,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = ScriptedRun(model, args, window)
     if window is not None:
         window.show()
+        if args.layout:
+            window.layouts.apply(args.layout)
     if args.print_first_frame:
         QTimer.singleShot(0, lambda: print(f"first-frame {time.time() - _T0:.3f}",
                                            flush=True))

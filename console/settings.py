@@ -18,7 +18,7 @@ VERSION = 1
 MAX_RECENT = 10
 _KNOWN = {"version", "recent_addresses", "recent_connections", "last_mode",
           "window_geometry", "window_state", "plot_window_s", "load_rps",
-          "per_replica_view", "load_source"}
+          "per_replica_view", "load_source", "layout", "collapsed_docks"}
 # What a recent connection remembers, with its type: everything the connect dialog asks
 # for except the token itself (a token *file* path is kept; the token never is).
 _CONNECTION_FIELDS = {"url": str, "prometheus_url": str, "serve_http_url": str,
@@ -157,6 +157,25 @@ class Settings:
             self._q.setValue("load_source", json.dumps(
                 {"workers": source.workers, "cpus": source.cpus,
                  "own_proxy": source.own_proxy}))
+
+    def layout(self) -> str | None:
+        """The View → Layout last chosen (watch, tune, investigate), or None."""
+        value = self._q.value("layout", "")
+        return value if value in ("watch", "tune", "investigate") else None
+
+    def set_layout(self, name: str) -> None:
+        self._q.setValue("layout", name)
+
+    def collapsed_docks(self) -> list[str]:
+        """The docks a layout collapsed to one line (their object names)."""
+        try:
+            value = json.loads(self._q.value("collapsed_docks", "[]") or "[]")
+        except (TypeError, ValueError):
+            return []
+        return [v for v in value if isinstance(v, str)] if isinstance(value, list) else []
+
+    def set_collapsed_docks(self, names: list[str]) -> None:
+        self._q.setValue("collapsed_docks", json.dumps(list(names)))
 
     def per_replica_view(self) -> bool:
         """Whether the plots showed one curve per replica when the console last quit."""

@@ -23,6 +23,7 @@ from console.settings import Settings
 from console.windows.connect_flow import ConnectFlow, connect_to
 from console.windows.window_banner import WindowBanner
 from console.windows.window_layout import build_docks, build_views
+from console.windows.window_layouts import WindowLayouts
 from console.windows import worst_first_dock
 from console.windows.window_menus import build_menus
 from console.windows.window_status import WindowStatus
@@ -55,6 +56,7 @@ class MainWindow(QMainWindow):
         build_docks(self)
         worst_first_dock.build(self)
         self._connect = ConnectFlow(self, self.session, self.settings)
+        self.layouts = WindowLayouts(self, self.settings)
         build_menus(self)
         self._banner = WindowBanner(self.banner, self.session, self)
         self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
@@ -67,11 +69,10 @@ class MainWindow(QMainWindow):
         self._redraw.setInterval(int(1000 / REDRAW_HZ))
         self._redraw.timeout.connect(self._on_redraw_timer_timeout)
         self._redraw.start()
-        geometry, state = self.settings.geometry()
+        geometry, _state = self.settings.geometry()
         if geometry is not None:
             self.restoreGeometry(geometry)
-        if state is not None:
-            self.restoreState(state)
+        self.layouts.restore()  # the saved state if it is of these docks, else the layout
         if self.settings.per_replica_view():
             self.per_replica_action.setChecked(True)
             self._on_per_replica_toggled(True)
@@ -81,6 +82,8 @@ class MainWindow(QMainWindow):
     def _wire(self) -> None:
         m, s = self.model, self.session
         m.event_added.connect(self.event_log.add_entry)
+        m.event_added.connect(self.layouts.on_event)
+        s.load.stats.connect(self.layouts.on_load_stats)
         m.marker_added.connect(self._on_model_marker_added)
         m.selection_changed.connect(self._on_model_selection_changed)
         m.knob_warnings.connect(self.knob_panel.set_warnings)
@@ -410,6 +413,6 @@ class MainWindow(QMainWindow):
         self.model.closing = True
         self._redraw.stop()
         self.model.close()
-        self.settings.set_geometry(self.saveGeometry(), self.saveState())
+        self.settings.set_geometry(self.saveGeometry(), self.layouts.save_state())
         self.settings.sync()
         super().closeEvent(event)

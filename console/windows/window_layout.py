@@ -40,6 +40,7 @@ def build_views(w) -> None:
     w._views.addWidget(w.plots)
     w._views.addWidget(w.replica_view)
     splitter = QSplitter(Qt.Orientation.Horizontal)
+    w.main_splitter = splitter  # tree | plots: View → Layout sets its sizes
     splitter.addWidget(_tree_column(w))
     w._plots_column = QSplitter(Qt.Orientation.Vertical)
     w._plots_column.addWidget(w._views)

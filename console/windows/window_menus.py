@@ -141,6 +141,7 @@ def _view_menu(w) -> None:
         "suggested value) with one click to apply", w.show_advisor)
     view.addAction(w.worst_dock.toggleViewAction())
     view.addSeparator()
+    w.layouts.build_menu(view)
     view.addAction(w.tuning_dock.toggleViewAction())
     view.addAction(w.load_dock.toggleViewAction())
     view.addAction(w.log_dock.toggleViewAction())
