@@ -94,6 +94,7 @@ class Driver:
         self.states: dict[int, WorkerState] = {}
         self.merger: SecondsMerger | None = None
         self.model: LoadModel | None = None
+        self.timings = ""  # how long connecting and placing took (said in the event)
 
     def event(self, text: str, level: str = "info") -> None:
         self.out.send(("event", level, text))
@@ -147,7 +148,8 @@ class Driver:
         nodes = sorted({(s.node_ip or s.node_id or "?") for s in self.states.values()})
         via = sorted({s.via for s in self.states.values() if s.via})
         self.event(f"load from the cluster: {n} worker{'s' if n != 1 else ''} on "
-                   f"{', '.join(nodes)}, sending to {' and '.join(via)}")
+                   f"{', '.join(nodes)}, sending to {' and '.join(via)}"
+                   + (f" ({self.timings})" if self.timings else ""))
 
     # -- while running -------------------------------------------------------------------
     def apply(self, model: LoadModel) -> None:
@@ -314,8 +316,12 @@ def main(argv: list[str] | None = None) -> int:
         ray = _ray
         driver.event(f"connecting to {access.ray_address} to place "
                      f"{cluster.workers} load worker{'s' if cluster.workers != 1 else ''}")
+        t0 = time.monotonic()
         _connect(ray, access)
+        t1 = time.monotonic()
         driver.place(ray, cluster, f"{os.getpid()}-{int(time.time())}")
+        driver.timings = f"Ray Client connected in {t1 - t0:.1f} s, workers placed in " \
+                         f"{time.monotonic() - t1:.1f} s"
         # A model sent while the workers were placed is the one to start with.
         while ctl.poll(0):
             msg = ctl.recv()
