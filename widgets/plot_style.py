@@ -6,11 +6,21 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 
+# The plots' colours; widgets.theme.apply_theme sets them (use_theme) for light or dark.
+# Read them as plot_style.NAME when drawing (an imported copy keeps the first theme's).
 BACKGROUND = "#161616"
 TEXT = "#c8c8c8"
 AGE_OK = "#9e9e9e"
 AGE_STALE = "#ffb300"
 MARKER = "#ffd54f"
+
+
+def use_theme(theme) -> None:
+    """The plots' colours from a widgets.theme.Theme (titles, legends and markers drawn
+    from now on; widgets.theme.restyle_plots redraws those already there)."""
+    global BACKGROUND, TEXT, AGE_OK, AGE_STALE, MARKER
+    BACKGROUND, TEXT = theme.plot_background, theme.plot_text
+    AGE_OK, AGE_STALE, MARKER = theme.age_ok, theme.age_stale, theme.marker
 
 # Below this height a plot's axis labels collide; the stack scrolls instead.
 MIN_PLOT_HEIGHT = 110
