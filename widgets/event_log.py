@@ -1,15 +1,22 @@
-"""A timestamped, levelled log of what happened in the session (newest at the bottom)."""
+"""A timestamped, levelled log of what happened in the session (newest at the bottom).
+
+The message takes the width the time and level leave and wraps to it (the first line of
+a message; the whole entry is every row's tooltip); Copy (Ctrl+C, the context menu, the
+button) puts the selected entries' full lines on the clipboard."""
 
 from __future__ import annotations
 
 import time
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QModelIndex, QRect, QSize, Qt, Signal
 from PySide6.QtGui import QAction, QBrush, QColor, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import (
     QAbstractItemView,
     QHBoxLayout,
+    QHeaderView,
     QLabel,
+    QStyledItemDelegate,
+    QStyleOptionViewItem,
     QToolButton,
     QTreeWidget,
     QTreeWidgetItem,
@@ -21,6 +28,24 @@ from backend.events import LogEntry, level_of
 
 LEVEL_COLORS = {"info": None, "warning": "#d08a00", "error": "#d03b3b"}
 DEFAULT_MAX_ENTRIES = 1000
+MESSAGE_COLUMN = 2
+_TOP_LEFT = Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft
+
+
+class _WrapDelegate(QStyledItemDelegate):
+    """A row as tall as its message wrapped to the column's width. The tree asks the
+    delegate for a size without a width (the style then lays the text out on one line);
+    given the column's width, the style wraps it."""
+
+    def __init__(self, tree: QTreeWidget) -> None:
+        super().__init__(tree)
+        self._tree = tree
+
+    def sizeHint(self, option: QStyleOptionViewItem, index: QModelIndex) -> QSize:
+        sized = QStyleOptionViewItem(option)
+        # A valid rectangle (any height): the style wraps only to a valid one.
+        sized.rect = QRect(0, 0, self._tree.columnWidth(index.column()), 1 << 16)
+        return super().sizeHint(sized, index)
 
 
 class EventLog(QWidget):
@@ -38,12 +63,23 @@ class EventLog(QWidget):
         self._list.setObjectName("eventList")
         self._list.setHeaderLabels(["Time", "Level", "Message"])
         self._list.setRootIsDecorated(False)
-        self._list.setUniformRowHeights(True)
         self._list.setSelectionMode(QAbstractItemView.SelectionMode.ExtendedSelection)
         self._list.setColumnWidth(0, 95)
         self._list.setColumnWidth(1, 70)
+        # The message takes the rest of the width and wraps there, rather than running
+        # off to the right behind a scroll bar; rows are then as tall as their text.
+        self._list.setUniformRowHeights(False)
+        self._list.setWordWrap(True)
+        self._list.setHorizontalScrollBarPolicy(Qt.ScrollBarPolicy.ScrollBarAlwaysOff)
+        self._list.setItemDelegateForColumn(MESSAGE_COLUMN, _WrapDelegate(self._list))
+        header = self._list.header()
+        header.setStretchLastSection(False)
+        header.setSectionResizeMode(MESSAGE_COLUMN, QHeaderView.ResizeMode.Stretch)
+        # A new width wraps the messages anew: the rows' heights are measured again.
+        header.sectionResized.connect(self._on_header_section_resized)
         self._list.setToolTip("What happened this session. Select rows and press Ctrl+C "
-                              "to copy them; with nothing selected the whole log is copied.")
+                              "(or right-click → Copy) to copy their full lines; with "
+                              "nothing selected the whole log is copied.")
 
         self._copy_action = QAction("Copy", self)
         self._copy_action.setShortcut(QKeySequence.StandardKey.Copy)
@@ -52,6 +88,8 @@ class EventLog(QWidget):
                                      "clipboard, one line each (Ctrl+C)")
         self._copy_action.triggered.connect(self._on_copy_action_triggered)
         self.addAction(self._copy_action)
+        self._list.addAction(self._copy_action)
+        self._list.setContextMenuPolicy(Qt.ContextMenuPolicy.ActionsContextMenu)
 
         self._clear_action = QAction("Clear", self)
         self._clear_action.setToolTip("Remove all entries from the log")
@@ -93,7 +131,10 @@ class EventLog(QWidget):
         self._entries.append(entry)
         first_line = entry.message.splitlines()[0] if entry.message else ""
         item = QTreeWidgetItem([entry.stamp(), level, first_line])
-        item.setToolTip(2, entry.message)
+        for col in range(3):
+            # The whole entry (every line of its message) wherever the mouse rests.
+            item.setToolTip(col, entry.line())
+            item.setTextAlignment(col, _TOP_LEFT)
         color = LEVEL_COLORS[level]
         if color:
             for col in (1, 2):
@@ -140,6 +181,10 @@ class EventLog(QWidget):
 
     def _on_clear_action_triggered(self) -> None:
         self.clear()
+
+    def _on_header_section_resized(self, column: int, _old: int, _new: int) -> None:
+        if column == MESSAGE_COLUMN:
+            self._list.scheduleDelayedItemsLayout()
 
     def _update_count(self) -> None:
         self._count_label.setText(f"{len(self._entries)} entries")
