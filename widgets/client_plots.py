@@ -4,7 +4,8 @@ Four plots (2 × 2) sharing the x axis (seconds since the run started): offered 
 (with the profile's target level), latency p50/p90/p99/p99.9, errors/s by kind (status
 code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
 Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern);
-tests read them back with `curve(name).getData()`.
+tests read them back with `curve(name).getData()`. Right-click a plot to copy or save it
+(PNG, SVG, CSV of the range shown: widgets/plot_menu.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.load.load_model import CLOSED, LoadStats, SecondStats
+from widgets.plot_menu import PlotMenu
 
 # The server-side plots' palette (widgets/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
@@ -49,6 +51,7 @@ class ClientPlots(QWidget):
             self._plots[name].setXLink(self._plots["rate"])
         for name in ("errors", "in_flight"):
             self._plots[name].setLabel("bottom", "s since start")
+        PlotMenu(self._layout_widget, self._plots.values, self._plot_name)
 
     def _plot(self, name: str, title: str, row: int, col: int) -> pg.PlotItem:
         p = self._layout_widget.addPlot(row=row, col=col)
@@ -68,7 +71,8 @@ class ClientPlots(QWidget):
             from PySide6.QtCore import Qt
 
             pen.setStyle(Qt.PenStyle.DashLine)
-        curve = plot.plot([], [], pen=pen, antialias=False)
+        # Named: the name heads the curve's column in a CSV export.
+        curve = plot.plot([], [], pen=pen, antialias=False, name=label or name)
         self._curves[name] = curve
         plot_name = next(k for k, v in self._plots.items() if v is plot)
         self._keys.setdefault(plot_name, []).append(
@@ -123,6 +127,10 @@ class ClientPlots(QWidget):
         self._plots["errors"].setTitle(self._titles["errors"], size="9pt")
         for c in self._curves.values():
             c.setData([], [])
+
+    def _plot_name(self, plot: pg.PlotItem) -> str:
+        """What *plot* shows, for the name of a file it is saved to."""
+        return "load client " + next(n for n, p in self._plots.items() if p is plot)
 
     def curve(self, name: str) -> pg.PlotDataItem:
         """'target', 'offered', 'achieved', 'p50', 'p90', 'p99', 'p99.9', 'in_flight',

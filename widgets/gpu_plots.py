@@ -149,6 +149,13 @@ class GpuPlots(PlotStack):
     def _stack_plots(self) -> list[pg.PlotItem]:
         return [p for group in self._groups.values() for p in group.plots.values()]
 
+    def _plot_name(self, plot: pg.PlotItem) -> str:
+        for ip, group in self._groups.items():
+            for name, title, _unit, _series in _PLOTS:
+                if group.plots[name] is plot:
+                    return f"{ip} {title}"
+        return "GPU"
+
     def _follow_plot(self) -> pg.PlotItem | None:
         # Linked to the deployment plots, they own the range.
         return None if self._x_master is not None or not self._layout_key \
@@ -171,8 +178,10 @@ class GpuPlots(PlotStack):
         plots, legends = {}, {}
         link = self._x_master or self._first_plot()
         for name, _title, unit, _series in _PLOTS:
+            # The first node's utilization plot carries the markers' labels.
             plot = self._new_plot(unit, "\n".join(f"{GPU_SERIES[s].label}: {GPU_SERIES[s].help}"
-                                                  for s in _series_of(name)))
+                                                  for s in _series_of(name)),
+                                  top=not self._groups and name == UTILIZATION)
             if name == UTILIZATION:
                 plot.setYRange(0, 100, padding=0.02)  # percent: a fixed scale reads best
             if link is not None:
@@ -193,7 +202,8 @@ class GpuPlots(PlotStack):
                     dashed = series == "gpu_memory_total_mib"
                     group.curves[(index, series)] = self._add_curve(
                         group.plots[name], color, width=1 if dashed else 2,
-                        style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+                        style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine,
+                        name=_label(index, series))
 
     def _relayout(self, gpus: dict[str, list[str]]) -> None:
         """Header and (with GPU series) plots per node, nodes in address order."""

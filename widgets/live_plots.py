@@ -194,7 +194,8 @@ class LivePlots(PlotStack):
             for c in spec.curves:
                 style = (Qt.PenStyle.DashLine if c.dashed else Qt.PenStyle.DotLine
                          if c.dotted else Qt.PenStyle.SolidLine)
-                curve = self._add_curve(plot, c.color, style=style, autorange=c.autorange)
+                curve = self._add_curve(plot, c.color, style=style, autorange=c.autorange,
+                                        name=SERIES[c.series].label)
                 # The first curve of a plot is its headline (e.g. target replicas): drawn
                 # over the others, so an equal value (running = target) does not hide it.
                 if c is spec.curves[0]:
@@ -273,6 +274,10 @@ class LivePlots(PlotStack):
 
     def _stack_plots(self) -> list[pg.PlotItem]:
         return list(self._plots.values())
+
+    def _plot_name(self, plot: pg.PlotItem) -> str:
+        title = next(t for t, p in self._plots.items() if p is plot)
+        return " ".join([*(k for k in self._key or () if k), title])
 
     def _update_key_label(self) -> None:
         if self._key is None:

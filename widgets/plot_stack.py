@@ -12,15 +12,20 @@ the GPU view), written once so a fix lands in all three:
 * pause: one checkable action is the single source of truth; while paused the mouse
   zooms and pans, the curves hold the whole history (to pan back) and the x range stays
   put; on resume the plots follow again and a y zoom made while paused is undone;
-* markers: a dashed vertical line at a wall-clock time on every plot, labelled on the
-  top one, with labels of markers close together staggered so they never write over
-  each other (the other plots carry the label as a tooltip);
+* markers: a dashed vertical line at a wall-clock time on every plot, in the plot only
+  while in view (widgets/marker_lines.py), labelled on the top one (widgets/
+  marker_labels.py: on rows so that no two labels overlap, elided to the room they
+  have, never past the plot), the time and full text in every line's and label's
+  tooltip, and listed in full in the Markers list (Ctrl+Shift+M);
+* the right-click menu of every plot: copy it as an image, save it as PNG, SVG or CSV
+  (widgets/plot_menu.py), and open the Markers list;
 * the ages in titles and legends ("data 0.7 s old", amber once stale), each relaid out
   only when its text changes (a title relayout is the costliest thing on a redraw), and
   legend entries only for series with data.
 
-A stack names its plots (`_stack_plots`), draws its curves from the store since a time
-(`_draw`), writes its ages (`_update_ages`); the base decides when and over what range.
+A stack names its plots (`_stack_plots`) and what each shows (`_plot_name`, for file
+names), draws its curves from the store since a time (`_draw`), writes its ages
+(`_update_ages`); the base decides when and over what range.
 """
 
 from __future__ import annotations
@@ -35,8 +40,12 @@ from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsItem, QScrollArea, QS
                                QToolButton, QWidget)
 
 from backend.metrics.series import SeriesStore
-from widgets.plot_style import (BACKGROUND, MARKER, TEXT, plot_age, series_age,
-                                set_legend_age, set_title_age)
+from widgets.marker_labels import MarkerLabels
+from widgets.marker_lines import MarkerLines
+from widgets.marker_list import MarkerList
+from widgets.plot_menu import PlotMenu
+from widgets import plot_style
+from widgets.plot_style import plot_age, series_age, set_legend_age, set_title_age
 
 # Time-window choices of the window combo: (combo text, seconds; None = all history).
 WINDOWS: tuple[tuple[str, float | None], ...] = (
@@ -48,9 +57,6 @@ WINDOWS: tuple[tuple[str, float | None], ...] = (
     ("All", None),
 )
 DEFAULT_WINDOW_S = 60.0
-#: Markers within this many seconds of the one before are "close": their labels go a
-#: line lower (up to three lines, then back to the top).
-MARKER_NEAR_S = 60.0
 #: Without any sample to start from, "All" shows the minute before now.
 EMPTY_SPAN_S = 60.0
 #: A curve with more points than this is clipped to the view and downsampled.
@@ -77,7 +83,10 @@ class PlotStack(QWidget):
         self._paused = False
         self._now: float | None = None  # the now of the last refresh
         self._view_now: float | None = None  # the right edge the view last followed
-        self._markers: list[tuple[float, str, str]] = []  # (t, label, tooltip)
+        self._markers: list[tuple[float, str, str, str]] = []  # (t, label, detail, tip)
+        self._lines: list[MarkerLines] = []  # one per plot made
+        self._labels: MarkerLabels | None = None  # on the top plot, once it is made
+        self._marker_list: MarkerList | None = None  # made when first opened
         # The age text (and staleness) each title and legend entry shows now, by key.
         self._title_ages: dict[Hashable, tuple[str, bool]] = {}
         self._legend_ages: dict[Hashable, tuple[str, bool]] = {}
@@ -92,6 +101,15 @@ class PlotStack(QWidget):
             "Pause (Space): freeze the plots so you can zoom and pan with the mouse. "
             "Data keeps being collected; unpause to follow live data again.")
         self._pause_action.toggled.connect(self._on_pause_action_toggled)
+
+        self._markers_action = QAction("Markers…", self)
+        self._markers_action.setShortcut(QKeySequence("Ctrl+Shift+M"))
+        self._markers_action.setShortcutContext(Qt.ShortcutContext.WidgetWithChildrenShortcut)
+        self._markers_action.setToolTip(
+            "Markers (Ctrl+Shift+M): every config change, scaling decision and note on "
+            "these plots, with its time and full text; double-click one to show it.")
+        self._markers_action.triggered.connect(self._on_markers_action_triggered)
+        self.addAction(self._markers_action)
 
     # -- what a stack provides ---------------------------------------------------------
     def _stack_plots(self) -> list[pg.PlotItem]:
@@ -110,6 +128,11 @@ class PlotStack(QWidget):
     def _can_draw(self) -> bool:
         """Whether there is anything to draw (e.g. a deployment selected)."""
         return True
+
+    def _plot_name(self, plot: pg.PlotItem) -> str:
+        """What *plot* shows, for the name of a file it is saved to: e.g. 'app Model
+        Latency'."""
+        raise NotImplementedError
 
     def _follow_plot(self) -> pg.PlotItem | None:
         """The plot whose x range following sets (the others are linked to it); None
@@ -260,11 +283,12 @@ class PlotStack(QWidget):
             plot.enableAutoRange(y=True)
 
     # -- plots, curves, legends --------------------------------------------------------
-    @staticmethod
-    def _new_graphics() -> pg.GraphicsLayoutWidget:
-        """The layout widget the plots (and legends) of a stack are laid out in."""
+    def _new_graphics(self) -> pg.GraphicsLayoutWidget:
+        """The layout widget the plots (and legends) of a stack are laid out in, with
+        the plots' right-click menu."""
         graphics = pg.GraphicsLayoutWidget()
-        graphics.setBackground(BACKGROUND)
+        graphics.setBackground(plot_style.BACKGROUND)  # the theme's now
+        PlotMenu(graphics, self._stack_plots, self._plot_name, (self._markers_action,))
         return graphics
 
     @staticmethod
@@ -288,11 +312,11 @@ class PlotStack(QWidget):
         plot.hideButtons()  # autoscale is ours to manage (follow mode / pause)
         plot.setMenuEnabled(False)
         left = plot.getAxis("left")
-        left.setLabel(unit, color=TEXT)
+        left.setLabel(unit, color=plot_style.TEXT)
         left.enableAutoSIPrefix(False)  # "kms" or "mrequests" would only confuse
         left.setWidth(56)  # equal widths keep the linked x axes aligned
         for axis in ("left", "bottom"):
-            plot.getAxis(axis).setTextPen(TEXT)
+            plot.getAxis(axis).setTextPen(plot_style.TEXT)
             # Replaying an axis's labels and grid is most of a redraw (text drawn in
             # software, on the GUI thread, 10 times a second): cached as a pixmap, an
             # axis is drawn again only when its range changes (benchmarks/gui_stall.py).
@@ -304,14 +328,20 @@ class PlotStack(QWidget):
             plot.getViewBox().setDefaultPadding(MARKER_HEADROOM)
         plot.setToolTip(tip)
         self._apply_pause(plot)
-        for t, _label, marker_tip in self._markers:  # a plot made later has them too
-            self._add_marker_line(plot, t, None, 1.0, marker_tip)
+        lines = MarkerLines(plot)
+        for t, _label, _detail, marker_tip in self._markers:  # a plot made later too
+            lines.add(t, marker_tip)
+        self._lines.append(lines)
+        if top:
+            self._labels = MarkerLabels(plot)
+            for t, label, _detail, marker_tip in self._markers:
+                self._labels.add(t, label, marker_tip)
         return plot
 
     @staticmethod
     def _new_legend() -> pg.LegendItem:
         """A legend for its own layout cell beside the plots, so it never covers data."""
-        legend = pg.LegendItem(labelTextColor=TEXT, labelTextSize="8pt")
+        legend = pg.LegendItem(labelTextColor=plot_style.TEXT, labelTextSize="8pt")
         # Keep entries packed at the top of the cell instead of spread over its height.
         legend.setSizePolicy(QSizePolicy.Policy.Preferred, QSizePolicy.Policy.Fixed)
         return legend
@@ -319,11 +349,12 @@ class PlotStack(QWidget):
     @staticmethod
     def _add_curve(plot: pg.PlotItem, color: str, width: int = 2,
                    style: Qt.PenStyle = Qt.PenStyle.SolidLine,
-                   autorange: bool = True) -> pg.PlotDataItem:
+                   autorange: bool = True, name: str | None = None) -> pg.PlotDataItem:
         """A curve on *plot*, made once and given data per redraw; *autorange* False:
-        drawn but left out of the y axis' autorange."""
+        drawn but left out of the y axis' autorange; *name* heads its column in a CSV
+        export (the stacks' legends are their own, not the plot's)."""
         curve = pg.PlotDataItem(pen=pg.mkPen(color, width=width, style=style),
-                                antialias=False)
+                                antialias=False, name=name)
         plot.addItem(curve, ignoreBounds=not autorange)
         return curve
 
@@ -371,41 +402,41 @@ class PlotStack(QWidget):
         """A vertical line at wall-clock time t on every plot, labelled on the top one
         (and in every line's tooltip, with *detail* there too): for config changes
         taking effect, replica deaths, scaling decisions."""
-        near = 0
-        for prev_t, _label, _tip in reversed(self._markers):
-            if abs(t - prev_t) > MARKER_NEAR_S:
-                break
-            near += 1
         tip = (f"{time.strftime('%H:%M:%S', time.localtime(t))}  {label}"
-               + (f"\n{detail}" if detail else ""))
-        for i, plot in enumerate(self._stack_plots()):
+               + (f"\n{detail}" if detail and detail != label else ""))
+        for lines in self._lines:
+            lines.add(t, tip)
+        if self._labels is not None:
             # The text goes on the top plot only (repeated on every plot it hides data).
-            self._add_marker_line(plot, t, label if i == 0 else None,
-                                  1.0 - 0.22 * (near % 3), tip)
-        self._markers.append((t, label, tip))
-
-    @staticmethod
-    def _add_marker_line(plot: pg.PlotItem, t: float, label: str | None, position: float,
-                         tip: str) -> None:
-        """One marker's dashed line on *plot*, with *label* at *position* (a fraction of
-        the plot's height from its bottom) or without any."""
-        line = pg.InfiniteLine(
-            pos=t, angle=90, movable=False,
-            pen=pg.mkPen(MARKER, width=1, style=Qt.PenStyle.DashLine),
-            # pyqtgraph formats the label (str.format, for {value}): a knob's JSON
-            # value in it ({'ModelV1': 90}) must come out literally.
-            label=label.replace("{", "{{").replace("}", "}}") if label is not None else None,
-            # At the very top, without a box: an opaque label hid the data under it (a
-            # steady 40 req/s vanished behind a row of scaling markers).
-            labelOpts={"position": position, "color": MARKER, "anchors": [(0, 0), (0, 0)]},
-        )
-        line.setToolTip(tip)
-        # A marker must not stretch the autoscaled y range (or the "All" x range).
-        plot.addItem(line, ignoreBounds=True)
+            self._labels.add(t, label, tip)
+        if self._marker_list is not None:
+            self._marker_list.add(t, label, detail)
+        self._markers.append((t, label, detail, tip))
 
     def markers(self) -> list[tuple[float, str]]:
         """(time, label) of each marker, in the order added."""
-        return [(t, label) for t, label, _ in self._markers]
+        return [(t, label) for t, label, _, _ in self._markers]
+
+    def _on_markers_action_triggered(self) -> None:
+        if self._marker_list is None:
+            self._marker_list = MarkerList("Markers", self)
+            for t, label, detail, _tip in self._markers:
+                self._marker_list.add(t, label, detail)
+            self._marker_list.marker_activated.connect(self._on_marker_list_marker_activated)
+        self._marker_list.show()
+        self._marker_list.raise_()
+        self._marker_list.activateWindow()
+
+    def _on_marker_list_marker_activated(self, t: float) -> None:
+        # Show that moment in the middle of the view, paused so that following the
+        # clock does not scroll it away at once.
+        self.set_paused(True)
+        plot = self._follow_plot() or next(iter(self._stack_plots()), None)
+        if plot is None:
+            return
+        (x0, x1), _ = plot.viewRange()
+        half = (x1 - x0) / 2
+        plot.setXRange(t - half, t + half, padding=0)
 
     # -- ages --------------------------------------------------------------------------
     def _show_title_age(self, key: Hashable, plot: pg.PlotItem, title: str, unit: str,

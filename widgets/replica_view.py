@@ -245,6 +245,10 @@ class ReplicaView(PlotStack):
     def _can_draw(self) -> bool:
         return self._store is not None and self._key is not None
 
+    def _plot_name(self, plot: pg.PlotItem) -> str:
+        title = next(t for t, p in self._plots.items() if p is plot)
+        return " ".join([*(k for k in self._key or () if k), title])
+
     def _replicas_in_store(self) -> dict[str, ReplicaKey]:
         """{replica id: its store key} for the selected deployment."""
         out = {}
@@ -291,7 +295,8 @@ class ReplicaView(PlotStack):
             dashed = next(d for _, _, curves in PLOTS for name, d in curves if name == s)
             self._curves[(s, rid)] = self._add_curve(
                 self._plots[_PLOT_OF[s]], colour, width=1 if dashed else 2,
-                style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine)
+                style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine,
+                name=f"{SERIES[s].label} {replica_id(rid)}")
         # The legend's sample stands for the replica in all three plots.
         sample = pg.PlotDataItem(pen=pg.mkPen(colour, width=2))
         self._samples[rid] = sample

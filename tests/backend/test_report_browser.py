@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,29 +15,10 @@ import pytest
 from backend.recording import export
 from backend.recording.reader import open_session
 from tests.backend.test_recording_export import APP, DEP, build_session
+from tests.support.browser import chrome
 
-_CANDIDATES = ("chromium-headless-shell", "/usr/lib/chromium/headless_shell",
-               "chromium", "chromium-browser")
 #: Where a copy of the screenshot is kept for a person to look at.
 SHOT_COPY = os.environ.get("REPORT_SHOT", "/tmp/report_shot.png")
-
-
-def headless_shell() -> str:
-    for name in _CANDIDATES:
-        path = shutil.which(name) or (name if os.access(name, os.X_OK) else None)
-        if path:
-            return path
-    pytest.fail("No Chromium headless shell to render the report: install the Debian "
-                "package chromium-headless-shell (apt-get install chromium-headless-shell; "
-                ".ci/run does).")
-
-
-def _chrome(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    # Its own profile folder: a test never touches (or waits on) a user's Chromium.
-    return subprocess.run(
-        [headless_shell(), "--headless", "--no-sandbox", "--disable-gpu",
-         "--hide-scrollbars", f"--user-data-dir={cwd / 'profile'}", *args],
-        cwd=cwd, capture_output=True, text=True, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +30,7 @@ def report(tmp_path_factory) -> Path:
 
 
 def test_dom_has_the_plots_and_tables(report):
-    r = _chrome("--dump-dom", report.as_uri(), cwd=report.parent)
+    r = chrome("--dump-dom", report.as_uri(), cwd=report.parent)
     dom = r.stdout
     assert "<html" in dom, r.stderr[-2000:]
     svgs = re.findall(r"<svg\b.*?</svg>", dom, re.S)
@@ -88,7 +68,7 @@ def _colours(path: Path) -> tuple[float, int]:
 
 def test_screenshot_is_drawn(report):
     shot = report.parent / "shot.png"
-    r = _chrome(f"--screenshot={shot}", "--window-size=1200,3000", report.as_uri(),
+    r = chrome(f"--screenshot={shot}", "--window-size=1200,3000", report.as_uri(),
                 cwd=report.parent)
     assert shot.exists(), r.stderr[-2000:]
     shutil.copyfile(shot, SHOT_COPY)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 
 import pyqtgraph as pg
+from PySide6.QtWidgets import QGraphicsSimpleTextItem
 
 from widgets.plot_style import AGE_STALE
 
@@ -76,3 +77,10 @@ def x_range(plots: dict[str, pg.PlotItem]) -> tuple[float, float]:
 def in_view(plot: pg.PlotItem) -> bool:
     """Whether the plot is laid out in its view now (not only made)."""
     return plot.scene() is not None
+
+
+def marker_labels(plot: pg.PlotItem) -> list[QGraphicsSimpleTextItem]:
+    """The marker labels shown on the plot (text items on its view box), left to right."""
+    items = [i for i in plot.getViewBox().childItems()
+             if isinstance(i, QGraphicsSimpleTextItem) and i.isVisible()]
+    return sorted(items, key=lambda i: (i.pos().x(), i.pos().y()))

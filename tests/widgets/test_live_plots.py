@@ -10,7 +10,8 @@ from PySide6.QtWidgets import QApplication
 from backend.metrics.series import SERIES, SeriesStore
 from widgets.live_plots import PLOTS, LivePlots
 from widgets.plot_style import STALE_AFTER_S
-from tests.support.plot_reading import curve_age, legend_names, title_age, x_range
+from tests.support.plot_reading import (curve_age, legend_names, marker_labels, title_age,
+                                       x_range)
 
 KEY = ("app", "Model")
 OTHER = ("app", "Other")
@@ -179,17 +180,32 @@ def test_each_series_shows_its_own_age_in_the_legend(plots, store):
     assert curve_age(plots.plots(), plots.curves()["requests_per_s"])[0] == "3 min"
 
 
+def marker_line_times(plot) -> list[float]:
+    return [i.value() for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
+
+
 def test_markers_appear_on_every_plot_and_do_not_move_the_view(plots):
+    plots.show()
     plots.set_window(30.0)
     plots.refresh(T0 + 119)
     before = x_range(plots.plots())
     plots.add_marker(T0 + 100, "max_batch_size 8 → 16")
-    assert plots.markers() == [(T0 + 100, "max_batch_size 8 → 16")]
-    for plot in plots.plots().values():
-        lines = [i for i in plot.items if i.__class__.__name__ == "InfiniteLine"]
-        assert [ln.value() for ln in lines] == [T0 + 100]
+    plots.add_marker(T0 + 20, "long before the window")
+    assert plots.markers() == [(T0 + 100, "max_batch_size 8 → 16"),
+                               (T0 + 20, "long before the window")]
+    shown = [plots.plots()[title] for title in plots.visible_plots()]
+    for plot in shown:
+        # Only the lines in view are in a plot: each costs on every scroll.
+        assert marker_line_times(plot) == [T0 + 100]
     plots.refresh(T0 + 119)
     assert x_range(plots.plots()) == pytest.approx(before, abs=1e-3)
+    plots.set_window(None)  # "All": the earlier marker is in view too
+    for plot in shown:
+        assert sorted(marker_line_times(plot)) == [T0 + 20, T0 + 100]
+    plots.set_window(30.0)
+    plots.refresh(T0 + 200)  # both scrolled out
+    for plot in shown:
+        assert marker_line_times(plot) == []
 
 
 def test_a_marker_with_braces_shows_them_literally(plots):
@@ -198,9 +214,10 @@ def test_a_marker_with_braces_shows_them_literally(plots):
     text = "weights {'ModelV1': 90} → {'ModelV1': 65, 'ModelV2': 35}"
     plots.add_marker(T0 + 100, text)
     assert plots.markers() == [(T0 + 100, text)]
-    top = next(iter(plots.plots().values()))
-    [line] = [i for i in top.items if i.__class__.__name__ == "InfiniteLine"]
-    assert line.label.toPlainText() == text
+    plots.show()
+    plots.refresh(T0 + 119)
+    [label] = marker_labels(next(iter(plots.plots().values())))
+    assert label.text() == text
 
 
 def test_a_tick_without_new_samples_leaves_the_curves_as_they_are(plots, store):

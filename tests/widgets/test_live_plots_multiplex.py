@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from PySide6.QtWidgets import QApplication
 from PySide6.QtWidgets import QLabel
 
 from backend.metrics.series import SeriesStore
@@ -96,15 +97,18 @@ def test_group_appears_when_multiplex_data_starts(plots, store):
     key = ("late", "Dep")
     store.add(T0, {key: {"requests_per_s": 1.0}})
     plots.set_key(key)
+    plots.show()
     assert "Model loads" not in plots.visible_plots()
-    store.add(T0 + 1, {key: {"model_loads_per_s": 2.0}})
-    plots.refresh(T0 + 1)
-    assert "Model loads" in plots.visible_plots()
     # A marker added while some plots are hidden is on them too when they show.
     plots.add_marker(T0 + 1, "args.max_num_models_per_replica 4 → 8")
-    lines = [i for i in plots.plots()["Model cache hit rate"].items
-             if i.__class__.__name__ == "InfiniteLine"]
-    assert [ln.value() for ln in lines] == [T0 + 1]
+    store.add(T0 + 1, {key: {"model_loads_per_s": 2.0, "multiplex_hit_rate": 0.5}})
+    plots.refresh(T0 + 1)
+    assert "Model loads" in plots.visible_plots()
+    QApplication.processEvents()  # laid out: the plots that showed take the time range
+    for title in ("Model loads", "Model cache hit rate"):
+        lines = [i for i in plots.plots()[title].items
+                 if i.__class__.__name__ == "InfiniteLine"]
+        assert [ln.value() for ln in lines] == [T0 + 1]
 
 
 def test_model_cache_view_shows_held_ids_beside_the_requested_distribution(plots):
