@@ -16,8 +16,9 @@ is not a Serve proxy, so the cluster's workers send to the console's URL
     the console's local generator (`LoadGenerator`: the engine in one child process of the
     console, which is what the console runs) and once from 2 cluster workers
     (`LoadGenerator(cluster=ClusterLoad(workers=2))`, i.e. `ClusterLoadGenerator`, as the
-    console runs it: one worker per node, each sending half the rate); per pair |p_cluster − p_local| / p_local for the run's p50 and p99
-    (`RunSummary.latency_ms`; the cluster's are the merged histogram of both workers).
+    console runs it: one worker per node, each sending half the rate); per pair
+    |p_cluster − p_local| / p_local for the run's p50 and p99 (`RunSummary.latency_ms`;
+    the cluster's are the merged histogram of both workers).
     The cluster's cold start is not in its figures: the workers' clock starts at their
     common start instant and `offer_for` counts from the first request;
   * capacity: ONE cluster worker (`ClusterLoad(workers=1)`) in closed loop with --users
@@ -28,9 +29,11 @@ is not a Serve proxy, so the cluster's workers send to the console's URL
   * start and stop (2 workers at --rate): start_s = time from `start()` to the first
     request at the server (a cold start: the driver process, its room check, Ray Client's
     connection, placing the actors, their common start 0.4 s later); with it, when the
-    console first sees `sent > 0`. stop_s = time from `stop()` being called to the last
-    request the server saw (0 when none came after it); with it, how long `stop()` took
-    to return. Every 2-worker start of the percentile pairs counts too;
+    console first sees `sent > 0`, and the driver's own timing of its connect and its
+    placing (said in its "load from the cluster" event). stop_s = time from `stop()`
+    being called to the last request the server saw (0 when none came after it); with
+    it, how long `stop()` took to return. Every 2-worker start of the percentile pairs
+    counts too;
   * SIGKILL of the console: a tiny console script (its own session) starts 2 workers at
     60 req/s and says when they send; it alone is SIGKILLed (its driver child must
     notice): sigkill_quiet_s = the last request at the server − the kill; actors_left =
@@ -43,9 +46,11 @@ is not a Serve proxy, so the cluster's workers send to the console's URL
 Bars (issue 25 item 6): merged p50 and p99 within 5 % of the single generator's
 (median over the pairs), capacity ratio ≥ 0.9 (median), start and stop each ≤ 1 s
 (median), after a SIGKILL no request later than 10 s and no worker actor left (every
-trial). Each headline is a median with its min–max. Everything it started is stopped at
-the end, on failure and Ctrl+C too. The last line is one JSON object (`--save` appends it
-to benchmarks/results/cluster_load.jsonl).
+trial). Each headline is a median with its min–max. A start that fails (Ray Client's
+server on the head sometimes fails to start) is counted (start_failures, with its text)
+and that trial run again. Everything it started is stopped at the end, on failure and
+Ctrl+C too. The last line is one JSON object (`--save` appends it to
+benchmarks/results/cluster_load.jsonl).
 """
 
 from __future__ import annotations
@@ -53,11 +58,13 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import selectors
 import signal
 import statistics
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from contextlib import ExitStack
@@ -85,6 +92,27 @@ QUIET_BAR_S = 10.0
 SLEEP_ROUTE = "/sleep/10"
 SIGKILL_RATE = 60.0
 START_TIMEOUT_S = 90.0
+_TIMINGS = re.compile(r"Ray Client connected in ([\d.]+) s, workers placed in ([\d.]+) s")
+ATTEMPTS = 3  # a start that fails (the driver says why) is counted and tried again
+START_FAILURES: list[str] = []
+
+
+class StartFailed(RuntimeError):
+    """The load never started and its driver (or the console script) said why."""
+
+
+def attempt(run, cluster):
+    """run() once more when its start fails, up to ATTEMPTS in all; every failure is
+    counted in the result (start_failures), none is hidden."""
+    for _ in range(ATTEMPTS):
+        try:
+            return run()
+        except StartFailed as e:
+            text = " ".join(str(e).split())
+            START_FAILURES.append(text[:400])
+            print(f"  a start FAILED (tried again): {text[:200]}", flush=True)
+            wait_no_workers(cluster)
+    raise RuntimeError(f"{ATTEMPTS} starts in a row failed")
 
 
 # -- the cluster and the server ---------------------------------------------------------
@@ -170,7 +198,8 @@ def started(gen, server: str | None = None) -> dict:
     "server" (the first request at the server, found by polling /seen every ~10 ms: it
     reads at most one poll late), "console" (stats().sent > 0), and for the cluster's
     generator the driver's events "connecting" (it has started and checked room) and
-    "placed" (its workers are placed and asked to start)."""
+    "placed" (its workers are placed and asked to start) with the two steps' durations
+    the driver says in that event ("ray_client_connect", "place_workers")."""
     cluster = bool(gen.cluster)
     before = seen(server)["count"] if server else None
     t0 = time.time()
@@ -186,6 +215,10 @@ def started(gen, server: str | None = None) -> dict:
                     marks.setdefault("connecting", now - t0)
                 elif text.startswith("load from the cluster"):
                     marks.setdefault("placed", now - t0)
+                    m = _TIMINGS.search(text)
+                    if m:  # the driver's own clock for its two long steps
+                        marks["ray_client_connect"] = float(m.group(1))
+                        marks["place_workers"] = float(m.group(2))
         if "console" not in marks and gen.stats().sent > 0:
             marks["console"] = now - t0
         if server and "server" not in marks:
@@ -195,7 +228,7 @@ def started(gen, server: str | None = None) -> dict:
         if "console" in marks and (not server or "server" in marks):
             return marks
         if not gen.running:
-            raise RuntimeError(f"the load did not start: {gen.stats().last_error} {events}")
+            raise StartFailed(f"the load did not start: {gen.stats().last_error} {events}")
         if now - t0 > START_TIMEOUT_S:
             raise RuntimeError(f"no request within {START_TIMEOUT_S:.0f} s: {events}")
         time.sleep(0.01)
@@ -273,16 +306,22 @@ def _read_line(proc: subprocess.Popen, within_s: float) -> str:
 def sigkill_run(cluster, access: ClusterAccess, server: str, group: bool) -> dict:
     """SIGKILL a console that sends cluster load: the console alone, or (group) its whole
     process group, the load driver too."""
+    err = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen(
         [sys.executable, "-c", _CONSOLE, server + SLEEP_ROUTE, access.ray_address,
          access.dashboard_url, access.token or "", str(SIGKILL_RATE)],
-        cwd=str(ROOT), stdout=subprocess.PIPE, text=True, start_new_session=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        cwd=str(ROOT), stdout=subprocess.PIPE, stderr=err, text=True,
+        start_new_session=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     try:
         line = _read_line(proc, START_TIMEOUT_S)
         if line.strip() != "SENDING":
-            raise RuntimeError(f"the console script did not start sending: {line!r}, "
-                               f"exit {proc.poll()}")
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            err.seek(0)
+            raise StartFailed(f"the console script did not start sending ({line!r}, "
+                              f"exit {proc.poll()}): {err.read()[-400:]}")
         time.sleep(1.0)
         if group:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -322,6 +361,7 @@ def sigkill_run(cluster, access: ClusterAccess, server: str, group: bool) -> dic
         except ProcessLookupError:
             pass
         proc.wait(10)
+        err.close()
 
 
 # -- where a cold start goes ------------------------------------------------------------
@@ -359,7 +399,7 @@ def start_phases(cluster, access: ClusterAccess) -> dict:
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     total = time.time() - t0
     if out.returncode != 0:
-        raise RuntimeError(f"the start probe failed: {out.stderr[-2000:]}")
+        raise StartFailed(f"the start probe failed: {out.stderr[-400:]}")
     phases = json.loads(out.stdout.strip().splitlines()[-1])
     phases["interpreter_kill_shutdown"] = total - sum(phases.values())  # the rest
     wait_no_workers(cluster)
@@ -370,12 +410,12 @@ def start_phases(cluster, access: ClusterAccess) -> dict:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seconds", type=float, default=8.0,
-                    help="seconds of sending per percentile run (capacity: a bit less)")
+                    help="seconds of sending per percentile and capacity run")
     ap.add_argument("--rate", type=float, default=200.0, help="open-loop req/s")
     ap.add_argument("--users", type=int, default=32, help="closed-loop users (capacity)")
     ap.add_argument("--repeats", type=int, default=3)
     args = ap.parse_args()
-    cap_s = max(2.0, args.seconds * 0.6)
+    cap_s = args.seconds
     load_before = machine_load()
     print(load_text(load_before), flush=True)
 
@@ -391,7 +431,8 @@ def main() -> int:
 
         # Warm-up: the first cluster run uploads the `backend` package (runtime_env) and
         # sets it up on each node; the first local run pays imports.
-        first = stop_run(cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server)
+        first = attempt(lambda: stop_run(
+            cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server), cluster)
         wait_no_workers(cluster)
         capacity_run(local_gen(server, "/fast", closed), 1.0)
         print(f"  warm-up: the very first cluster start took {first['start']['server']:.2f} s "
@@ -408,9 +449,9 @@ def main() -> int:
                     local, _ = percentile_run(local_gen(server, SLEEP_ROUTE, sleep_model),
                                               server, args.seconds)
                 else:
-                    cl, marks = percentile_run(
+                    cl, marks = attempt(lambda: percentile_run(
                         cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server,
-                        args.seconds)
+                        args.seconds), cluster)
                     starts.append(marks)
                     wait_no_workers(cluster)
             pct_pairs.append((local, cl))
@@ -428,8 +469,8 @@ def main() -> int:
                 if variant == "local":
                     cap_local.append(capacity_run(local_gen(server, "/fast", closed), cap_s))
                 else:
-                    cap_worker.append(capacity_run(
-                        cluster_gen(server, "/fast", closed, access, 1), cap_s))
+                    cap_worker.append(attempt(lambda: capacity_run(
+                        cluster_gen(server, "/fast", closed, access, 1), cap_s), cluster))
                     wait_no_workers(cluster)
             print(f"  pair {i + 1}: 1 worker {cap_worker[-1]:,.0f} req/s, local "
                   f"{cap_local[-1]:,.0f} req/s ({cap_worker[-1] / cap_local[-1]:.2f}x)",
@@ -438,7 +479,8 @@ def main() -> int:
         print(f"\nstart and stop: 2 workers at {args.rate:g} req/s", flush=True)
         stops = []
         for i in range(args.repeats):
-            r = stop_run(cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server)
+            r = attempt(lambda: stop_run(
+                cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server), cluster)
             starts.append(r["start"])
             stops.append(r)
             gone = wait_no_workers(cluster)
@@ -451,19 +493,21 @@ def main() -> int:
         print("\nSIGKILL of the console", flush=True)
         kills = []
         for i in range(args.repeats):
-            kills.append(sigkill_run(cluster, access, server, group=False))
+            kills.append(attempt(lambda: sigkill_run(cluster, access, server, group=False),
+                                 cluster))
             print(f"  console alone: last request {kills[-1]['quiet_s']:+.2f} s after the kill, "
                   f"{kills[-1]['actors_left']} actors left"
                   + (f" (none after {kills[-1]['actors_gone_s']:.1f} s)"
                      if kills[-1]['actors_gone_s'] is not None else ""), flush=True)
-        group = sigkill_run(cluster, access, server, group=True)
+        group = attempt(lambda: sigkill_run(cluster, access, server, group=True), cluster)
         print(f"  whole group (driver too): last request {group['quiet_s']:+.2f} s after the "
               f"kill, {group['actors_left']} actors left"
               + (f" (none after {group['actors_gone_s']:.1f} s)"
                  if group['actors_gone_s'] is not None else ""), flush=True)
 
         print("\nwhere a cold start goes (the driver's steps, timed in a child):", flush=True)
-        phases = [start_phases(cluster, access) for _ in range(max(1, min(2, args.repeats)))]
+        phases = [attempt(lambda: start_phases(cluster, access), cluster)
+                  for _ in range(max(1, min(2, args.repeats)))]
         print("  " + json.dumps({k: [round(p[k], 2) for p in phases] for k in phases[0]}),
               flush=True)
         print("  shutting down the cluster…", flush=True)
@@ -483,6 +527,9 @@ def main() -> int:
     start_console = Spread.of([m["console"] for m in starts])
     start_connecting = Spread.of([m["connecting"] for m in starts if "connecting" in m])
     start_placed = Spread.of([m["placed"] for m in starts if "placed" in m])
+    said = [m for m in starts if "ray_client_connect" in m]
+    said_connect = Spread.of([m["ray_client_connect"] for m in said]) if said else None
+    said_place = Spread.of([m["place_workers"] for m in said]) if said else None
     stop_after = Spread.of([max(0.0, r["after_s"]) for r in stops])
     stop_returned = Spread.of([r["returned_s"] for r in stops])
     quiet = Spread.of([k["quiet_s"] for k in kills])
@@ -519,6 +566,10 @@ def main() -> int:
     print(f"                     (driver says connecting {start_connecting.median:.2f} s, "
           f"workers placed {start_placed.median:.2f} s, console sees sent > 0 "
           f"{start_console.median:.2f} s; the very first start {first['start']['server']:.2f} s)")
+    if said_connect:
+        print(f"                     (the driver says: Ray Client connected in "
+              f"{said_connect.text('{:.1f}', ' s')}, 2 workers placed in "
+              f"{said_place.text('{:.1f}', ' s')})")
     print("  cold start steps   " + ", ".join(f"{k} {v:.2f} s" for k, v in phase_med.items())
           + "  (+ 0.4 s common start lead)")
     print(f"  stop               {stop_after.text('{:.3f}', ' s')} to the last request  "
@@ -528,6 +579,10 @@ def main() -> int:
           f"whole group {group['quiet_s']:+.2f} s; actors left 10 s after: {actors_left}  "
           f"bars ≤ 10 s, 0 actors: {ok(bars['sigkill_quiet_within_10s'])}, "
           f"{ok(bars['no_actor_left'])}")
+    if START_FAILURES:
+        print(f"  starts that FAILED and were tried again: {len(START_FAILURES)}")
+        for text in START_FAILURES:
+            print(f"    {text[:300]}")
     print(f"before: {load_text(load_before)}")
     print(f"after:  {load_text(load_after)}")
     emit({
@@ -548,6 +603,8 @@ def main() -> int:
         "start_runs": [{k: round(v, 3) for k, v in m.items()} for m in starts],
         "first_start_s": round(first["start"]["server"], 3),
         "start_steps_s": {k: round(v, 3) for k, v in phase_med.items()},
+        "start_ray_client_connect_s": said_connect.json(2) if said_connect else None,
+        "start_place_workers_s": said_place.json(2) if said_place else None,
         "stop_s": round(stop_after.median, 3),
         "stop_s_spread": stop_after.json(3),
         "stop_returned_s": round(stop_returned.median, 3),
@@ -559,6 +616,8 @@ def main() -> int:
         "actors_left": actors_left,
         "actors_gone_s": [None if k["actors_gone_s"] is None else round(k["actors_gone_s"], 2)
                           for k in kills + [group]],
+        "start_failures": len(START_FAILURES),
+        "start_failure_texts": START_FAILURES,
         "bars": bars,
         "rate": args.rate, "seconds": args.seconds, "users": args.users,
         "repeats": args.repeats, "route": SLEEP_ROUTE,
