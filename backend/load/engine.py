@@ -30,14 +30,13 @@ from collections import Counter, deque
 from dataclasses import dataclass, field, replace
 from typing import Callable
 
-from hdrh.histogram import HdrHistogram
+from backend.load.timing_histogram import US_MAX, TimingHistogram
 
 from backend.load.load_model import (CLOSED, OPEN, POISSON, VERSION_HEADER, LoadModel, LoadStats,
                                      LoadTarget, Profile, RunSummary, SecondStats, render_body,
                                      version_window)
 
-_US_MAX = 3_600_000_000  # one hour, in microseconds: the histograms' range
-_SIG_FIGS = 3  # HDR precision: values within 0.1 %
+_US_MAX = US_MAX  # one hour, in microseconds: the histograms' range
 _PCTS = (50.0, 90.0, 99.0, 99.9)
 _TICK_S = 0.1  # how often idle seconds are closed
 MAX_VERSIONS = 16  # versions told apart per run (x-serve-version values)
@@ -46,15 +45,15 @@ _EARLY_S = 0.0015  # open loop: wake this much before a send is due…
 _SPIN_MAX_RPS = 200.0  # …at rates up to this
 
 
-def _hist() -> HdrHistogram:
-    return HdrHistogram(1, _US_MAX, _SIG_FIGS)
+def _hist() -> TimingHistogram:
+    return TimingHistogram()
 
 
 def _us(seconds: float) -> int:
     return min(_US_MAX, max(1, int(seconds * 1e6)))
 
 
-def _pcts_ms(h: HdrHistogram) -> dict[float, float] | None:
+def _pcts_ms(h: TimingHistogram) -> dict[float, float] | None:
     if h.get_total_count() == 0:
         return None
     return {p: v / 1000.0 for p, v in h.get_percentile_to_value_dict(list(_PCTS)).items()}
@@ -80,7 +79,7 @@ class _Second:
 
     def __init__(self) -> None:
         self.hist = _hist()
-        self.ttfb: HdrHistogram | None = None
+        self.ttfb: TimingHistogram | None = None
         self.ok = 0
         self.errors: Counter[str] = Counter()
 
@@ -146,11 +145,11 @@ class ThreadLoadGenerator:
         self._history: deque[SecondStats] = deque(maxlen=history_s)
         self._history_t: tuple[SecondStats, ...] = ()
         self._closed_total = 0  # seconds closed so far (the history deque is bounded)
-        self._window: deque[tuple[HdrHistogram, int, int]] = deque(
+        self._window: deque[tuple[TimingHistogram, int, int]] = deque(
             maxlen=max(1, int(round(window_s))))
         self._window_stats: tuple[float, float, dict | None] = (0.0, 0.0, None)
         self._run_hist = _hist()
-        self._run_ttfb: HdrHistogram | None = None
+        self._run_ttfb: TimingHistogram | None = None
         self._summary: RunSummary | None = None
         # Traffic-split targets: recent completions per version named by the response's
         # x-serve-version header, (done, latency s, ok), and their last window's figures.
@@ -271,10 +270,11 @@ class ThreadLoadGenerator:
                 ids = cur.ids
             if self._raw:
                 # (second, its SecondStats or None for the run's last partial second,
-                # latency histogram, first-chunk histogram or None), histograms encoded.
+                # latency histogram, first-chunk histogram or None), histograms encoded
+                # as (HDR encoding, sum of µs): TimingHistogram.from_encoded.
                 d["seconds"] = tuple(
-                    (idx, stats, sec.hist.encode(),
-                     sec.ttfb.encode() if sec.ttfb is not None else None)
+                    (idx, stats, sec.hist.encoded(),
+                     sec.ttfb.encoded() if sec.ttfb is not None else None)
                     for idx, stats, sec in self._raw)
                 self._raw.clear()
             if self._window_stats is not cur.window:
@@ -664,13 +664,13 @@ def offer_for(gen, seconds: float,
         last_sent = st.sent
 
 
-def _summary_pcts(h: HdrHistogram) -> tuple[tuple[str, float], ...]:
+def _summary_pcts(h: TimingHistogram) -> tuple[tuple[str, float], ...]:
     if h.get_total_count() == 0:
         return ()
     p = h.get_percentile_to_value_dict(list(_PCTS))
     return (("p50", p[50.0] / 1000), ("p90", p[90.0] / 1000), ("p99", p[99.0] / 1000),
             ("p99.9", p[99.9] / 1000), ("max", h.get_max_value() / 1000),
-            ("mean", h.get_mean_value() / 1000))
+            ("mean", h.mean_ms()))
 
 
 class _Payload:

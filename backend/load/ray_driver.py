@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import sys
 import time
 import traceback
@@ -279,7 +280,35 @@ def _auth_env(access: ClusterAccess) -> None:
         os.environ["RAY_AUTH_MODE"] = "disabled"
 
 
-def _connect(ray, access: ClusterAccess) -> None:
+def _connect(ray, access: ClusterAccess, event) -> None:
+    """Ray Client, tried twice: about one connection in fifty, the head's client proxy
+    fails to start the per-client server ("Starting Ray client server failed") and a
+    second try succeeds (benchmarks/cluster_load.py). A port nobody listens on is said
+    at once, not after Ray Client's own timeouts (a minute)."""
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(access.ray_address)
+    try:
+        socket.create_connection((parts.hostname, parts.port or 10001), timeout=3).close()
+    except OSError as e:
+        raise RuntimeError(
+            f"Ray Client at {access.ray_address} does not answer ({e.strerror or e}): load "
+            f"from the cluster places its workers through it. Give its address in the "
+            f"connect dialog (Ray Client) or with --ray-client ray://HOST:PORT; a head "
+            f"started with `ray start --head` listens on 10001.") from None
+    try:
+        _init(ray, access)
+    except ConnectionError as e:
+        event(f"Ray Client at {access.ray_address} refused the first try ({_short(e)}); "
+              f"trying again", "warning")
+        try:
+            ray.shutdown()
+        except Exception:  # noqa: BLE001
+            pass
+        _init(ray, access)
+
+
+def _init(ray, access: ClusterAccess) -> None:
     ray.init(address=access.ray_address, namespace="serve-console-load",
              logging_level="WARNING", log_to_driver=False,
              runtime_env={"py_modules": [_BACKEND], "excludes": ["__pycache__"]})
@@ -317,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
         driver.event(f"connecting to {access.ray_address} to place "
                      f"{cluster.workers} load worker{'s' if cluster.workers != 1 else ''}")
         t0 = time.monotonic()
-        _connect(ray, access)
+        _connect(ray, access, driver.event)
         t1 = time.monotonic()
         driver.place(ray, cluster, f"{os.getpid()}-{int(time.time())}")
         driver.timings = f"Ray Client connected in {t1 - t0:.1f} s, workers placed in " \

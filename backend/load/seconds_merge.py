@@ -20,18 +20,18 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from hdrh.histogram import HdrHistogram
-
 from backend.load.engine import _hist, _pcts_ms, _summary_pcts
 from backend.load.load_model import RunSummary, SecondStats
+from backend.load.timing_histogram import TimingHistogram
 
 _COUNTERS = ("sent", "ok", "errors", "in_flight", "timeouts", "users")
 
 
-def decode(encoded: bytes | str | None) -> HdrHistogram | None:
+def decode(encoded: tuple[bytes, int] | None) -> TimingHistogram | None:
+    """A worker's histogram as sent: (HDR encoding, sum of µs), or None."""
     if encoded is None:
         return None
-    return HdrHistogram.decode(encoded)
+    return TimingHistogram.from_encoded(encoded)
 
 
 class _Pending:
@@ -41,7 +41,7 @@ class _Pending:
 
     def __init__(self) -> None:
         self.hist = _hist()
-        self.ttfb: HdrHistogram | None = None
+        self.ttfb: TimingHistogram | None = None
         self.stats: list[SecondStats] = []
         self.workers: set[int] = set()
 
@@ -61,11 +61,11 @@ class SecondsMerger:
         self._next = 0  # the next second to give out
         self._new: list[SecondStats] = []
         self._history: deque[SecondStats] = deque(maxlen=history_s)
-        self._window: deque[tuple[HdrHistogram, int, int]] = deque(maxlen=self._window_n)
+        self._window: deque[tuple[TimingHistogram, int, int]] = deque(maxlen=self._window_n)
         self._window_stats: tuple = (0.0, 0.0, None)
         self._window_changed = False
         self._run = _hist()
-        self._run_ttfb: HdrHistogram | None = None
+        self._run_ttfb: TimingHistogram | None = None
         self._counters: dict[int, dict] = {w: dict.fromkeys(_COUNTERS, 0) for w in workers}
         self._last_error: str | None = None
         self._errors_by_kind: dict[int, dict] = {w: {} for w in workers}

@@ -272,3 +272,22 @@ def test_a_cluster_without_room_says_so_and_places_nothing(two_nodes, server):
     error = gen.stats().last_error
     assert "CPU free" in error and "3 load workers of 2 CPU need 6" in error, error
     assert not _alive_workers(cluster)
+
+
+def test_a_ray_client_address_nobody_answers_is_said_at_once(two_nodes, server):
+    import socket
+
+    cluster, access, _, _ = two_nodes
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # bound, not listening
+    wrong = ClusterAccess(f"ray://127.0.0.1:{port}", access.dashboard_url, access.token)
+    gen = _gen(server, wrong, ClusterLoad(workers=1, cpus=0.5), rate=10)
+    t0 = time.monotonic()
+    gen.start()
+    while gen.running:
+        assert time.monotonic() - t0 < 20, "a wrong Ray Client address was waited on"
+        time.sleep(0.1)
+    error = gen.stats().last_error
+    assert f"ray://127.0.0.1:{port} does not answer" in error and "--ray-client" in error
+    assert not _alive_workers(cluster)

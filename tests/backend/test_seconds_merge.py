@@ -39,7 +39,7 @@ def _second(idx: int, lat: list[float]) -> tuple:
         h.record_value(_us(v))
     stats = SecondStats(t=float(idx), level=10.0, offered=len(lat), completed=len(lat),
                         ok=len(lat), errors=(), in_flight=0)
-    return idx, stats, h.encode(), None
+    return idx, stats, h.encoded(), None
 
 
 def _summary(n: int) -> RunSummary:
