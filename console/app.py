@@ -46,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--apply-config", metavar="FILE",
                    help="apply a Serve config YAML on start (only the applications it "
                         "names; the rest of the cluster is left as it is)")
+    p.add_argument("--theme", choices=("system", "light", "dark"),
+                   help="the console's colours for this run (View → Theme remembers one)")
     p.add_argument("--layout", choices=("watch", "tune", "investigate"),
                    help="arrange the window for a job: watch (the plots take the "
                         "window), tune (plots, tuning, advisor, load), investigate "
@@ -156,6 +158,8 @@ def main(argv: list[str] | None = None) -> int:
     runner = ScriptedRun(model, args, window)
     if window is not None:
         window.show()
+        if args.theme:
+            window.theme.choose(args.theme, persist=False)
         if args.layout:
             window.layouts.apply(args.layout)
     if args.print_first_frame:

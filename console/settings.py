@@ -18,7 +18,7 @@ VERSION = 1
 MAX_RECENT = 10
 _KNOWN = {"version", "recent_addresses", "recent_connections", "last_mode",
           "window_geometry", "window_state", "plot_window_s", "load_rps",
-          "per_replica_view", "load_source", "layout", "collapsed_docks"}
+          "per_replica_view", "load_source", "layout", "collapsed_docks", "theme"}
 # What a recent connection remembers, with its type: everything the connect dialog asks
 # for except the token itself (a token *file* path is kept; the token never is).
 _CONNECTION_FIELDS = {"url": str, "prometheus_url": str, "serve_http_url": str,
@@ -157,6 +157,14 @@ class Settings:
             self._q.setValue("load_source", json.dumps(
                 {"workers": source.workers, "cpus": source.cpus,
                  "own_proxy": source.own_proxy}))
+
+    def theme(self) -> str | None:
+        """View → Theme as last chosen (system, light, dark), or None."""
+        value = self._q.value("theme", "")
+        return value if value in ("system", "light", "dark") else None
+
+    def set_theme(self, choice: str) -> None:
+        self._q.setValue("theme", choice)
 
     def layout(self) -> str | None:
         """The View → Layout last chosen (watch, tune, investigate), or None."""

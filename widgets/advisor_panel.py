@@ -18,14 +18,15 @@ from PySide6.QtWidgets import (QFrame, QHBoxLayout, QLabel, QPushButton, QScroll
                                QSizePolicy, QVBoxLayout, QWidget)
 
 from backend.tuning.advisor import WARNING, Hint
+from widgets.theme import status_color
 
-GREY, AMBER, BLUE, GREEN, RED = "#808080", "#d08a00", "#4f8fd0", "#2e9d4f", "#d03b3b"
+# Colours are the theme's (widgets/theme.py), read when a hint or state is shown.
 
 # Apply states (set_state): the button and the line under it.
 APPLYING, APPLIED, FAILED = "applying", "applied", "failed"
 STATE_TEXT = {APPLYING: "applying…", APPLIED: "applied ✓ — watching whether the symptom goes",
               FAILED: "failed ✗"}
-STATE_COLORS = {APPLYING: GREY, APPLIED: GREEN, FAILED: RED}
+STATE_STATUS = {APPLYING: "muted", APPLIED: "applied", FAILED: "failed"}
 
 EMPTY_TEXT = ("No hints. The advisor watches every deployment's live metrics and speaks up "
               "when a symptom from Ray Serve's tuning guides holds for 10 s or more.")
@@ -72,7 +73,7 @@ class HintRow(QFrame):
         if (hint.knob, hint.suggested) != (self.hint.knob, self.hint.suggested):
             self.state = ""  # a new suggestion: whatever was applied before is history
         self.hint = hint
-        colour = AMBER if hint.severity == WARNING else BLUE
+        colour = status_color("warning" if hint.severity == WARNING else "info")
         app, dep = hint.key
         self.title_label.setText(
             f"<span style='color:{colour}'>●</span> <b>{html.escape(hint.title)}</b> "
@@ -84,7 +85,7 @@ class HintRow(QFrame):
         else:
             text = "<i>No knob here fixes it: see the symptom.</i>"
         if hint.blocked:
-            text += f"<br><span style='color:{GREY}'>{html.escape(hint.blocked)}</span>"
+            text += f"<br><span style='color:{status_color('muted')}'>{html.escape(hint.blocked)}</span>"
         self.knob_label.setText(text)
         tip = f"{hint.title}\n\n{hint.advice}"
         for w in (self, self.title_label, self.symptom_label, self.knob_label):
@@ -105,7 +106,7 @@ class HintRow(QFrame):
             message = self._message
             self.state_label.setText(f"{text}: {message}" if message and state == FAILED
                                      else text)
-            self.state_label.setStyleSheet(f"color: {STATE_COLORS.get(state, GREY)};")
+            self.state_label.setStyleSheet(f"color: {status_color(STATE_STATUS.get(state, 'muted'))};")
         why = self._panel.unavailable_reason()
         can = self.hint.applicable and not why and state not in (APPLYING, APPLIED)
         self.apply_button.setEnabled(can)
@@ -135,10 +136,10 @@ class AdvisorPanel(QWidget):
         self._rows: dict[str, HintRow] = {}
         self._unavailable: str | None = None
         self._header = QLabel()
-        self._header.setStyleSheet(f"color: {GREY};")
+        self._header.setStyleSheet(f"color: {status_color('muted')};")
         self._empty = QLabel(EMPTY_TEXT)
         self._empty.setWordWrap(True)
-        self._empty.setStyleSheet(f"color: {GREY}; font-style: italic;")
+        self._empty.setStyleSheet(f"color: {status_color('muted')}; font-style: italic;")
         self._list = QWidget()
         self._list_box = QVBoxLayout(self._list)
         self._list_box.setContentsMargins(0, 0, 0, 0)

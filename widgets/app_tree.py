@@ -14,12 +14,13 @@ from backend.model import (FAILED, HEALTHY, PENDING, ApplicationInfo, Deployment
                            ReplicaInfo, ServeStatus, unschedulable_reason)
 from backend.metrics.model_info import ModelInfo
 from backend.scaling.explain import ReplicaCounts, replica_counts
+from widgets.theme import status_color
 
 COL_NAME, COL_STATUS, COL_REPLICAS, COL_MESSAGE = range(4)
 HEADERS = ("Name", "Status", "Replicas", "Message")
 
 # Mid-tone colours that read on light and dark palettes alike.
-STATUS_COLORS = {"healthy": "#2e9d4f", "pending": "#d08a00", "failed": "#d03b3b"}
+# Status colours come from the theme (widgets/theme.py), read when a row is painted.
 
 PLACEHOLDER_TEXT = "No Serve applications — use Deploy demo"
 READ_ONLY_NOTE = "(deployed from code – read-only)"
@@ -390,7 +391,7 @@ class AppTree(QTreeWidget):
             after = model if model is not None and model.parent() is parent else item
             parent.insertChild(parent.indexOfChild(after) + 1, row)
             row.setFirstColumnSpanned(True)
-            row.setForeground(COL_NAME, QBrush(QColor(STATUS_COLORS["pending"])))
+            row.setForeground(COL_NAME, QBrush(QColor(status_color("pending"))))
             self._note_rows[key] = row
         _set_text(row, COL_NAME, NOTE_ROW_PREFIX + note)
         _set_tooltip(row, f"Why {key[0]}/{key[1]} is not at its target replica count:\n{note}")
@@ -446,7 +447,7 @@ class AppTree(QTreeWidget):
     def _set_status(self, item: QTreeWidgetItem, status: str) -> None:
         _set_text(item, COL_STATUS, status)
         cls = status_class(status)
-        color = STATUS_COLORS.get(cls) if cls else None
+        color = status_color(cls) if cls else None
         brush = QBrush(QColor(color)) if color else QBrush()
         if item.foreground(COL_STATUS) != brush:
             item.setForeground(COL_STATUS, brush)
@@ -465,8 +466,8 @@ class AppTree(QTreeWidget):
         short = unschedulable_reason(message) or (lines[-1].strip() if lines else "")
         _set_text(item, COL_MESSAGE, short)
         failed = message and status_class(item.text(COL_STATUS)) == "failed"
-        brush = (QBrush(QColor(STATUS_COLORS["failed"])) if failed
-                 else QBrush(QColor(STATUS_COLORS["pending"])) if warn else QBrush())
+        brush = (QBrush(QColor(status_color("failed"))) if failed
+                 else QBrush(QColor(status_color("pending"))) if warn else QBrush())
         if item.foreground(COL_MESSAGE) != brush:
             item.setForeground(COL_MESSAGE, brush)
 

@@ -14,8 +14,9 @@ from PySide6.QtWidgets import (QComboBox, QHBoxLayout, QLabel, QSplitter, QTreeW
                                QTreeWidgetItem, QVBoxLayout, QWidget)
 
 from backend.recording.compare import Comparison, TimeRange, format_value
+from widgets.theme import status_color
 
-VERDICT_COLORS = {"better": "#2e8b57", "worse": "#d03b3b"}
+VERDICT_STATUS = {"better": "applied", "worse": "failed"}
 A_PEN, B_PEN = "#1f77b4", "#ff7f0e"
 #: The overlaid series: (series name, plot title, unit).
 OVERLAY = (("requests_per_s", "throughput", "req/s"),
@@ -111,7 +112,7 @@ class CompareView(QWidget):
             item = QTreeWidgetItem(parent, [
                 f"{r.figure.label} [{r.figure.unit}]", format_value(r.a, r.figure.unit),
                 format_value(r.b, r.figure.unit), change, r.verdict])
-            color = VERDICT_COLORS.get(r.verdict)
+            color = status_color(VERDICT_STATUS[r.verdict]) if r.verdict in VERDICT_STATUS else None
             if color:
                 for col in (3, 4):
                     item.setForeground(col, QBrush(QColor(color)))

@@ -33,9 +33,9 @@ from PySide6.QtWidgets import (
 )
 
 from backend.cluster.addresses import address_problem, ray_client_problem, token_problem
+from widgets.theme import status_color
 
 DEFAULT_URL_HINT = "http://127.0.0.1:8265"
-_ERROR_COLOR = "#d03b3b"
 
 
 @dataclass(frozen=True)
@@ -504,5 +504,5 @@ class ConnectDialog(QDialog):
 
     def _show_status(self, text: str, error: bool = False) -> None:
         self._status.setProperty("error", error)
-        self._status.setStyleSheet(f"color: {_ERROR_COLOR};" if error else "")
+        self._status.setStyleSheet(f"color: {status_color('failed')};" if error else "")
         self._status.setText(text)

@@ -25,8 +25,10 @@ from PySide6.QtWidgets import (
 )
 
 from backend.events import LogEntry, level_of
+from widgets.theme import status_color
 
-LEVEL_COLORS = {"info": None, "warning": "#d08a00", "error": "#d03b3b"}
+# A level's colour (none for info) comes from the theme, read when the row is added.
+_LEVEL_STATUS = {"info": None, "warning": "warning", "error": "failed"}
 DEFAULT_MAX_ENTRIES = 1000
 MESSAGE_COLUMN = 2
 _TOP_LEFT = Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft
@@ -135,7 +137,7 @@ class EventLog(QWidget):
             # The whole entry (every line of its message) wherever the mouse rests.
             item.setToolTip(col, entry.line())
             item.setTextAlignment(col, _TOP_LEFT)
-        color = LEVEL_COLORS[level]
+        color = status_color(_LEVEL_STATUS[level]) if _LEVEL_STATUS[level] else None
         if color:
             for col in (1, 2):
                 item.setForeground(col, QBrush(QColor(color)))

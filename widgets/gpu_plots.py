@@ -31,7 +31,8 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 from backend.metrics.gpu_shares import GpuShare
 from backend.metrics.gpu import GPU_SERIES, GpuKey
 from widgets.plot_stack import PlotStack
-from widgets.plot_style import AGE_OK as _AGE_OK, MIN_PLOT_HEIGHT, TEXT as _TEXT
+from widgets import plot_style
+from widgets.plot_style import MIN_PLOT_HEIGHT
 
 _PALETTE = ("#4fc3f7", "#ffca28", "#66bb6a", "#ba68c8", "#ff7043", "#4dd0e1",
             "#f06292", "#aed581")
@@ -174,7 +175,7 @@ class GpuPlots(PlotStack):
         return None
 
     def _new_group(self) -> _NodeGroup:
-        header = pg.LabelItem(justify="left", color=_TEXT, size="9pt")
+        header = pg.LabelItem(justify="left", color=plot_style.TEXT, size="9pt")
         plots, legends = {}, {}
         link = self._x_master or self._first_plot()
         for name, _title, unit, _series in _PLOTS:
@@ -252,11 +253,11 @@ class GpuPlots(PlotStack):
         shares = self._shares.get(ip, ())
         if shares:
             total = sum(s.gpus for s in shares)
-            lines.append(f"<span style='color:{_AGE_OK}'>replicas holding GPU shares "
+            lines.append(f"<span style='color:{plot_style.AGE_OK}'>replicas holding GPU shares "
                          f"({total:g} GPU reserved):</span>")
             lines += ["&nbsp;&nbsp;" + html.escape(share_text(s)) for s in shares]
         if not with_metrics:
-            lines.append(f"<span style='color:{_AGE_OK}'>no GPU metrics from this node "
+            lines.append(f"<span style='color:{plot_style.AGE_OK}'>no GPU metrics from this node "
                          "(Ray's reporter sees no GPU device there)</span>")
         text = "<br>".join(lines)
         if group.header.text != text:

@@ -22,7 +22,8 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSlider, QVBoxLayout, QWidget
 
 from backend.tuning.knobs import KnobSet
-from widgets.knob_row import AMBER, GREY, KnobRow, knob_shape, WheelGuard
+from widgets.knob_row import KnobRow, knob_shape, WheelGuard
+from widgets.theme import status_color
 
 EMPTY_TEXT = "Select a deployment to tune it"
 GROUP_ORDER = ("batching", "concurrency", "autoscaling", "resources", "timeouts",
@@ -55,19 +56,19 @@ class KnobPanel(QWidget):
         self._title.setToolTip("The deployment these knobs change (application / deployment)")
         self._notes = QLabel()
         self._notes.setWordWrap(True)
-        self._notes.setStyleSheet(f"color: {GREY}; font-size: small;")
+        self._notes.setStyleSheet(f"color: {status_color('muted')}; font-size: small;")
         self._notes.setToolTip("Notes about what this deployment can tune")
         self._banner = QLabel()
         self._banner.setObjectName("banner")
         self._banner.setWordWrap(True)
         self._banner.setStyleSheet("QLabel { background: rgba(128,128,128,40); "
-                                   f"border: 1px solid {GREY}; border-radius: 3px; padding: 4px; }}")
+                                   f"border: 1px solid {status_color('muted')}; border-radius: 3px; padding: 4px; }}")
         self._banner.setToolTip("Why the knobs of this deployment cannot be changed here")
         self._warnings = QLabel()
         self._warnings.setWordWrap(True)
         self._warnings.setTextFormat(Qt.TextFormat.PlainText)
         self._warnings.setStyleSheet("QLabel { background: rgba(208,138,0,40); "
-                                     f"border: 1px solid {AMBER}; border-radius: 3px; "
+                                     f"border: 1px solid {status_color('warning')}; border-radius: 3px; "
                                      "padding: 4px; }")
         self._warnings.setToolTip("Checks across knobs: the values shown work against "
                                   "each other")
@@ -75,7 +76,7 @@ class KnobPanel(QWidget):
         self._empty.setObjectName("emptyState")
         self._empty.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._empty.setWordWrap(True)
-        self._empty.setStyleSheet(f"color: {GREY}; font-style: italic;")
+        self._empty.setStyleSheet(f"color: {status_color('muted')}; font-style: italic;")
         self._empty.setToolTip("Pick a deployment in the application tree: its knobs "
                                "appear here and apply to the running cluster.")
 
@@ -122,7 +123,7 @@ class KnobPanel(QWidget):
             self._banner.hide()
             return
 
-        self._title.setText(f"{knob_set.deployment}  <span style='color:{GREY}; "
+        self._title.setText(f"{knob_set.deployment}  <span style='color:{status_color('muted')}; "
                             f"font-weight:normal'>in {html.escape(knob_set.app)}</span>")
         self._notes.setText("\n".join(knob_set.notes))
         self._notes.setVisible(bool(knob_set.notes))
@@ -240,8 +241,8 @@ class KnobPanel(QWidget):
             layout.setSpacing(0)
             title = QLabel(GROUP_TITLES.get(group, group.replace("_", " ").capitalize()))
             title.setObjectName("sectionTitle")
-            title.setStyleSheet(f"QLabel#sectionTitle {{ font-weight: bold; color: {GREY}; "
-                                f"border-bottom: 1px solid {GREY}; padding-bottom: 1px; "
+            title.setStyleSheet(f"QLabel#sectionTitle {{ font-weight: bold; color: {status_color('muted')}; "
+                                f"border-bottom: 1px solid {status_color('muted')}; padding-bottom: 1px; "
                                 "margin-bottom: 2px; }")
             title.setToolTip(f"Knobs of the {GROUP_TITLES.get(group, group)} group")
             layout.addWidget(title)

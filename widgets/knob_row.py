@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
 )
 
 from backend.tuning.knobs import FIXED, ROLLS, Knob
+from widgets.theme import status_color
 
 NUMBER_KINDS = ("int", "float", "optional_int", "optional_float")
 LIVE_TIP = "Applies live without restarting replicas."
@@ -40,8 +41,8 @@ STATES = (IDLE, PENDING, APPLIED, FAILED)
 STATE_TEXT = {IDLE: "", PENDING: "pending…", APPLIED: "applied ✓", FAILED: "failed ✗"}
 
 # Mid-tone colours that read on light and dark palettes (as in app_tree).
-GREEN, AMBER, RED, GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
-STATE_COLORS = {IDLE: GREY, PENDING: AMBER, APPLIED: GREEN, FAILED: RED}
+# A state's colour is the theme's (widgets/theme.py), read when the state is shown.
+STATE_STATUS = {IDLE: "muted", PENDING: "pending", APPLIED: "applied", FAILED: "failed"}
 
 APPLIED_FLASH_MS = 2000     # how long "applied ✓" stays before the row goes back to idle
 SLIDER_STEPS = 1000         # positions of a continuous (float or log) slider
@@ -249,13 +250,13 @@ class KnobRow(QWidget):
         self.state_label.setAlignment(Qt.AlignmentFlag.AlignRight | Qt.AlignmentFlag.AlignVCenter)
         self.state_label.setMinimumWidth(60)
         self.cluster_label = QLabel()
-        self.cluster_label.setStyleSheet(f"color: {GREY};")
+        self.cluster_label.setStyleSheet(f"color: {status_color('muted')};")
         self.cluster_label.setToolTip("The value the cluster runs now; the control shows "
                                       "your edit or a change that is still being applied.")
         self.cluster_label.hide()
         self.error_label = QLabel()
         self.error_label.setWordWrap(True)
-        self.error_label.setStyleSheet(f"color: {RED}; font-size: small;")
+        self.error_label.setStyleSheet(f"color: {status_color('failed')}; font-size: small;")
         self.error_label.setTextInteractionFlags(Qt.TextInteractionFlag.TextSelectableByMouse)
         self.error_label.hide()
 
@@ -380,7 +381,7 @@ class KnobRow(QWidget):
         if self.check is not None:
             self.check.setText(f"{knob.label}{unit}")
         self.badge.setText(BADGE_TEXT.get(knob.applies, "live"))
-        color = {ROLLS: AMBER, FIXED: GREY}.get(knob.applies, GREEN)
+        color = status_color({ROLLS: "warning", FIXED: "muted"}.get(knob.applies, "applied"))
         style = (f"QLabel#badge {{ color: {color}; border: 1px solid {color}; "
                  "border-radius: 3px; padding: 0px 3px; }")
         if self.badge.styleSheet() != style:  # re-styling each poll would re-polish it
@@ -561,7 +562,7 @@ class KnobRow(QWidget):
 
     def _show_state(self) -> None:
         self.state_label.setText(STATE_TEXT[self.state])
-        self.state_label.setStyleSheet(f"color: {STATE_COLORS[self.state]};")
+        self.state_label.setStyleSheet(f"color: {status_color(STATE_STATUS[self.state])};")
         tips = {IDLE: "", PENDING: "Sent to the console; waiting until the cluster runs it.",
                 APPLIED: "The cluster runs the new value.", FAILED: self.message}
         self.state_label.setToolTip(_rich(tips[self.state]) if tips[self.state] else "")
@@ -570,7 +571,7 @@ class KnobRow(QWidget):
         self.error_label.setText(text)
         self.error_label.setVisible(bool(text))
         if self.edit is not None:
-            self.edit.setStyleSheet(f"QLineEdit {{ border: 1px solid {RED}; }}"
+            self.edit.setStyleSheet(f"QLineEdit {{ border: 1px solid {status_color('failed')}; }}"
                                     if text and self.state != FAILED else "")
 
     def _refresh_hint(self) -> None:

@@ -48,6 +48,7 @@ from backend.load.load_model import (
 from widgets.client_plots import ClientPlots
 from widgets.load_source import LoadSourcePanel
 from widgets.request_editor import RequestEditor, double_spin, row_of
+from widgets.theme import status_color
 
 MIN_RPS = 0.1
 MAX_RPS = 2000.0
@@ -364,7 +365,8 @@ class LoadPanel(QWidget):
                   p50_ms: float | None, p99_ms: float | None) -> None:
         parts = [f"sent {sent:,}", f"ok {ok:,}"]
         err = f"errors {errors:,}"
-        parts.append(f"<span style='color:#d03b3b'><b>{err}</b></span>" if errors else err)
+        parts.append(f"<span style='color:{status_color('failed')}'><b>{err}</b></span>"
+                     if errors else err)
         parts.append(f"{achieved_rps:.1f} req/s")
         parts.append(f"p50 {_ms(p50_ms)}")
         parts.append(f"p99 {_ms(p99_ms)}")
@@ -376,7 +378,7 @@ class LoadPanel(QWidget):
         parts = [f"sent {stats.sent:,}", f"ok {stats.ok:,}"]
         if stats.errors:
             kinds = ", ".join(f"{k} {n:,}" for k, n in stats.errors_by_kind)
-            parts.append(f"<span style='color:#d03b3b'><b>errors {stats.errors:,}</b>"
+            parts.append(f"<span style='color:{status_color('failed')}'><b>errors {stats.errors:,}</b>"
                          f" ({html.escape(kinds)})</span>")
         else:
             parts.append("errors 0")

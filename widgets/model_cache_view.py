@@ -8,7 +8,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from widgets.plot_style import BACKGROUND as _BACKGROUND, TEXT as _TEXT
+from widgets import plot_style
 
 
 class ModelCacheView(QWidget):
@@ -22,19 +22,19 @@ class ModelCacheView(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._plot = pg.PlotWidget(background=_BACKGROUND)
+        self._plot = pg.PlotWidget(background=plot_style.BACKGROUND)
         self._plot.setMaximumHeight(150)
         self._plot.setMenuEnabled(False)
         self._plot.setMouseEnabled(x=False, y=False)
         self._plot.hideButtons()
         item = self._plot.getPlotItem()
         item.setTitle("<b>Requested model ids</b> (share; green = held now)",
-                      color=_TEXT, size="9pt", justify="left")
+                      color=plot_style.TEXT, size="9pt", justify="left")
         self._plot.setToolTip("Share of the requests the load sends per model id, most "
                               "requested first; a bar is green while some replica holds "
                               "that model in its cache.")
-        item.getAxis("left").setTextPen(_TEXT)
-        item.getAxis("bottom").setTextPen(_TEXT)
+        item.getAxis("left").setTextPen(plot_style.TEXT)
+        item.getAxis("bottom").setTextPen(plot_style.TEXT)
         # Name every bar when the labels fit in 85 % of the axis, else only the major
         # ticks (pyqtgraph's default stops at 20 % once 6 labels are drawn).
         item.getAxis("bottom").setStyle(textFillLimits=[(0, 0.85)])
@@ -45,7 +45,7 @@ class ModelCacheView(QWidget):
         self._held_label.setTextFormat(Qt.TextFormat.PlainText)
         self._held_label.setAlignment(Qt.AlignmentFlag.AlignTop | Qt.AlignmentFlag.AlignLeft)
         self._held_label.setWordWrap(True)
-        self._held_label.setStyleSheet(f"background: {_BACKGROUND}; color: {_TEXT}; padding: 4px;")
+        self._held_label.setStyleSheet(f"background: {plot_style.BACKGROUND}; color: {plot_style.TEXT}; padding: 4px;")
         self._held_label.setToolTip("Model ids each replica holds now "
                                     "(ray_serve_registered_multiplexed_model_id).")
         row = QHBoxLayout(self)
@@ -74,7 +74,7 @@ class ModelCacheView(QWidget):
         # Every 5th id is a major tick, the rest minor: pyqtgraph drops a minor level's
         # text when it would crowd the axis, so 30 two-digit ids never run together.
         axis.setTicks([ticks[::5], [t for i, t in enumerate(ticks) if i % 5]])
-        axis.setLabel(f"model id ({prefix}…)" if prefix else "model id", color=_TEXT)
+        axis.setLabel(f"model id ({prefix}…)" if prefix else "model id", color=plot_style.TEXT)
         lines = [f"{_short_replica(r)}: {', '.join(ids) or '—'}"
                  for r, ids in sorted(held.items())]
         self._held_label.setText("Held now\n" + "\n".join(lines) if lines

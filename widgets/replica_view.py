@@ -37,12 +37,13 @@ from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import FAILED, HEALTHY, PENDING
 from backend.scaling.replica_table import ReplicaRow, imbalance
 from widgets.plot_stack import PlotStack
-from widgets.plot_style import AGE_OK as _AGE_OK, MIN_PLOT_HEIGHT
+from widgets import plot_style
+from widgets.plot_style import MIN_PLOT_HEIGHT
+from widgets.theme import status_color
 from widgets.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
                                    COL_STARTED, COL_STATE, COLUMNS, SortItem, fmt,
                                    fmt_fixed, sort_key, format_started, make_replica_table)
 
-_GREEN, _AMBER, _RED, _GREY = "#2e9d4f", "#d08a00", "#d03b3b", "#808080"
 
 # Ten colours that stay apart from each other on the plots' dark background, in the
 # order replicas get them (the first three differ most: most deployments have ≤ 3).
@@ -98,7 +99,7 @@ class ReplicaView(PlotStack):
         self._placeholder.setObjectName("placeholder")
         self._placeholder.setAlignment(Qt.AlignmentFlag.AlignCenter)
         self._placeholder.setWordWrap(True)
-        self._placeholder.setStyleSheet(f"color: {_GREY}; font-style: italic;")
+        self._placeholder.setStyleSheet(f"color: {status_color('muted')}; font-style: italic;")
         self._stack = QStackedWidget()
         self._stack.addWidget(self._placeholder)
         self._stack.addWidget(self._graphics)
@@ -107,7 +108,7 @@ class ReplicaView(PlotStack):
         self._imbalance.setWordWrap(True)
         self._imbalance.setTextFormat(Qt.TextFormat.PlainText)
         self._imbalance.setStyleSheet("QLabel { background: rgba(208,138,0,40); "
-                                      f"border: 1px solid {_AMBER}; border-radius: 3px; "
+                                      f"border: 1px solid {status_color('warning')}; border-radius: 3px; "
                                       "padding: 4px; }")
         self._imbalance.setToolTip(IMBALANCE_TIP)
         self._imbalance.setVisible(False)
@@ -364,7 +365,7 @@ class ReplicaView(PlotStack):
 
     def _set_plot_age(self, title: str, age_s: float | None) -> None:
         unit = next(u for t, u, _ in PLOTS if t == title)
-        extra = (f"&nbsp;&nbsp;<span style='color:{_AGE_OK}'>p99 solid, p50 dashed</span>"
+        extra = (f"&nbsp;&nbsp;<span style='color:{plot_style.AGE_OK}'>p99 solid, p50 dashed</span>"
                  if title == LATENCY else "")
         self._show_title_age(title, self._plots[title], title, unit, age_s, extra)
 
@@ -379,8 +380,9 @@ class ReplicaView(PlotStack):
         now = self._last_now()
         self._started_texts = []
         for r, row in enumerate(self._rows):
-            state_colour = (_GREEN if row.state in HEALTHY else _AMBER if row.state in PENDING
-                            else _RED if row.state in FAILED else _GREY)
+            state_colour = status_color("healthy" if row.state in HEALTHY else "pending"
+                                        if row.state in PENDING else "failed"
+                                        if row.state in FAILED else "muted")
             started = format_started(row.start_time_s, now)
             self._started_texts.append(started)
             cells = (

@@ -29,6 +29,7 @@ from backend.load.load_model import (
     format_headers,
     parse_headers,
 )
+from widgets.theme import status_color
 
 
 class RequestEditor(QWidget):
@@ -86,7 +87,7 @@ class RequestEditor(QWidget):
         # from the preset and is kept.
         self._model_ids_base = ModelIds()
         self._error = _named(QLabel(), "requestError")
-        self._error.setStyleSheet("color:#d03b3b")
+        self._error.setStyleSheet(f"color:{status_color('failed')}")
         self._error.setWordWrap(True)
 
     def _build_form(self) -> None:

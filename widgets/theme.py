@@ -162,7 +162,7 @@ def apply_theme(theme: Theme) -> None:
     """Make *theme* the console's: the application's palette, plot defaults, and every
     plot that exists now."""
     global _current
-    _current = theme
+    old, _current = _current, theme
     from widgets import plot_style
 
     plot_style.use_theme(theme)
@@ -175,12 +175,13 @@ def apply_theme(theme: Theme) -> None:
             app.setStyle("Fusion")
             app.setPalette(palette(theme))
             for top in app.topLevelWidgets():
-                restyle_plots(top, theme)
+                restyle_plots(top, theme, old)
 
 
-def restyle_plots(root, theme: Theme | None = None) -> None:
+def restyle_plots(root, theme: Theme | None = None, old: Theme | None = None) -> None:
     """Every pyqtgraph view under *root* in *theme*: background, axes, titles, legends,
-    curves. A curve's original colour is kept on it, so switching back is exact."""
+    curves, and the markers drawn in *old*'s marker colour. A curve's original colour is
+    kept on it, so switching back is exact."""
     theme = theme or _current
     views = root.findChildren(pg.GraphicsView)
     if isinstance(root, pg.GraphicsView):
@@ -191,10 +192,13 @@ def restyle_plots(root, theme: Theme | None = None) -> None:
         if scene is None:
             continue
         for item in scene.items():
-            _restyle_item(item, theme)
+            _restyle_item(item, theme, old)
 
 
-def _restyle_item(item, theme: Theme) -> None:
+def _restyle_item(item, theme: Theme, old: Theme | None = None) -> None:
+    from PySide6.QtWidgets import QGraphicsSimpleTextItem
+
+    marker = QColor(old.marker) if old is not None else None
     if isinstance(item, pg.AxisItem):
         pen = pg.mkPen(theme.plot_foreground)
         item.setPen(pen)
@@ -213,3 +217,12 @@ def _restyle_item(item, theme: Theme) -> None:
     elif isinstance(item, pg.LabelItem):
         if item.text:
             item.setText(item.text, color=theme.plot_text)
+    elif isinstance(item, pg.InfiniteLine):
+        # A marker line (drawn in the marker colour); other lines keep theirs.
+        if marker is not None and item.pen.color() == marker:
+            pen = pg.mkPen(item.pen)
+            pen.setColor(QColor(theme.marker))
+            item.setPen(pen)
+    elif isinstance(item, QGraphicsSimpleTextItem):
+        if marker is not None and item.brush().color() == marker:
+            item.setBrush(QColor(theme.marker))

@@ -24,6 +24,7 @@ from console.windows.connect_flow import ConnectFlow, connect_to
 from console.windows.window_banner import WindowBanner
 from console.windows.window_layout import build_docks, build_views
 from console.windows.window_layouts import WindowLayouts
+from console.windows.window_theme import WindowTheme
 from console.windows import worst_first_dock
 from console.windows.window_menus import build_menus
 from console.windows.window_status import WindowStatus
@@ -52,6 +53,9 @@ class MainWindow(QMainWindow):
         self.session, self.catalog, self.settings = model.session, model.catalog, model.settings
         self.setWindowTitle("serve-console")
         self.resize(1400, 900)
+        # The theme before the views: what they paint at construction is in its colours.
+        self.theme = WindowTheme(self, self.settings)
+        self.theme.choose(self.theme.choice, persist=False)
         build_views(self)
         build_docks(self)
         worst_first_dock.build(self)

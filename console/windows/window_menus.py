@@ -142,6 +142,7 @@ def _view_menu(w) -> None:
     view.addAction(w.worst_dock.toggleViewAction())
     view.addSeparator()
     w.layouts.build_menu(view)
+    w.theme.build_menu(view, w)
     view.addAction(w.tuning_dock.toggleViewAction())
     view.addAction(w.load_dock.toggleViewAction())
     view.addAction(w.log_dock.toggleViewAction())

@@ -9,7 +9,7 @@ import re
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGraphicsSimpleTextItem
 
-from widgets.plot_style import AGE_STALE
+from widgets import plot_style
 
 # The age a title or a legend entry ends with (widgets/plot_style.py writes it so).
 _AGE = re.compile(r"<span style='color:([^']*)'>([^<]*)</span>\s*$")
@@ -23,7 +23,7 @@ def plain(html: str) -> str:
 def title_age(plot: pg.PlotItem) -> tuple[str, bool]:
     """(the age a plot's title shows, drawn as stale?): ('data 0.7 s old', False)."""
     m = _AGE.search(plot.titleLabel.text)
-    return (m.group(2), m.group(1) == AGE_STALE) if m else ("no data yet", False)
+    return (m.group(2), m.group(1) == plot_style.AGE_STALE) if m else ("no data yet", False)
 
 
 def legends(plot: pg.PlotItem) -> list[pg.LegendItem]:
@@ -64,7 +64,7 @@ def curve_age(plots: dict[str, pg.PlotItem], curve) -> tuple[str, bool]:
         for sample, label in (lg.items if lg is not None else []):
             if sample.item is curve:
                 m = _AGE.search(label.text)
-                return (m.group(2), m.group(1) == AGE_STALE) if m else ("—", False)
+                return (m.group(2), m.group(1) == plot_style.AGE_STALE) if m else ("—", False)
     return "—", False
 
 

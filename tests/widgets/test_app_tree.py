@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QTreeWidgetItem
 
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.metrics.model_info import ModelInfo
+from widgets.theme import status_color
 from widgets.app_tree import (
     COL_MESSAGE,
     COL_NAME,
@@ -18,7 +19,6 @@ from widgets.app_tree import (
     NOTE_ROW_PREFIX,
     PLACEHOLDER_TEXT,
     READ_ONLY_NOTE,
-    STATUS_COLORS,
     AppTree,
 )
 
@@ -137,15 +137,15 @@ def test_failed_deployment_is_red_with_its_message(tree):
     tree.set_status(status(model_status="DEPLOY_FAILED", model_message=msg, running=0))
     model = tree.deployment_item("batched", "Model")
     assert model.text(COL_STATUS) == "DEPLOY_FAILED"
-    assert model.foreground(COL_STATUS).color() == QColor(STATUS_COLORS["failed"])
+    assert model.foreground(COL_STATUS).color() == QColor(status_color("failed"))
     assert "RuntimeError: CUDA out of memory" in model.text(COL_MESSAGE)
     assert msg in model.toolTip(COL_NAME) and msg in model.toolTip(COL_MESSAGE)
     ingress = tree.deployment_item("batched", "Ingress")
-    assert ingress.foreground(COL_STATUS).color() == QColor(STATUS_COLORS["healthy"])
+    assert ingress.foreground(COL_STATUS).color() == QColor(status_color("healthy"))
     # Recovery clears the message and the colour.
     tree.set_status(status(model_status="UPDATING"))
     assert model.text(COL_MESSAGE) == ""
-    assert model.foreground(COL_STATUS).color() == QColor(STATUS_COLORS["pending"])
+    assert model.foreground(COL_STATUS).color() == QColor(status_color("pending"))
 
 
 def test_code_deployed_application_is_marked_read_only(tree):

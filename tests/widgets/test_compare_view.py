@@ -7,7 +7,8 @@ from PySide6.QtWidgets import QTreeWidget
 
 from backend.recording.compare import (CLIENT_FIGURES, SERVER_FIGURES, Comparison,
                                        ConfigChange, Row, TimeRange)
-from widgets.compare_view import VERDICT_COLORS, CompareView
+from widgets.compare_view import CompareView
+from widgets.theme import status_color
 
 
 def config_diff(v: CompareView) -> QTreeWidget:
@@ -36,7 +37,7 @@ def test_rows_changes_and_verdicts(qtbot):
     assert [throughput.text(i) for i in (1, 2, 4)] == ["40.0", "80.0", "better"]
     assert "+100 %" in throughput.text(3)
     assert p99.text(4) == "worse"
-    assert p99.foreground(4).color().name() == VERDICT_COLORS["worse"]
+    assert p99.foreground(4).color().name() == status_color("failed")
     client = v.table().topLevelItem(1).child(0)
     assert client.text(2) == "–" and client.text(4) == ""
     diff = config_diff(v).topLevelItem(0)

@@ -9,7 +9,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QKeySequence
 from PySide6.QtWidgets import QTreeWidget
 
-from widgets.event_log import LEVEL_COLORS, EventLog
+from widgets.event_log import EventLog
+from widgets.theme import status_color
 
 
 def rows(log: EventLog) -> QTreeWidget:
@@ -38,7 +39,7 @@ def test_entries_are_timestamped_levelled_and_bounded(log):
     err = lst.topLevelItem(1)
     assert err.text(2) == "PUT refused: 400 Bad Request"  # first line in the row...
     assert "details..." in err.toolTip(2)  # ...the rest in the tooltip
-    assert err.foreground(2).color() == QColor(LEVEL_COLORS["error"])
+    assert err.foreground(2).color() == QColor(status_color("failed"))
 
 
 def test_unknown_level_is_refused(log):

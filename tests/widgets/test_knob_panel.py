@@ -9,9 +9,9 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
-import widgets.knob_panel as kp
 import widgets.knob_row as kr
 from backend.tuning.knobs import LIVE, ROLLS, Knob, KnobSet
+from widgets.theme import status_color
 from widgets.knob_panel import EMPTY_TEXT, KnobPanel
 from widgets.knob_row import SliderScale
 
@@ -152,7 +152,7 @@ def test_controls_by_kind_badges_and_tooltips(panel):
     assert panel.control(MODEL).text() == '"resnet18"'
     assert panel.row(MBS).badge.text() == "live"
     assert panel.row(MAX_MODELS).badge.text() == "rolls replicas"
-    assert kp.AMBER in panel.row(MAX_MODELS).badge.styleSheet()
+    assert status_color('warning') in panel.row(MAX_MODELS).badge.styleSheet()
     assert "double until throughput flattens" in panel.control(MBS).toolTip()
     assert "Applies live without restarting replicas" in panel.control(MBS).toolTip()
     assert "restarts (rolls) the replicas" in panel.control(MAX_MODELS).toolTip()
@@ -515,7 +515,7 @@ def test_resource_knobs_say_they_roll_replicas_with_the_seeds_advice(resources):
     assert "Timeouts" in section_titles(w)
     for path in (CPUS, GPUS, OMP):
         assert w.row(path).badge.text() == "rolls replicas", path
-        assert kp.AMBER in w.row(path).badge.styleSheet()
+        assert status_color('warning') in w.row(path).badge.styleSheet()
         assert "restarts (rolls) the replicas" in w.control(path).toolTip()
     assert "contention" in w.control(CPUS).toolTip()
     assert "two per GPU" in w.control(GPUS).toolTip()

@@ -1,0 +1,31 @@
+"""View → Theme on the real main window: the frame's palette and the plots switch live,
+the choice is remembered, and a status colour is the theme's."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+from PySide6.QtGui import QPalette
+from PySide6.QtWidgets import QApplication
+
+from console.settings import Settings
+from widgets.theme import DARK_THEME, LIGHT_THEME, status_color
+
+
+def test_choosing_a_theme_restyles_the_window_live_and_is_remembered(offline_window, tmp_path):
+    win = offline_window
+    win.theme.actions["light"].trigger()
+    app = QApplication.instance()
+    assert app.palette().color(QPalette.ColorRole.Window).name() == LIGHT_THEME.window
+    views = win.findChildren(pg.GraphicsView)
+    assert views and all(v.backgroundBrush().color().name() == LIGHT_THEME.plot_background
+                         for v in views)
+    assert status_color("failed") == LIGHT_THEME.status["failed"]
+    win.theme.actions["dark"].trigger()
+    assert all(v.backgroundBrush().color().name() == DARK_THEME.plot_background
+               for v in win.findChildren(pg.GraphicsView))
+    assert app.palette().color(QPalette.ColorRole.Base).name() == DARK_THEME.base
+    assert win.settings.theme() == "dark"
+    win.theme.choose("light", persist=False)  # --theme: this run only
+    assert win.settings.theme() == "dark"
+    assert win.theme.actions["light"].isChecked()
+    assert Settings(str(tmp_path / "fresh.ini")).theme() is None  # System by default
