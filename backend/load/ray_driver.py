@@ -4,7 +4,7 @@ exactly, and sends it to the console on the same wire as the local generator's c
 (backend/load/child_process.py):
 
   console → driver   ("init", target, options, model, cluster, access), ("model", m), ("stop",)
-  driver → console   ("delta", d) ~5 times a second, ("final", d), ("error", text),
+  driver → console   ("delta", d) twice a second, ("final", d), ("error", text),
                      ("event", level, text): a worker placed, died, its share moved
 
 `d` is the merged delta (backend/load/seconds_merge.py) plus "workers": a WorkerState per
@@ -17,7 +17,7 @@ workers as a runtime_env py_module, so a cluster needs only Ray, aiohttp and hdr
 
 Never outliving the console, in layers: this driver stops its workers and exits when the
 console's end of the control pipe closes or the console's process is gone (checked every
-0.2 s); the workers it placed are owned by it; and each worker ends itself when it has
+0.5 s); the workers it placed are owned by it; and each worker ends itself when it has
 heard nothing from this driver for 5 s (backend/load/ray_worker.py) — so a SIGKILL of
 the console, of this driver, or a lost connection leaves no load and no actor of ours.
 """
@@ -37,7 +37,9 @@ from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel
                                      WorkerState)
 from backend.load.seconds_merge import SecondsMerger
 
-POLL_S = 0.2  # a poll of every worker (also their heartbeat) this often
+POLL_S = 0.5  # a poll of every worker (also their heartbeat) this often: each poll is a
+# Ray Client round trip per worker, CPU taken from the machine being measured; the
+# console shows the load twice a second
 PLACE_TIMEOUT_S = 20.0  # workers not running by then: say why and give up
 CALL_TIMEOUT_S = 4.0  # a worker that does not answer a poll within this is lost
 START_LEAD_S = 0.4  # the workers start together this long after they were asked to
