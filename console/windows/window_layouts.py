@@ -55,7 +55,7 @@ class WindowLayouts(QObject):
         menu = view_menu.addMenu("&Layout")
         group = QActionGroup(self)
         for i, name in enumerate(LAYOUTS, start=1):
-            a = add_action(self._w, menu, _TITLES[name], f"Ctrl+{i}", _TIPS[name],
+            a = add_action(self._w, menu, _TITLES[name], f"Ctrl+Alt+{i}", _TIPS[name],
                            lambda _checked=False, n=name: self.apply(n))
             a.setCheckable(True)
             group.addAction(a)

@@ -1,4 +1,4 @@
-"""View → Worst first (Ctrl+Shift+W): the dock that ranks every deployment of the cluster
+"""View → Worst first (Ctrl+Alt+W): the dock that ranks every deployment of the cluster
 by p99, queue, errors or replicas short (backend/metrics/worst_first.py ranks, the view
 shows); refreshed on each status poll while it shows, a row's activation selects that
 deployment as the tree would."""
@@ -22,7 +22,7 @@ def build(w) -> None:
                             Qt.DockWidgetArea.RightDockWidgetArea)
     w.worst_dock.hide()
     action = w.worst_dock.toggleViewAction()
-    action.setShortcut(QKeySequence("Ctrl+Shift+W"))
+    action.setShortcut(QKeySequence("Ctrl+Alt+W"))
     action.setToolTip("Every deployment of the cluster ranked worst first by p99 "
                       "latency, queued requests, errors/s or replicas short of target; "
                       "double-click one to plot it")

@@ -1,6 +1,6 @@
 """Finding a deployment among many in the main window: the tree's filter (Ctrl+F puts the
 cursor in it, typing filters the tree, Escape clears it) and the worst-first dock
-(Ctrl+Shift+W ranks every deployment; double-click selects one). No cluster needed: the
+(Ctrl+Alt+W ranks every deployment; double-click selects one). No cluster needed: the
 session is handed a status and its store samples."""
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def test_worst_first_ranks_the_status_and_selects_a_deployment(qtbot, window):
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
     assert not window.worst_dock.isVisible()
     qtbot.keyClick(window, Qt.Key.Key_W,
-                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.ShiftModifier)
+                   Qt.KeyboardModifier.ControlModifier | Qt.KeyboardModifier.AltModifier)
     qtbot.waitUntil(window.worst_dock.isVisible)
     ranked = window.worst_first.ranked()
     assert ranked[:2] == [("app2", "Dep21"), ("app0", "Dep00")] and len(ranked) == 12

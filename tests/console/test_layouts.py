@@ -144,3 +144,23 @@ def test_the_window_state_is_saved_with_its_version_and_reset_puts_it_back(qtbot
     assert third.layouts.current == "investigate"
     assert third.per_replica_action.isChecked()
     third.session.shutdown()
+
+
+def test_no_two_actions_of_the_window_share_a_shortcut(offline_window):
+    """Two window-wide actions on one key are ambiguous to Qt: neither fires. (A plot
+    stack's own Pause and Markers… are scoped to that stack and may repeat.)"""
+    from PySide6.QtCore import Qt
+    from PySide6.QtGui import QAction
+
+    seen: dict[str, str] = {}
+    for a in offline_window.findChildren(QAction):
+        if a.shortcutContext() not in (Qt.ShortcutContext.WindowShortcut,
+                                       Qt.ShortcutContext.ApplicationShortcut):
+            continue
+        for seq in a.shortcuts():
+            key = seq.toString()
+            if not key:
+                continue
+            assert key not in seen, f"{key}: {seen[key]!r} and {a.text()!r}"
+            seen[key] = a.text()
+    assert {"Ctrl+Alt+1", "Ctrl+Alt+2", "Ctrl+Alt+3", "Ctrl+1"} <= set(seen)
