@@ -154,12 +154,10 @@ def main(argv: list[str] | None = None) -> int:
     window = None
     if not args.no_window:
         from console.windows.main_window import MainWindow
-        window = MainWindow(model)
+        window = MainWindow(model, theme=args.theme)
     runner = ScriptedRun(model, args, window)
     if window is not None:
         window.show()
-        if args.theme:
-            window.theme.choose(args.theme, persist=False)
         if args.layout:
             window.layouts.apply(args.layout)
     if args.print_first_frame:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
+from PySide6.QtWidgets import QWidget
 
 SYSTEM, LIGHT, DARK = "system", "light", "dark"
 CHOICES = (SYSTEM, LIGHT, DARK)
@@ -193,6 +194,28 @@ def restyle_plots(root, theme: Theme | None = None, old: Theme | None = None) ->
             continue
         for item in scene.items():
             _restyle_item(item, theme, old)
+    # Plots a stack keeps out of its layout while they have no data (optional groups) are
+    # in no scene: restyled too, or they would appear later in the old theme's colours.
+    for widget in [root, *root.findChildren(QWidget)]:
+        plots = getattr(widget, "plots", None)
+        if not callable(plots):
+            continue
+        try:
+            items = plots()
+        except TypeError:
+            continue
+        for plot in (items.values() if isinstance(items, dict) else ()):
+            if isinstance(plot, pg.PlotItem) and plot.scene() is None:
+                for item in _descendants(plot):
+                    _restyle_item(item, theme, old)
+
+
+def _descendants(item):
+    stack = [item]
+    while stack:
+        it = stack.pop()
+        yield it
+        stack.extend(it.childItems())
 
 
 def _restyle_item(item, theme: Theme, old: Theme | None = None) -> None:

@@ -25,6 +25,7 @@ from console.windows.window_banner import WindowBanner
 from console.windows.window_layout import build_docks, build_views
 from console.windows.window_layouts import WindowLayouts
 from console.windows.window_theme import WindowTheme
+from widgets.theme import restyle_plots
 from console.windows import worst_first_dock
 from console.windows.window_menus import build_menus
 from console.windows.window_status import WindowStatus
@@ -43,9 +44,11 @@ _QUESTIONS = {  # kind → (informative text, the go-ahead button)
 
 class MainWindow(QMainWindow):
     def __init__(self, model: ConsoleModel | Session, catalog: dict[str, Demo] | None = None,
-                 settings: Settings | None = None, parent: QWidget | None = None) -> None:
+                 settings: Settings | None = None, parent: QWidget | None = None,
+                 theme: str | None = None) -> None:
         """A view of *model*; given a Session (with the catalog and the settings), the
-        window makes the model around it."""
+        window makes the model around it. *theme*: this run's (--theme), else the
+        remembered View → Theme."""
         super().__init__(parent)
         if isinstance(model, Session):
             model = ConsoleModel(model, catalog, settings, self)
@@ -55,7 +58,7 @@ class MainWindow(QMainWindow):
         self.resize(1400, 900)
         # The theme before the views: what they paint at construction is in its colours.
         self.theme = WindowTheme(self, self.settings)
-        self.theme.choose(self.theme.choice, persist=False)
+        self.theme.choose(theme or self.theme.choice, persist=False)
         build_views(self)
         build_docks(self)
         worst_first_dock.build(self)
@@ -77,6 +80,7 @@ class MainWindow(QMainWindow):
         if geometry is not None:
             self.restoreGeometry(geometry)
         self.layouts.restore()  # the saved state if it is of these docks, else the layout
+        restyle_plots(self)  # the curves made since the theme was applied take its colours
         if self.settings.per_replica_view():
             self.per_replica_action.setChecked(True)
             self._on_per_replica_toggled(True)

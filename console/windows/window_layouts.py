@@ -4,8 +4,8 @@
                hidden, the load and the event log collapsed to one line each (their
                title bars, which say what they hold: the load's rate and p99, the
                newest event)
-  Tune         the plots, the tuning and advisor docks, the load panel open, the event
-               log one line
+  Tune         the plots, the tuning and advisor docks, the load panel open (the event
+               log hidden: View → Event log)
   Investigate  the per-replica view, the event log open, the load one line
 
 The window's state (docks, their sizes) is saved with a version (`saveState(VERSION)`):
@@ -29,9 +29,11 @@ _TITLES = {WATCH: "&Watch", TUNE: "&Tune", INVESTIGATE: "&Investigate"}
 _TIPS = {
     WATCH: "The plots take the window: tree narrow, tuning and advisor hidden, the load "
            "and the event log one line each",
-    TUNE: "The plots with the tuning and advisor docks and the load panel",
+    TUNE: "The plots with the tuning and advisor docks and the load panel (the event log "
+          "hidden: View → Event log)",
     INVESTIGATE: "The per-replica view with the event log open",
 }
+COLLAPSED_MIN_WIDTH = 420  # a collapsed dock's one line needs this much to say anything
 _TREE_WIDTH = {WATCH: 200, TUNE: 340, INVESTIGATE: 300}
 
 
@@ -88,9 +90,11 @@ class WindowLayouts(QObject):
         w.tuning_dock.setVisible(name == TUNE)
         w.worst_dock.setVisible(False)
         w.load_dock.setVisible(True)
-        w.log_dock.setVisible(True)
+        # Tune: the load panel takes the bottom's width (the log beside it, collapsed,
+        # would only hold room); View → Event log shows it.
+        w.log_dock.setVisible(name != TUNE)
         self.set_collapsed(w.load_dock, name != TUNE)
-        self.set_collapsed(w.log_dock, name != INVESTIGATE)
+        self.set_collapsed(w.log_dock, name == WATCH)
         per_replica = name == INVESTIGATE
         if w.per_replica_action.isChecked() != per_replica:
             w.per_replica_action.setChecked(per_replica)
@@ -104,6 +108,8 @@ class WindowLayouts(QObject):
             w.resizeDocks(open_docks, [300] * len(open_docks), Qt.Orientation.Vertical)
         if name == TUNE:
             w.resizeDocks([w.tuning_dock], [400], Qt.Orientation.Horizontal)
+            w.resizeDocks([w.tuning_dock, w.advisor_dock], [620, 160],
+                          Qt.Orientation.Vertical)
 
     def set_collapsed(self, dock: QDockWidget, collapsed: bool) -> None:
         """A collapsed dock shows only its title bar: one line saying what it holds."""
@@ -115,8 +121,16 @@ class WindowLayouts(QObject):
             self._collapsed.discard(dock)
         dock.widget().setVisible(not collapsed)
         if collapsed:
+            # The title bar's own line and a margin: shrunk further, Qt drops its text.
+            dock.setMinimumHeight(dock.fontMetrics().height() + 10)
+            # …and room for its line: without its widget a dock's width falls to its
+            # title bar's buttons, and the text of that line is dropped.
+            dock.setMinimumWidth(COLLAPSED_MIN_WIDTH)
             # The dock area keeps its height unless asked: shrink it to the title bar.
             self._w.resizeDocks([dock], [1], Qt.Orientation.Vertical)
+        else:
+            dock.setMinimumHeight(0)
+            dock.setMinimumWidth(0)
         self._settings.set_collapsed_docks(sorted(d.objectName() for d in self._collapsed))
         self._retitle(dock)
 

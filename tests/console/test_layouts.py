@@ -71,6 +71,7 @@ def test_watch_shows_every_plot_group_of_the_batched_demo_without_scrolling(offl
     assert not win.tuning_dock.isVisible() and not win.advisor_dock.isVisible()
     # The load and the event log are one line each: their title bars.
     assert win.load_dock.height() < 40 and win.log_dock.height() < 40
+    assert win.load_dock.width() > 400 and win.log_dock.width() > 400  # their text shows
     assert not win.load_panel.isVisible() and not win.event_log.isVisible()
     assert win.layouts.actions["watch"].isChecked()
 
@@ -102,7 +103,7 @@ def test_tune_and_investigate_open_what_their_jobs_need(offline_window):
     _settle(win)
     assert not win.per_replica_action.isChecked()
     assert win.tuning_dock.isVisible() and win.advisor_dock.isVisible()
-    assert win.load_panel.isVisible() and not win.event_log.isVisible()
+    assert win.load_panel.isVisible() and not win.log_dock.isVisible()
     with pytest.raises(ValueError):
         win.layouts.apply("cockpit")
 

@@ -65,3 +65,16 @@ def test_applying_a_theme_restyles_the_palette_and_existing_plots_both_ways(qtbo
     assert w.backgroundBrush().color().name() == DARK_THEME.plot_background
     with pytest.raises(ValueError):
         theme.resolve("sepia")
+
+
+def test_a_plot_group_out_of_the_layout_is_restyled_too(qtbot):
+    from widgets.live_plots import LivePlots
+
+    plots = LivePlots()
+    qtbot.addWidget(plots)
+    hidden = plots.plots()["Batch size"]  # optional: out of the layout without data
+    assert hidden.scene() is None
+    theme.apply_theme(LIGHT_THEME)
+    assert hidden.getAxis("left").pen().color().name() == LIGHT_THEME.plot_foreground
+    theme.apply_theme(DARK_THEME)
+    assert hidden.getAxis("left").pen().color().name() == DARK_THEME.plot_foreground
