@@ -29,3 +29,16 @@ def test_choosing_a_theme_restyles_the_window_live_and_is_remembered(offline_win
     assert win.settings.theme() == "dark"
     assert win.theme.actions["light"].isChecked()
     assert Settings(str(tmp_path / "fresh.ini")).theme() is None  # System by default
+
+
+def test_a_window_opened_later_takes_the_theme_when_shown(offline_window, qtbot):
+    win = offline_window
+    win.theme.choose("light", persist=False)
+    later = pg.GraphicsLayoutWidget()  # as the auto-tune or a recorded session's window
+    qtbot.addWidget(later)
+    curve = later.addPlot().plot([0, 1], [0, 1], pen=pg.mkPen("#ffca28"))
+    later.show()
+    qtbot.waitUntil(lambda: pg.mkPen(curve.opts["pen"]).color().name() != "#ffca28",
+                    timeout=2000)
+    assert later.backgroundBrush().color().name() == LIGHT_THEME.plot_background
+    win.theme.choose("dark", persist=False)
