@@ -74,8 +74,6 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
-import requests  # noqa: E402
-
 from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.load.engine import offer_for  # noqa: E402
 from backend.load.generator import LoadGenerator  # noqa: E402
@@ -83,6 +81,7 @@ from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel,  # n
                                      LoadTarget)
 from tests.helpers import own_cluster  # noqa: E402
 from tests.support.reference_server import ReferenceServer  # noqa: E402
+from tests.support.load_workers import alive_workers, quiet_since, seen, wait_no_workers  # noqa: E402
 from tests.support.worker_node import kill_worker_node, start_worker_node  # noqa: E402
 
 PCT_BAR = 0.05
@@ -136,45 +135,6 @@ def two_nodes(stack: ExitStack):
     access = ClusterAccess(f"ray://127.0.0.1:{cluster.client_port}", cluster.dashboard_url,
                            cluster.token)
     return cluster, access
-
-
-def seen(server: str) -> dict:
-    return requests.get(server + "/seen", timeout=5).json()
-
-
-def alive_workers(cluster) -> int:
-    """Our load-worker actors the cluster still has alive (the state API)."""
-    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
-    params = [("filter_keys", "class_name"), ("filter_predicates", "="),
-              ("filter_values", "LoadWorker"), ("filter_keys", "state"),
-              ("filter_predicates", "!="), ("filter_values", "DEAD"), ("limit", "100")]
-    r = requests.get(cluster.dashboard_url + "/api/v0/actors", params=params,
-                     headers=headers, timeout=10)
-    r.raise_for_status()
-    return len(r.json()["data"]["result"]["result"])
-
-
-def wait_no_workers(cluster, within_s: float = 30.0) -> float | None:
-    """Seconds until no load worker is alive (None: some still were after *within_s*)."""
-    t0 = time.monotonic()
-    while alive_workers(cluster):
-        if time.monotonic() - t0 > within_s:
-            return None
-        time.sleep(0.25)
-    return time.monotonic() - t0
-
-
-def quiet_since(server: str, hold_s: float = 2.0, within_s: float = 60.0) -> float:
-    """The wall time of the last request once none has come for *hold_s*."""
-    deadline = time.monotonic() + within_s
-    last = seen(server)
-    while time.monotonic() < deadline:
-        time.sleep(hold_s)
-        now = seen(server)
-        if now["count"] == last["count"]:
-            return now["last"]
-        last = now
-    raise RuntimeError(f"requests still arriving {within_s:.0f} s later")
 
 
 # -- the generators ---------------------------------------------------------------------
@@ -344,7 +304,7 @@ def sigkill_run(cluster, access: ClusterAccess, server: str, group: bool) -> dic
                 if not alive:
                     gone_s = time.time() - killed
                 elif now >= killed + QUIET_BAR_S and left_at_bar is None:
-                    left_at_bar = alive
+                    left_at_bar = len(alive)
             if now - changed >= 2.0 and (gone_s is not None or now > killed + 60):
                 break
             if now > killed + 120:

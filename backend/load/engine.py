@@ -59,6 +59,17 @@ def _pcts_ms(h: TimingHistogram) -> dict[float, float] | None:
     return {p: v / 1000.0 for p, v in h.get_percentile_to_value_dict(list(_PCTS)).items()}
 
 
+def window_stats(window) -> tuple[float, float, dict | None]:
+    """(completions/s, offered/s, {percentile: ms} or None) over the last seconds, each
+    (latency histogram, completed, offered): the histograms added, not their percentiles."""
+    merged = _hist()
+    for h, _, _ in window:
+        merged.add(h)
+    n = len(window)
+    return (sum(c for _, c, _ in window) / n, sum(o for _, _, o in window) / n,
+            _pcts_ms(merged))
+
+
 @dataclass(frozen=True)
 class DeltaCursor:
     """Where the last `ThreadLoadGenerator.delta()` left off."""
@@ -580,12 +591,7 @@ class ThreadLoadGenerator:
             self._raw.append((idx, self._history[-1], cur))
         self._merge_into_run(cur)
         self._window.append((cur.hist, completed, offered))
-        merged = _hist()
-        for h, _, _ in self._window:
-            merged.add(h)
-        n = len(self._window)
-        self._window_stats = (sum(c for _, c, _ in self._window) / n,
-                              sum(o for _, _, o in self._window) / n, _pcts_ms(merged))
+        self._window_stats = window_stats(self._window)
         self._summary = self._make_summary(self._t0 + idx + 1)
         if self._by_version:
             self._versions = version_window(self._by_version, self._t0 + idx + 1,

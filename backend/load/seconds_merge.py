@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from backend.load.engine import _hist, _pcts_ms, _summary_pcts
+from backend.load.engine import _hist, _pcts_ms, _summary_pcts, window_stats
 from backend.load.load_model import RunSummary, SecondStats
 from backend.load.timing_histogram import TimingHistogram
 
@@ -154,12 +154,7 @@ class SecondsMerger:
         self._new.append(merged)
         self._history.append(merged)
         self._window.append((p.hist, completed, offered))
-        win = _hist()
-        for h, _, _ in self._window:
-            win.add(h)
-        n = len(self._window)
-        self._window_stats = (sum(c for _, c, _ in self._window) / n,
-                              sum(o for _, _, o in self._window) / n, _pcts_ms(win))
+        self._window_stats = window_stats(self._window)
         self._window_changed = True
 
     # -- output --------------------------------------------------------------------------

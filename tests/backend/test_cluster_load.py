@@ -17,7 +17,6 @@ import textwrap
 import time
 
 import pytest
-import requests
 
 from backend.cluster.client import ClusterClient
 from backend.load.cluster_generator import ClusterLoadGenerator
@@ -26,6 +25,7 @@ from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadT
 from tests.figures import figure
 from tests.helpers import own_cluster
 from tests.support.reference_server import ReferenceServer
+from tests.support.load_workers import alive_workers, quiet_since, seen, wait_no_workers
 from tests.support.worker_node import kill_worker_node, start_worker_node
 
 QUIET_BAR_S = 10.0  # issue 25: after a SIGKILL of the console, no request later than this
@@ -63,28 +63,8 @@ def server():
         yield url
 
 
-def _seen(server: str) -> dict:
-    return requests.get(server + "/seen", timeout=5).json()
-
-
-def _alive_workers(cluster) -> list[dict]:
-    """Our load workers the cluster still has alive (the state API, as anyone would ask)."""
-    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
-    params = [("filter_keys", "class_name"), ("filter_predicates", "="),
-              ("filter_values", "LoadWorker"), ("filter_keys", "state"),
-              ("filter_predicates", "!="), ("filter_values", "DEAD"), ("limit", "100")]
-    r = requests.get(cluster.dashboard_url + "/api/v0/actors", params=params,
-                     headers=headers, timeout=10)
-    r.raise_for_status()
-    return r.json()["data"]["result"]["result"]
-
-
-def _wait_no_workers(cluster, within_s: float) -> float:
-    t0 = time.monotonic()
-    while _alive_workers(cluster):
-        assert time.monotonic() - t0 < within_s, _alive_workers(cluster)
-        time.sleep(0.25)
-    return time.monotonic() - t0
+def _no_workers_within(cluster, within_s: float) -> None:
+    assert wait_no_workers(cluster, within_s) is not None, alive_workers(cluster)
 
 
 def _started(gen, within_s: float = 90.0) -> None:
@@ -103,7 +83,7 @@ def _gen(server: str, access, cluster: ClusterLoad, rate: float, path: str = "/s
 
 def test_spread_workers_land_on_both_nodes_and_their_seconds_merge_exactly(two_nodes, server):
     cluster, access, head, worker = two_nodes
-    before = _seen(server)["count"]
+    before = seen(server)["count"]
     gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), rate=80)
     t0 = time.monotonic()
     gen.start()
@@ -120,14 +100,14 @@ def test_spread_workers_land_on_both_nodes_and_their_seconds_merge_exactly(two_n
     s = gen.summary()
     # Every request counted once: the server saw what the workers sent, the merged
     # histogram holds exactly the successful ones of every worker.
-    assert _seen(server)["count"] - before == s.sent == sum(w.sent for w in workers)
+    assert seen(server)["count"] - before == s.sent == sum(w.sent for w in workers)
     assert s.timed == s.ok == sum(w.ok for w in workers) > 250
     assert s.errors == 0
     assert 72 <= s.offered_rps <= 88, s.offered_rps
     history = gen.stats().history
     assert sum(h.completed for h in history) <= s.ok
     assert max(h.level for h in history) == pytest.approx(80)
-    _wait_no_workers(cluster, 5.0)
+    _no_workers_within(cluster, 5.0)
 
 
 def test_pinned_workers_all_run_on_the_chosen_node(two_nodes, server):
@@ -144,7 +124,7 @@ def test_pinned_workers_all_run_on_the_chosen_node(two_nodes, server):
     assert [w.offered_rps for w in workers] == [10.0, 10.0]
     events = [text for _, text in gen.take_events()]
     assert any("2 workers on" in e for e in events), events
-    _wait_no_workers(cluster, 5.0)
+    _no_workers_within(cluster, 5.0)
 
 
 def test_stop_ends_the_load_within_a_second_and_leaves_no_actor(two_nodes, server):
@@ -159,12 +139,12 @@ def test_stop_ends_the_load_within_a_second_and_leaves_no_actor(two_nodes, serve
         gen.stop()
         returned = time.time()
     time.sleep(1.0)
-    last = _seen(server)["last"]
+    last = seen(server)["last"]
     figure(f"cluster load stop: returned after {returned - asked:.2f} s, last request "
            f"{last - asked:+.2f} s after stop was asked")
     assert last - asked <= 1.0
     assert not gen.running
-    _wait_no_workers(cluster, 5.0)
+    _no_workers_within(cluster, 5.0)
 
 
 _CONSOLE = textwrap.dedent("""
@@ -210,28 +190,15 @@ def test_a_console_that_is_killed_or_quits_leaves_no_load_and_no_actor(two_nodes
             os.killpg(proc.pid, signal.SIGKILL)
         gone = time.time()
         proc.wait(30)
-        quiet = _quiet_since(server)
+        quiet = quiet_since(server)
         figure(f"cluster load, console {how}: last request {quiet - gone:+.2f} s after")
         assert quiet - gone <= QUIET_BAR_S
-        _wait_no_workers(cluster, QUIET_BAR_S)
+        _no_workers_within(cluster, QUIET_BAR_S)
     finally:
         try:
             os.killpg(proc.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
-
-
-def _quiet_since(server: str, hold_s: float = 2.0, within_s: float = 30.0) -> float:
-    """The wall time of the last request once none has come for *hold_s*."""
-    deadline = time.monotonic() + within_s
-    seen = _seen(server)
-    while time.monotonic() < deadline:
-        time.sleep(hold_s)
-        now = _seen(server)
-        if now["count"] == seen["count"]:
-            return now["last"]
-        seen = now
-    raise AssertionError("the load never stopped")
 
 
 def test_a_worker_that_dies_is_named_and_its_share_moves_to_the_others(two_nodes, server):
@@ -258,7 +225,7 @@ def test_a_worker_that_dies_is_named_and_its_share_moves_to_the_others(two_nodes
         assert gen.stats().achieved_rps == pytest.approx(60, rel=0.25)
     finally:
         gen.stop()
-    _wait_no_workers(cluster, 5.0)
+    _no_workers_within(cluster, 5.0)
 
 
 def test_a_cluster_without_room_says_so_and_places_nothing(two_nodes, server):
@@ -271,7 +238,7 @@ def test_a_cluster_without_room_says_so_and_places_nothing(two_nodes, server):
         time.sleep(0.1)
     error = gen.stats().last_error
     assert "CPU free" in error and "3 load workers of 2 CPU need 6" in error, error
-    assert not _alive_workers(cluster)
+    assert not alive_workers(cluster)
 
 
 def test_a_ray_client_address_nobody_answers_is_said_at_once(two_nodes, server):
@@ -290,4 +257,4 @@ def test_a_ray_client_address_nobody_answers_is_said_at_once(two_nodes, server):
         time.sleep(0.1)
     error = gen.stats().last_error
     assert f"ray://127.0.0.1:{port} does not answer" in error and "--ray-client" in error
-    assert not _alive_workers(cluster)
+    assert not alive_workers(cluster)

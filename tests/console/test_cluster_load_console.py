@@ -5,29 +5,16 @@ the batched demo behind the Serve proxy each worker finds on its own node."""
 
 from __future__ import annotations
 
-import time
-
 import pytest
-import requests
 from PySide6.QtWidgets import QTableWidget
 
 from backend.load.load_model import ClusterLoad
+from tests.support.load_workers import wait_no_workers
 
 
 @pytest.fixture
 def window(batched_demo, connected_window):
     return connected_window  # the batched demo is deployed before it connects
-
-
-def _alive_workers(cluster) -> int:
-    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
-    params = [("filter_keys", "class_name"), ("filter_predicates", "="),
-              ("filter_values", "LoadWorker"), ("filter_keys", "state"),
-              ("filter_predicates", "!="), ("filter_values", "DEAD")]
-    r = requests.get(cluster.dashboard_url + "/api/v0/actors", params=params,
-                     headers=headers, timeout=10)
-    r.raise_for_status()
-    return len(r.json()["data"]["result"]["result"])
 
 
 def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, window,
@@ -63,9 +50,6 @@ def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, 
         if panel.start_button().isChecked():
             panel.start_button().click()  # Stop, as the user would
     qtbot.waitUntil(lambda: not window.session.load.running, timeout=5_000)
-    deadline = time.monotonic() + 10
-    while _alive_workers(ray_cluster):
-        assert time.monotonic() < deadline, "load workers left on the cluster after Stop"
-        time.sleep(0.25)
+    assert wait_no_workers(ray_cluster, 10) is not None, "load workers left after Stop"
     qtbot.waitUntil(lambda: all(table.item(r, 6).text() == "stopped" for r in range(2)),
                     timeout=10_000)
