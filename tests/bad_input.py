@@ -35,6 +35,17 @@ class Tally:
     def total(self) -> int:
         return sum(len(v) for v in self.inputs.values())
 
+    def to_dict(self) -> dict:
+        """Plain data, for an xdist worker to send to the controller (tests/conftest.py)."""
+        return {"inputs": {p: sorted(v) for p, v in self.inputs.items()},
+                "crashes": list(self.crashes), "cluster_checks": self.cluster_checks}
+
+    def merge(self, sent: dict) -> None:
+        for place, keys in sent["inputs"].items():
+            self.inputs[place].update(keys)
+        self.crashes.extend(sent["crashes"])
+        self.cluster_checks += sent["cluster_checks"]
+
     def summary(self) -> str:
         places = ", ".join(f"{p} {len(v)}" for p, v in sorted(self.inputs.items()))
         cluster = (f"cluster unchanged ({self.cluster_checks} snapshot comparisons)"

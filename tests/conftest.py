@@ -16,11 +16,24 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 # Every console a test makes records its session: never into the user's own folder.
 os.environ.setdefault("SERVE_CONSOLE_SESSIONS",
                       tempfile.mkdtemp(prefix="serve-console-sessions-"))
+# Under pytest-xdist (test.sh runs two workers) each worker keeps its own sessions folder
+# and settings file: a test that lists the recorded sessions, or reads back a setting,
+# must not see the other worker's.
+WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+if WORKER:
+    for _var in ("SERVE_CONSOLE_SESSIONS", "SERVE_CONSOLE_SETTINGS"):
+        if os.environ.get(_var):
+            _path = os.path.join(os.path.dirname(os.environ[_var]) if _var.endswith("SETTINGS")
+                                 else os.environ[_var], WORKER)
+            os.makedirs(_path, exist_ok=True)
+            os.environ[_var] = (os.path.join(_path, os.path.basename(os.environ[_var]))
+                                if _var.endswith("SETTINGS") else _path)
 
 import pytest
 import requests
 
 from backend.cluster.ports import free_ports
+from tests import parallel
 
 
 @pytest.fixture(autouse=True)
@@ -115,6 +128,7 @@ def launch_prometheus(scrape_configs: str, root) -> tuple[subprocess.Popen, str]
         time.sleep(0.3)
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(session, config, items):
     """Tests marked `timing` run first, in their collected order.
 
@@ -128,6 +142,49 @@ def pytest_collection_modifyitems(session, config, items):
     if timing:
         rest = [item for item in items if not item.get_closest_marker("timing")]
         items[:] = timing + rest
+    if os.environ.get(parallel.UNITS_ENV) and WORKER:
+        # Under xdist (test.sh) the timing tests run in a pass of their own before this
+        # one; here the items are shared out by work unit (tests/parallel.py).
+        parallel.order_and_publish(items)
+
+
+def pytest_configure(config):
+    """On the xdist controller (test.sh's second pass): the file the workers name their
+    work units in, made before they start so they inherit it."""
+    if getattr(config.option, "numprocesses", None) and not WORKER:
+        os.environ[parallel.UNITS_ENV] = parallel.new_units_file()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if os.environ.get(parallel.UNITS_ENV):
+        return parallel.make_scheduler(config, log)
+    return None
+
+
+def pytest_sessionfinish(session):
+    """An xdist worker sends what it measured to the controller, which prints it."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        from tests.bad_input import TALLY
+        from tests.figures import FIGURES
+
+        out["serve_console"] = {"figures": list(FIGURES), "modules": [list(m) for m in MODULES],
+                                "tally": TALLY.to_dict()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    """The controller side of pytest_sessionfinish: a worker's figures, module times and
+    bad-input tally join this process's, for pytest_terminal_summary."""
+    from tests.bad_input import TALLY
+    from tests.figures import FIGURES
+
+    sent = getattr(node, "workeroutput", {}).get("serve_console")
+    if sent:
+        FIGURES.extend(sent["figures"])
+        MODULES.extend(tuple(m) for m in sent["modules"])
+        TALLY.merge(sent["tally"])
 
 
 def pytest_terminal_summary(terminalreporter):
