@@ -31,7 +31,7 @@ from backend.deploy.deployer import deploy_demo
 from backend.cluster.local import LocalCluster
 from backend.load.generator import LoadGenerator, LoadTarget
 from tests.conftest import PROMETHEUS, start_prometheus
-from tests.helpers import batched_copy
+from tests.helpers import batched_copy, one_head_starting
 
 __all__ = ["ray_cluster", "cluster_client", "batched_demo", "load_on", "tuning_app",
            "prometheus_url"]
@@ -39,7 +39,8 @@ __all__ = ["ray_cluster", "cluster_client", "batched_demo", "load_on", "tuning_a
 
 def _cluster():
     cluster = LocalCluster()
-    cluster.start(timeout_s=120)
+    with one_head_starting():
+        cluster.start(timeout_s=120)
     try:
         yield cluster
     finally:
@@ -52,6 +53,11 @@ def _client(cluster) -> ClusterClient:
 
 def _batched_demo(cluster, client) -> str:
     """The batched demo, deployed through the console's own path; its HTTP URL."""
+    with one_head_starting():
+        return _deploy_batched(cluster, client)
+
+
+def _deploy_batched(cluster, client) -> str:
     demo = load_catalog()["batched"]
     status = deploy_demo(
         client, demo,

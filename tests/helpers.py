@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
+import tempfile
 import time
 from contextlib import contextmanager
 
@@ -31,13 +33,28 @@ def nvml_gpu_count() -> int:
 
 
 @contextmanager
+def one_head_starting():
+    """Held while a head starts and takes its first demo: test.sh's two xdist workers
+    take turns at it (a file lock), because two heads starting at once on 2 cores — a
+    dozen Python processes each, replicas importing torch — starved both past their
+    10 s dashboard timeouts. Without xdist it is never contended."""
+    with open(os.path.join(tempfile.gettempdir(), "serve-console-tests-heads.lock"), "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextmanager
 def own_cluster(**options):
     """A Ray head of a test's own (LocalCluster(**options)), started and, at the end,
     stopped — asserting that nothing of its process group is left behind."""
     from backend.cluster.local import LocalCluster
 
     cluster = LocalCluster(**options)
-    cluster.start(timeout_s=120)
+    with one_head_starting():
+        cluster.start(timeout_s=120)
     pgid = cluster.pid
     try:
         yield cluster

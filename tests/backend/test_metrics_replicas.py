@@ -25,6 +25,10 @@ from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps, scaling_app
 from tests.support.metric_families import AUTOSCALING_FAMILIES
 
+# Per-replica latencies and rates against the offered load: measured on a quiet machine, in test.sh's
+# last pass (tests/parallel.py).
+pytestmark = pytest.mark.quiet
+
 # Its own head: the agreement between sources is measured on a page the size of a user's,
 # not on the package head's, which by then carries every earlier test's series
 # (tests/cluster_fixtures.py); its renders and the load compete less for the 2 cores.

@@ -30,6 +30,10 @@ from console.windows.main_window import MainWindow
 from tests.figures import figure
 from tests.helpers import batched_copy, connect_remote_and_wait, group_gone, own_cluster
 
+# Detection and exit times at their bars: measured on a quiet machine, in test.sh's
+# last pass (tests/parallel.py).
+pytestmark = pytest.mark.quiet
+
 EXE = Path(sys.executable).with_name("serve-console")
 
 

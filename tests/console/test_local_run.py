@@ -8,6 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+# The embedded head starts and stops within its time: measured on a quiet machine, in test.sh's
+# last pass (tests/parallel.py).
+pytestmark = pytest.mark.quiet
+
 
 def test_local_cluster_started_and_stopped_with_the_console(tmp_path, ray_cluster):
     exe = Path(sys.executable).with_name("serve-console")

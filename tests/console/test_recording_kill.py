@@ -15,9 +15,14 @@ import time
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from backend.recording.reader import open_session
 from tests.figures import figure
+
+# At most 2 s of a recording lost to SIGKILL: measured on a quiet machine, in test.sh's
+# last pass (tests/parallel.py).
+pytestmark = pytest.mark.quiet
 
 ROOT = Path(__file__).resolve().parents[2]
 LOST_S = 2.0  # the bar: at most this much before the kill is missing

@@ -14,6 +14,10 @@ from backend.load.generator import LoadGenerator, LoadTarget
 from tests.helpers import remove_apps, scaling_app
 from widgets.app_tree import COL_MESSAGE, COL_REPLICAS
 
+# Per-replica rates that sum to the deployment's: measured on a quiet machine, in test.sh's
+# last pass (tests/parallel.py).
+pytestmark = pytest.mark.quiet
+
 APP, DEP = "scale_console", "Scaler"
 
 
