@@ -20,14 +20,14 @@ os.environ.setdefault("SERVE_CONSOLE_SESSIONS",
 # and settings file: a test that lists the recorded sessions, or reads back a setting,
 # must not see the other worker's.
 WORKER = os.environ.get("PYTEST_XDIST_WORKER")
-if WORKER:
-    for _var in ("SERVE_CONSOLE_SESSIONS", "SERVE_CONSOLE_SETTINGS"):
-        if os.environ.get(_var):
-            _path = os.path.join(os.path.dirname(os.environ[_var]) if _var.endswith("SETTINGS")
-                                 else os.environ[_var], WORKER)
-            os.makedirs(_path, exist_ok=True)
-            os.environ[_var] = (os.path.join(_path, os.path.basename(os.environ[_var]))
-                                if _var.endswith("SETTINGS") else _path)
+if WORKER and os.environ.get("SERVE_CONSOLE_SESSIONS"):
+    os.environ["SERVE_CONSOLE_SESSIONS"] = os.path.join(os.environ["SERVE_CONSOLE_SESSIONS"],
+                                                        WORKER)
+    os.makedirs(os.environ["SERVE_CONSOLE_SESSIONS"], exist_ok=True)
+if WORKER and os.environ.get("SERVE_CONSOLE_SETTINGS"):
+    _folder, _name = os.path.split(os.environ["SERVE_CONSOLE_SETTINGS"])
+    os.makedirs(os.path.join(_folder, WORKER), exist_ok=True)
+    os.environ["SERVE_CONSOLE_SETTINGS"] = os.path.join(_folder, WORKER, _name)
 
 import pytest
 import requests
@@ -153,6 +153,14 @@ def pytest_configure(config):
     work units in, made before they start so they inherit it."""
     if getattr(config.option, "numprocesses", None) and not WORKER:
         os.environ[parallel.UNITS_ENV] = parallel.new_units_file()
+
+
+def pytest_unconfigure(config):
+    if not WORKER and os.environ.get(parallel.UNITS_ENV):
+        try:
+            os.unlink(os.environ.pop(parallel.UNITS_ENV))
+        except OSError:
+            pass
 
 
 @pytest.hookimpl(optionalhook=True)
