@@ -28,23 +28,17 @@ import requests
 from backend.deploy.catalog import load_catalog
 from backend.cluster.client import ClusterClient
 from backend.deploy.deployer import deploy_demo
-from backend.cluster.local import LocalCluster
 from backend.load.generator import LoadGenerator, LoadTarget
 from tests.conftest import PROMETHEUS, start_prometheus
-from tests.helpers import batched_copy, one_head_starting
+from tests.helpers import batched_copy, one_head_starting, own_cluster
 
 __all__ = ["ray_cluster", "cluster_client", "batched_demo", "load_on", "tuning_app",
            "prometheus_url"]
 
 
 def _cluster():
-    cluster = LocalCluster()
-    with one_head_starting():
-        cluster.start(timeout_s=120)
-    try:
+    with own_cluster() as cluster:
         yield cluster
-    finally:
-        cluster.stop()
 
 
 def _client(cluster) -> ClusterClient:

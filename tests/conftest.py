@@ -128,7 +128,7 @@ def launch_prometheus(scrape_configs: str, root) -> tuple[subprocess.Popen, str]
         time.sleep(0.3)
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(trylast=True)  # after -m/-k deselect: the units hold only what runs
 def pytest_collection_modifyitems(session, config, items):
     """Tests marked `timing` run first, in their collected order.
 

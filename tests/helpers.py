@@ -35,9 +35,10 @@ def nvml_gpu_count() -> int:
 @contextmanager
 def one_head_starting():
     """Held while a head starts and takes its first demo: test.sh's two xdist workers
-    take turns at it (a file lock), because two heads starting at once on 2 cores — a
-    dozen Python processes each, replicas importing torch — starved both past their
-    10 s dashboard timeouts. Without xdist it is never contended."""
+    take turns at it (a file lock). A head starting is a dozen Python processes and
+    replicas importing torch; the first two-worker run, without this lock, saw dashboard
+    calls time out at 10 s while two heads started at once on 2 cores. Without xdist it
+    is never contended."""
     with open(os.path.join(tempfile.gettempdir(), "serve-console-tests-heads.lock"), "w") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
