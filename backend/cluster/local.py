@@ -52,6 +52,8 @@ class LocalCluster:
     auth: bool = True
     ray_executable: str | None = None
     host: str = "127.0.0.1"
+    #: How often the head's workers report metrics to its page (Ray's default: 10000).
+    metrics_report_interval_ms: int = METRICS_REPORT_INTERVAL_MS
 
     def __post_init__(self) -> None:
         self._proc: subprocess.Popen | None = None
@@ -101,7 +103,7 @@ class LocalCluster:
             f"--node-manager-port={self.node_manager_port}",
             f"--object-manager-port={self.object_manager_port}",
             "--system-config=" + json.dumps(
-                {"metrics_report_interval_ms": METRICS_REPORT_INTERVAL_MS}
+                {"metrics_report_interval_ms": self.metrics_report_interval_ms}
             ),
         ]
         if self.num_cpus is not None:

@@ -40,6 +40,15 @@ series first seen inside the window counts from its first sample, not from zero 
 Prometheus' `rate` does); a counter that goes down was reset and its new value is the
 increase (also as Prometheus). A series that vanishes still contributes what it gained
 while it was visible. No traffic in the window: rates are 0, latencies/means absent.
+
+Pages that change less often than every second poll (a cluster the console did not
+start keeps Ray's default report interval of 10 s; report_cadence.py estimates it from
+the counters' change gaps): a poll window of 5 s would hold one report or none by turns
+(twice the rate, then 0). Each series is then taken over whole reports instead: from a
+report at least `window_s` before its newest report to that report (a report with no
+change is known once the change is overdue by a poll and a quarter of the interval), a
+whole number of intervals long; its rate is that increase over that span. Rates then
+move once per report, as late as the report; latencies come from the same reports.
 Per replica the same, except for when a replica counts as there: Ray 2.60's node agent
 keeps a dead worker's counters and histograms on the page for as long as it runs (its
 recorder never forgets a counter's label set; gauges expire ~2 report intervals after
@@ -65,6 +74,7 @@ import requests
 
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
+from backend.metrics.report_cadence import ReportCadence
 from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
                                     node_where)
 from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
@@ -193,30 +203,67 @@ def alive_replica(values: dict[str, float]) -> bool:
 
 
 class _Cumulative:
-    """One counter (or one histogram bucket) series: reset-adjusted history in the window."""
+    """One counter (or one histogram bucket) series: its reset-adjusted value at each
+    change, plus one entry at or before the window's start (the baseline)."""
 
-    __slots__ = ("raw", "adj", "hist")
+    __slots__ = ("raw", "adj", "hist", "seen", "changed")
 
     def __init__(self, t: float, value: float) -> None:
         self.raw = value
         self.adj = 0.0               # counts from the first sample, not from zero
         self.hist: deque[tuple[float, float]] = deque([(t, 0.0)])
+        self.seen = t                # the newest poll that listed the series
+        self.changed = -math.inf     # when the value last changed (never yet)
 
-    def add(self, t: float, value: float) -> None:
-        if value >= self.raw:
+    def add(self, t: float, value: float) -> float:
+        """This poll's value; returns the time since the series' previous change when
+        it changed now after an earlier change (a report interval or more), else 0."""
+        self.seen = t
+        if value == self.raw:
+            return 0.0
+        if value > self.raw:
             self.adj += value - self.raw
         else:                        # reset: the new value is what was gained since
             self.adj += value
         self.raw = value
         self.hist.append((t, self.adj))
+        gap, self.changed = t - self.changed, t
+        return gap if gap < math.inf else 0.0
 
-    def prune(self, t_base: float) -> None:
+    def prune(self, keep_from: float) -> None:
+        """Forget the changes before *keep_from*, except the newest of them (the value
+        at keep_from)."""
         hist = self.hist
-        while hist and hist[0][0] < t_base:
+        while len(hist) > 1 and hist[1][0] <= keep_from:
             hist.popleft()
 
     def increase(self) -> float:
-        return self.hist[-1][1] - self.hist[0][1] if self.hist else 0.0
+        """Since the start of the window pruned to (or the first sample, if later)."""
+        return self.hist[-1][1] - self.hist[0][1]
+
+    def report_increase(self, now: float, report_s: float, length_s: float,
+                        late_s: float) -> tuple[float, float]:
+        """(increase, span) over the last *length_s* (a whole number of reports) of
+        reports *report_s* apart, ending at the series' newest report: its newest
+        change, or — when the next change is more than *late_s* overdue, i.e. a
+        report came without one — the report after it on the same cadence. Both ends
+        sit on reports, so the span is a whole number of reports."""
+        hist = self.hist
+        if len(hist) < 2:
+            return 0.0, length_s
+        last_t, last_adj = hist[-1]
+        end = last_t
+        if now - last_t > report_s + late_s:
+            end += report_s * math.floor((now - last_t - late_s) / report_s)
+        start = end - length_s
+        half = report_s / 2
+        for t, adj in reversed(hist):
+            if t <= start + half:
+                # A change near the start is that report; none: the value is flat there.
+                return last_adj - adj, length_s
+        first_t = hist[0][0]          # a series younger than the window
+        reports = max(1, round((end - first_t) / report_s))
+        return last_adj - hist[0][1], reports * report_s
 
 
 def _key(labels: dict, drop: str | None = None) -> tuple:
@@ -229,8 +276,11 @@ class WindowedSeries:
     Separate from the HTTP part so tests can feed synthetic pages with chosen times.
     """
 
-    def __init__(self, window_s: float = 5.0) -> None:
+    def __init__(self, window_s: float = 5.0, whole_reports: bool = True) -> None:
         self.window_s = window_s
+        #: Over whole reports where the pages change less often than every second poll
+        #: (False: always over the poll window, as before 2026-11-27; for comparison).
+        self.whole_reports = whole_reports
         self._polls: deque[float] = deque()
         # (family, deployment key, series labels without le) -> le -> _Cumulative;
         # counters use le = None.
@@ -246,6 +296,8 @@ class WindowedSeries:
         self.held_models: dict[DeploymentKey, dict[str, list[str]]] = {}
         #: The nodes' GPUs as of the newest ingest (empty on a CPU cluster).
         self.gpus = gpu.NodeGpus()
+        #: How often the pages change (Ray's metrics report interval, as seen).
+        self.cadence = ReportCadence()
 
     def ingest(self, t: float, pages: Iterable[list[ex.Sample]]
                ) -> dict[DeploymentKey, dict[str, float]]:
@@ -253,10 +305,11 @@ class WindowedSeries:
         earlier poll's: the values per deployment over the window that ends at *t*.
         replica_values, held_models and gpus are brought up to date with them."""
         t_base = self._advance_window(t)
+        self.cadence.poll(t)
         gauges, replica_ongoing = self._read_pages(t, pages)
         values: _Values = defaultdict(dict)
         span = t - t_base
-        increases, buckets, r_increases, r_buckets = self._window_increases(t_base)
+        increases, buckets, r_increases, r_buckets = self._window_increases(t_base, t)
         if span > 0:
             self._rates(values, increases, span)
         self._latencies(values, buckets)
@@ -301,12 +354,16 @@ class WindowedSeries:
         self.gpus = gpu.from_samples(gpu_samples)
         return gauges, replica_ongoing
 
-    def _window_increases(self, t_base: float
+    def _window_increases(self, t_base: float, t: float
                           ) -> tuple[_Increases, _Buckets, dict[str, dict[ReplicaKey, float]],
                                      dict[ReplicaKey, dict[float, float]]]:
-        """Every series' increase since *t_base*, summed per deployment (counters; and
-        histograms per bucket) and per replica (REPLICA_FAMILIES); a series with no sample
-        left in the window is forgotten."""
+        """Every series' increase since *t_base* (the poll window ending at *t*), summed
+        per deployment (counters; and histograms per bucket) and per replica
+        (REPLICA_FAMILIES); a series not listed since the window's start is forgotten.
+        Where the pages change less often than every second poll, each series' increase
+        is over whole reports instead (see the module docstring), scaled to the window's
+        span so that dividing by it gives the rate over those reports."""
+        increase, keep_from = self._increase_rule(t_base, t)
         increases: _Increases = defaultdict(lambda: defaultdict(float))
         buckets: _Buckets = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
         r_increases: dict[str, dict[ReplicaKey, float]] = defaultdict(lambda: defaultdict(float))
@@ -321,10 +378,9 @@ class WindowedSeries:
             if per_replica:
                 rkey = (dkey[0], dkey[1], rid)
             for le, c in per_le.items():
-                c.prune(t_base)
-                if c.hist:
+                inc = increase(c)
+                if c.seen >= keep_from:
                     alive = True
-                inc = c.increase()
                 if le is None:
                     increases[family][dkey] += inc
                     if per_replica:
@@ -339,6 +395,29 @@ class WindowedSeries:
             del self._cum[k]
             replica_of.pop(k, None)
         return increases, buckets, r_increases, r_buckets
+
+    def _increase_rule(self, t_base: float, t: float
+                       ) -> tuple[Callable[[_Cumulative], float], float]:
+        """How a series' increase is taken at this poll (a function of the series, which
+        also prunes its history), and since when a series must have been listed to be
+        kept."""
+        report_s = self.cadence.slow_reports_s() if self.whole_reports else None
+        if report_s is None:
+            def over_polls(c: _Cumulative) -> float:
+                c.prune(t_base)
+                return c.increase()
+            return over_polls, t_base
+        # Reports slower than the polls: whole reports, at least the window's length.
+        length = report_s * max(1, math.ceil(self.window_s / report_s - 1e-9))
+        late = (self.cadence.poll_interval_s() or 0.0) + 0.25 * report_s
+        keep_from = t - length - 2 * report_s - late
+        span = t - t_base
+
+        def over_reports(c: _Cumulative) -> float:
+            c.prune(keep_from)
+            inc, inc_span = c.report_increase(t, report_s, length, late)
+            return inc * span / inc_span
+        return over_reports, keep_from
 
     @staticmethod
     def _rates(values: _Values, increases: _Increases, span: float) -> None:
@@ -503,7 +582,9 @@ class WindowedSeries:
         if c is None:
             per_le[le_f] = _Cumulative(t, s.value)
         else:
-            c.add(t, s.value)
+            gap = c.add(t, s.value)
+            if gap and le_f is None:
+                self.cadence.change_gap(gap)
 
 
 class DirectScrapeSource:
@@ -589,6 +670,13 @@ class DirectScrapeSource:
         """The nodes' GPUs as of the last poll (empty without GPU metrics)."""
         with self._lock:
             return self._window.gpus
+
+    def slow_reports_s(self) -> float | None:
+        """The pages' report interval where it is at least two polls long (Ray's default
+        10 s on a cluster the console did not start), else None: the rates are then over
+        whole reports and move once per report."""
+        with self._lock:
+            return self._window.cadence.slow_reports_s()
 
     def replica_values(self) -> dict[ReplicaKey, dict[str, float]]:
         """REPLICA_SERIES per (app, deployment, replica id) as of the last poll (computed

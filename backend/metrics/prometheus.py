@@ -260,6 +260,12 @@ class PrometheusSource:
         with self._lock:
             return self._gpus
 
+    @staticmethod
+    def slow_reports_s() -> None:
+        """Always None: Prometheus' rate() spans its own window of scrapes (pick the
+        window ≥ 4 scrape intervals), unlike DirectScrapeSource.slow_reports_s."""
+        return None
+
     def _run(self, q: SeriesQuery, unreachable: "_Unreachable | None" = None):
         if unreachable is not None and unreachable.error is not None:
             return None, _SKIPPED

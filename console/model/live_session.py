@@ -129,6 +129,8 @@ class Session(QObject):
         self.tuning.notice.connect(self.event)
         self._metrics_error: str | None = None
         self._metrics_problems: list = []
+        # The source whose slow report interval the event log was told of.
+        self._source_told_slow = None
         # Replica deaths from successive statuses (+ the GCS's actor table); replaced
         # on every connect and on a restarted head. Used only on the status poll thread.
         self._watcher = ReplicaWatcher()
@@ -414,14 +416,15 @@ class Session(QObject):
         source = self._source
         if source is None or not self.connection.usable:
             # While the cluster does not answer the plots stop advancing (no fake zeros).
-            return None, None, None, None
+            return None, None, None, None, None
         t, values = source.poll()
         self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
         self.replica_store.add(t, source.replica_values())
         # Read here, on the poll thread: the source's lock is held during a poll, and the
         # GUI thread must never wait on it.
         gpus = self.gpus.collect(source, t, self.client, self.status)
-        return source.last_error, source.all_held_models(), source.problems(), gpus
+        return (source.last_error, source.all_held_models(), source.problems(), gpus,
+                source.slow_reports_s())
 
     def _on_status_result(self, result) -> None:
         status, session_name, events = result
@@ -484,7 +487,14 @@ class Session(QObject):
             self.redeploy_offered.emit(lost)
 
     def _on_metrics_result(self, result) -> None:
-        last_error, held, problems, gpus = result
+        last_error, held, problems, gpus, slow_reports_s = result
+        if slow_reports_s is not None and self._source_told_slow is not self._source:
+            self._source_told_slow = self._source
+            self.event.emit(
+                f"The cluster's metrics pages change every {slow_reports_s:.0f} s (Ray's "
+                "metrics report interval; RAY_metrics_report_interval_ms on its nodes): "
+                "rates and latencies are taken over whole reports and move once per "
+                "report.", "info")
         if gpus is not None:
             self.gpus.apply(gpus)
         if held is not None and held != self.held_models:

@@ -426,3 +426,62 @@ def test_source_recovers_when_the_page_comes_back(page_server, real_pair):
         assert src.last_error is None
         assert v[("batched", "Batched")]["requests_per_s"] > 0
         assert src.last_stats.parse_ms > 0 and src.last_stats.bytes > 500_000
+
+
+# --- pages that change less often than they are polled ----------------------------
+# Ray's default metrics report interval is 10 s (the console's own local cluster uses
+# 1 s): a cluster the console did not start changes its pages once every ten polls.
+
+def _reported(rate: float, report_s: float, phase: float, t: float, stop: float = 1e9
+              ) -> float:
+    """A counter as a node's page shows it at time *t*: *rate* per second counted up to
+    the newest report (reports at phase + k*report_s) and until *stop*."""
+    if t < phase:
+        return 0.0
+    last_report = phase + report_s * math.floor((t - phase) / report_s)
+    return rate * min(last_report, stop)
+
+
+def _poll_reported(w: WindowedSeries, t: float, rate: float, stop: float = 1e9):
+    n = _reported(rate, 10.0, 3.7, t, stop)
+    return feed(w, t, counter(ex.REQUESTS, n, replica="r1"),
+                counter(ex.HTTP_REQUESTS, n, replica="proxy", dep=""),
+                histogram(ex.PROCESSING_LATENCY, lat({5: n / 2, 10: n / 2}), replica="r1"))
+
+
+def test_pages_reported_every_10s_give_a_steady_rate_not_double_then_zero():
+    w = WindowedSeries(window_s=5.0)
+    rates, p50s = [], []
+    for t in range(0, 120):
+        v = _poll_reported(w, float(t), 50.0)
+        if t >= 60:
+            rates.append(v[KEY]["requests_per_s"])
+            p50s.append(v[KEY].get("latency_p50_ms"))
+    assert w.cadence.report_interval_s() == pytest.approx(10.0)
+    # Each rate is over whole reports: exactly 50/s at every poll (the poll window
+    # alone read 100 or 0 by turns).
+    assert rates == pytest.approx([50.0] * len(rates))
+    # Latency at every poll, not only at the polls whose window holds a report.
+    assert None not in p50s and p50s == pytest.approx([p50s[0]] * len(p50s))
+    assert v[(APP, "")]["requests_per_s"] == pytest.approx(50.0)  # the proxy's, too
+
+
+def test_traffic_stopping_between_reports_reads_zero_soon_after_the_next_report():
+    w = WindowedSeries(window_s=5.0)
+    for t in range(0, 60):
+        _poll_reported(w, float(t), 50.0)
+    # Traffic stops at 60.5; the report at 63.7 carries the last of it, the one at
+    # 73.7 nothing: that is known once it is overdue (73.7 + 1 poll + 2.5 s slack).
+    seen = {}
+    for t in range(60, 100):
+        seen[t] = _poll_reported(w, float(t), 50.0, stop=60.5)[KEY]["requests_per_s"]
+    assert all(seen[t] > 0 for t in range(60, 74))
+    assert all(seen[t] == 0.0 for t in range(78, 100))
+
+
+def test_pages_that_change_every_poll_keep_the_poll_window():
+    w = WindowedSeries(window_s=5.0)
+    for t in range(0, 30):
+        feed(w, float(t), counter(ex.REQUESTS, 20 * t))
+    assert w.cadence.report_interval_s() == pytest.approx(1.0)
+    assert w.cadence.slow_reports_s() is None

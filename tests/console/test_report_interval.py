@@ -1,0 +1,88 @@
+"""Rates on a real cluster whose pages change less often than they are polled.
+
+Ray's default metrics report interval is 10 s; the console's own local cluster uses 1 s,
+so every other test sees pages that change on every poll. Here a head of its own reports
+every 4 s (4 polls): rates over the 5 s poll window alone held one report or two by
+turns (0.8× and 1.6× of the real rate); over whole reports every poll reads the rate,
+and the console says in its event log why its rates move in steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import pytest
+
+from backend.cluster.client import ClusterClient
+from backend.deploy.deployer import deploy_app
+from backend.load.generator import LoadGenerator, LoadTarget
+from backend.metrics.direct import DirectScrapeSource
+from console.model.live_session import Session
+from tests.helpers import connect_remote_and_wait, own_cluster, probe_app
+
+# Rates under load: alone, after the parallel pass (a starved exporter reports late).
+pytestmark = pytest.mark.quiet
+
+REPORT_MS = 4000
+RPS = 20.0
+
+
+@pytest.fixture(scope="module")
+def slow_reports():
+    with own_cluster(num_cpus=2, metrics_report_interval_ms=REPORT_MS) as cluster:
+        client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=30)
+        deploy_app(client, probe_app(client, "probe", replicas=1,
+                                     ray_actor_options={"num_cpus": 0}),
+                   timeout_s=180, http_options_if_new={"host": "127.0.0.1",
+                                                       "port": cluster.serve_http_port})
+        yield cluster, client, f"http://127.0.0.1:{cluster.serve_http_port}/probe"
+
+
+def test_every_poll_reads_the_rate_when_reports_come_every_4_polls(slow_reports):
+    _, client, url = slow_reports
+    gen = LoadGenerator(LoadTarget(url=url, method="GET"))
+    source = DirectScrapeSource(client.metrics_targets, window_s=5.0)
+    readings: list[float] = []
+    try:
+        gen.start(RPS)
+        deadline = time.monotonic() + 90
+        # Until the source has seen the cadence (a few reports), then 20 polls.
+        while len(readings) < 20 and time.monotonic() < deadline:
+            tick = time.monotonic()
+            if len(readings) == 0:
+                ok_from = (tick, gen.stats().ok)
+            _, values = source.poll()
+            if source.slow_reports_s() is not None:
+                readings.append(values.get(("probe", "Probe"), {}).get("requests_per_s", 0.0))
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        answered = (gen.stats().ok - ok_from[1]) / (time.monotonic() - ok_from[0])
+        report_s = source.slow_reports_s()
+    finally:
+        gen.stop()
+        source.close()
+    assert len(readings) == 20, f"the 4 s cadence was not seen in 90 s ({readings})"
+    assert report_s == pytest.approx(REPORT_MS / 1000, rel=0.15)
+    assert answered > 0.8 * RPS
+    shares = [r / answered for r in readings]
+    # Each poll: the rate over whole reports, never one report or two by turns.
+    assert all(0.7 <= s <= 1.3 for s in shares), shares
+    assert statistics.median(shares) == pytest.approx(1.0, abs=0.1), shares
+
+
+def test_the_event_log_says_the_cluster_reports_every_4_s(qtbot, slow_reports):
+    cluster, _, url = slow_reports
+    gen = LoadGenerator(LoadTarget(url=url, method="GET"))
+    session = Session()
+    events: list[str] = []
+    session.event.connect(lambda text, level: events.append(text))
+    try:
+        gen.start(RPS)
+        connect_remote_and_wait(qtbot, lambda: session.connect_remote(
+            cluster.dashboard_url, cluster.token), session)
+        qtbot.waitUntil(lambda: any("change every" in e for e in events), timeout=60_000)
+    finally:
+        gen.stop()
+        session.shutdown()
+    [said] = [e for e in events if "change every" in e]
+    assert "every 4 s" in said and "RAY_metrics_report_interval_ms" in said
