@@ -101,7 +101,7 @@ def profile(url: str, top: int = 15) -> str:
         urls = source.targets()
         prof = cProfile.Profile()
         prof.enable()
-        pages = [source._fetch(u)[0] for u in urls]
+        pages = [source._fetch(u)[0] for u in urls]  # pre-filtered texts
         source._window.ingest(time.time(), pages)
         prof.disable()
     out = io.StringIO()

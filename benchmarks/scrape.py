@@ -8,7 +8,8 @@ console's own path, puts open-loop load on it, and then, on the live node pages:
   in rounds whose order alternates: the source's processing (prefilter + parse_samples +
   window update) vs a full parse by prometheus_client's parser (what a naive scraper
   would do), and prefilter + prometheus_client on the filtered text. Per page the ratio
-  full / direct; the headline is the median over the pages with its min–max.
+  full / direct; the headline is the median over the pages with its min–max. Also the
+  pre-filter alone against checking every line (`prefilter_by_line`, as it was before).
 
 Prints readable figures; the last line is one JSON object. Cleans up after itself.
 
@@ -126,20 +127,25 @@ def main() -> int:
 
         # 2) Same pages, side by side: direct processing vs full prometheus_client parse.
         direct_ms, full_ms, filtered_pc_ms, sizes = [], [], [], []
+        prefilter_ms, by_line_ms = [], []
         for i, text in enumerate(pages):
             w = WindowedSeries(5.0)
-            w.ingest(0.0, [ex.parse_samples(ex.prefilter(text))])
+            w.ingest(0.0, [ex.prefilter(text)])
             tick = [1.0]
 
             def direct(text=text, w=w):
                 tick[0] += 1.0
-                w.ingest(tick[0], [ex.parse_samples(ex.prefilter(text))])
+                w.ingest(tick[0], [ex.prefilter(text)])
 
             ms = _alternated({
                 "direct": direct,
                 "full": lambda text=text: list(text_string_to_metric_families(text)),
                 "filtered_pc": lambda text=text: ex.parse(ex.prefilter(text)),
+                "prefilter": lambda text=text: ex.prefilter(text),
+                "by_line": lambda text=text: ex.prefilter_by_line(text),
             }, rounds=7)
+            prefilter_ms.append(ms["prefilter"])
+            by_line_ms.append(ms["by_line"])
             direct_ms.append(ms["direct"])
             full_ms.append(ms["full"])
             filtered_pc_ms.append(ms["filtered_pc"])
@@ -180,6 +186,10 @@ def main() -> int:
           f"= {f / page_mb:.1f} ms/MB")
     print(f"full parse / direct source, per page: {ratio.text('{:.1f}', 'x')} "
           f"(pages as repeats)")
+    cut = Spread.of([b / a for a, b in zip(prefilter_ms, by_line_ms)])
+    print(f"pre-filter alone: {statistics.median(prefilter_ms):.2f} ms per page, walking "
+          f"the families' blocks; every line checked {statistics.median(by_line_ms):.2f} ms "
+          f"({cut.text('{:.1f}', 'x')}, pages as repeats)")
     print(f"live polls ({len(polls)} at 1 Hz): {poll_total:.1f} ms per poll median "
           f"(fetch incl. processing {poll_fetch:.1f} ms, CPU in filter/parse/windows "
           f"{poll_cpu:.2f} ms)")
@@ -201,6 +211,8 @@ def main() -> int:
         "ratio": round(ratio.median, 2),
         "ratio_min": round(ratio.minimum, 2), "ratio_max": round(ratio.maximum, 2),
         "ratios": [round(x, 2) for x in ratios], "pages": len(ratios),
+        "prefilter_ms": round(statistics.median(prefilter_ms), 3),
+        "prefilter_by_line_ms": round(statistics.median(by_line_ms), 3),
         "ms_per_scrape_min": round(d_s.minimum, 3), "ms_per_scrape_max": round(d_s.maximum, 3),
         "poll_total_ms": round(poll_total, 2),
         "fetch_identity_ms": round(fetch_identity, 2),

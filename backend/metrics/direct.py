@@ -92,6 +92,13 @@ _AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
                       (ex.AUTOSCALING_TOTAL_REQUESTS, "autoscaler_total_requests"),
                       (ex.AUTOSCALING_TARGET_ONGOING, "target_ongoing_requests"))
 
+#: Route kinds (WindowedSeries._route): a counter or bucket, a gauge, a held model, a GPU.
+_CUM, _GAUGE, _HELD, _GPU = range(4)
+_UNSEEN = object()
+#: Series texts remembered with their routes; emptied when full (a 1,000-replica fleet
+#: has ~70,000).
+ROUTES_MAX = 400_000
+
 #: What WindowedSeries.ingest computes with: values per deployment, counters' increases
 #: (family -> deployment -> increase) and buckets' (family -> deployment -> le -> increase).
 _Values = dict[DeploymentKey, dict[str, float]]
@@ -108,7 +115,7 @@ class ScrapeStats:
     bytes: int = 0          # page text fetched, decoded
     fetch_ms: float = 0.0   # wall time of the concurrent fetch (includes filter + parse)
     filter_ms: float = 0.0  # CPU in prefilter, summed over pages
-    parse_ms: float = 0.0   # CPU in parsing the filtered text, summed over pages
+    parse_ms: float = 0.0   # CPU in reading the filtered lines (WindowedSeries.read_s)
     compute_ms: float = 0.0  # windows, rates, quantiles
     total_ms: float = 0.0
     errors: list[str] = field(default_factory=list)
@@ -232,14 +239,12 @@ class _Cumulative:
 
     def prune(self, keep_from: float) -> None:
         """Forget the changes before *keep_from*, except the newest of them (the value
-        at keep_from)."""
+        at keep_from): the increase since keep_from is then hist[-1] - hist[0] (or since
+        the first sample, if later). WindowedSeries._window_increases does the same
+        inline over the poll window."""
         hist = self.hist
         while len(hist) > 1 and hist[1][0] <= keep_from:
             hist.popleft()
-
-    def increase(self) -> float:
-        """Since the start of the window pruned to (or the first sample, if later)."""
-        return self.hist[-1][1] - self.hist[0][1]
 
     def report_increase(self, now: float, report_s: float, length_s: float,
                         late_s: float) -> tuple[float, float]:
@@ -298,15 +303,25 @@ class WindowedSeries:
         self.gpus = gpu.NodeGpus()
         #: How often the pages change (Ray's metrics report interval, as seen).
         self.cadence = ReportCadence()
+        # Series text -> what to do with its value (see _read_pages).
+        self._routes: dict[str, tuple | None] = {}
+        #: Sample lines of the newest ingest that could not be read, per page:
+        #: (page index, how many, the first of them).
+        self.malformed: list[tuple[int, int, str]] = []
+        #: CPU seconds the newest ingest spent reading its pages' lines.
+        self.read_s = 0.0
 
-    def ingest(self, t: float, pages: Iterable[list[ex.Sample]]
+    def ingest(self, t: float, pages: Iterable[str]
                ) -> dict[DeploymentKey, dict[str, float]]:
-        """One poll's pages (one list of samples per node) at time *t*, later than every
-        earlier poll's: the values per deployment over the window that ends at *t*.
-        replica_values, held_models and gpus are brought up to date with them."""
+        """One poll's pages (one node's text each, through exposition.prefilter) at time
+        *t*, later than every earlier poll's: the values per deployment over the window
+        that ends at *t*. replica_values, held_models, gpus and malformed are brought up
+        to date with them."""
         t_base = self._advance_window(t)
         self.cadence.poll(t)
+        started = time.thread_time()
         gauges, replica_ongoing = self._read_pages(t, pages)
+        self.read_s = time.thread_time() - started
         values: _Values = defaultdict(dict)
         span = t - t_base
         increases, buckets, r_increases, r_buckets = self._window_increases(t_base, t)
@@ -329,30 +344,124 @@ class WindowedSeries:
             self._polls.popleft()
         return self._polls[0]
 
-    def _read_pages(self, t: float, pages: Iterable[list[ex.Sample]]
+    def _read_pages(self, t: float, pages: Iterable[str]
                     ) -> tuple[dict[str, dict[DeploymentKey, list[float]]],
                                dict[ReplicaKey, float]]:
-        """Take in every sample: counters and buckets into the window's history; this
-        poll's gauges (per family and deployment) and ongoing requests per replica are
-        returned; held models and GPUs are set from this poll alone."""
+        """Take in every sample line: counters and buckets into the window's history;
+        this poll's gauges (per family and deployment) and ongoing requests per replica
+        are returned; held models and GPUs are set from this poll alone.
+
+        A node's page repeats the same series poll after poll, only the values change:
+        each line's series text (all but the value) is looked up in `_routes`, which says
+        what to do with the value; only a series not seen before is parsed (`_route`)."""
         gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
         replica_ongoing: dict[ReplicaKey, float] = defaultdict(float)
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         gpu_samples: list[ex.Sample] = []
-        for samples in pages:
-            for s in samples:
-                if s.name in gpu.FAMILIES:  # per node, no application label
-                    gpu_samples.append(s)
+        routes = self._routes
+        if len(routes) > ROUTES_MAX:
+            routes.clear()
+        change_gap = self.cadence.change_gap
+        self.malformed = []
+        for page, text in enumerate(pages):
+            bad, example = 0, ""
+            for line in text.split("\n"):
+                if not line or line[0] == "#":
                     continue
-                if s.name == ex.MUX_REGISTERED:
-                    if s.value > 0 and s.labels.get("model_id"):
-                        dkey = (s.labels.get("application", ""), s.labels.get("deployment", ""))
-                        held[dkey][s.labels.get("replica", "")].add(s.labels["model_id"])
+                close = line.rfind("}")
+                if close < 0:
+                    close = line.find(" ") - 1
+                head, rest = line[:close + 1], line[close + 1:]
+                try:
+                    try:
+                        value = float(rest)
+                    except ValueError:   # a timestamp after the value
+                        value = float(rest.split()[0])
+                    route = routes.get(head, _UNSEEN)
+                    if route is _UNSEEN:
+                        route = routes[head] = self._route(t, line)
+                except (ValueError, IndexError):
+                    bad += 1
+                    example = example or line[:120]
                     continue
-                self._ingest_sample(t, s, gauges, replica_ongoing)
+                if route is None:
+                    continue
+                kind = route[0]
+                if kind == _CUM:
+                    gap = route[1].add(t, value)
+                    if gap and route[2]:
+                        change_gap(gap)
+                elif kind == _GAUGE:
+                    if not math.isnan(value):
+                        gauges[route[1]][route[2]].append(value)
+                        if route[3] is not None:
+                            replica_ongoing[route[3]] += value
+                elif kind == _HELD:
+                    if value > 0:
+                        held[route[1]][route[2]].add(route[3])
+                else:  # _GPU: per node, no application label
+                    gpu_samples.append(ex.Sample(route[1], route[2], value))
+            if bad:
+                self.malformed.append((page, bad, example))
         self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
         self.gpus = gpu.from_samples(gpu_samples)
         return gauges, replica_ongoing
+
+    def _route(self, t: float, line: str) -> tuple | None:
+        """What to do with the values of the series on *line* (seen for the first time):
+        None to skip it, else (_CUM, its _Cumulative, is a counter), (_GAUGE, family,
+        deployment key, replica key for the ongoing-requests gauge else None), (_HELD,
+        deployment key, replica, model id) or (_GPU, name, labels)."""
+        [s] = ex.parse_samples(line)
+        name, labels = s.name, s.labels
+        if name in gpu.FAMILIES:
+            return (_GPU, name, labels)
+        app = labels.get("application", "")
+        if name == ex.MUX_REGISTERED:
+            model = labels.get("model_id")
+            if not model:
+                return None
+            return (_HELD, (app, labels.get("deployment", "")), labels.get("replica", ""), model)
+        if not app:
+            return None  # e.g. the proxy's 404s for routes that match no application
+        if name.endswith("_bucket"):
+            family = name[:-7]
+            le = labels.get("le")
+            if family not in ex.HISTOGRAMS or le is None:
+                return None
+            le_f = float(le)
+            skey = _key(labels, "le")
+        elif name.endswith("_total"):
+            family = name[:-6]
+            if family not in ex.COUNTERS:
+                return None
+            le_f = None
+            skey = _key(labels)
+        else:
+            if name not in ex.GAUGES:
+                return None  # _sum/_count: buckets are used instead
+            dkey = (app, labels.get("deployment", ""))
+            rkey = None
+            if name == ex.REPLICA_ONGOING and labels.get("replica"):
+                rkey = (dkey[0], dkey[1], replica_id(labels["replica"]))
+            return (_GAUGE, name, dkey, rkey)
+        dep = "" if family in (ex.HTTP_LATENCY, ex.HTTP_REQUESTS, ex.HTTP_ERRORS) \
+            else labels.get("deployment", "")
+        if family == ex.PIPELINE_CHUNKS:
+            family = f"{family}|{labels.get('stage', '')}"
+        elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
+            family = f"{family}|{labels.get('mode', '')}"
+        ckey = (family, (app, dep), skey)
+        per_le = self._cum.get(ckey)
+        if per_le is None:
+            per_le = self._cum[ckey] = {}
+            rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
+            if rid:
+                self._replica_of[ckey] = rid
+        c = per_le.get(le_f)
+        if c is None:
+            c = per_le[le_f] = _Cumulative(t, s.value)
+        return (_CUM, c, le_f is None)
 
     def _window_increases(self, t_base: float, t: float
                           ) -> tuple[_Increases, _Buckets, dict[str, dict[ReplicaKey, float]],
@@ -377,8 +486,15 @@ class WindowedSeries:
             per_replica = rid is not None
             if per_replica:
                 rkey = (dkey[0], dkey[1], rid)
+            dep_buckets = None
             for le, c in per_le.items():
-                inc = increase(c)
+                if increase is None:  # over the poll window (inlined: every series, every poll)
+                    hist = c.hist
+                    while len(hist) > 1 and hist[1][0] <= t_base:
+                        hist.popleft()
+                    inc = hist[-1][1] - hist[0][1]
+                else:
+                    inc = increase(c)
                 if c.seen >= keep_from:
                     alive = True
                 if le is None:
@@ -386,27 +502,31 @@ class WindowedSeries:
                     if per_replica:
                         r_increases[family][rkey] += inc
                 else:
-                    buckets[family][dkey][le] += inc
+                    if dep_buckets is None:
+                        dep_buckets = buckets[family][dkey]
+                    dep_buckets[le] += inc
                     if per_replica:  # the only histogram in REPLICA_FAMILIES: latency
                         r_buckets[rkey][le] += inc
             if not alive:
                 dead.append(ckey)
-        for k in dead:
-            del self._cum[k]
-            replica_of.pop(k, None)
+        if dead:
+            gone = set()
+            for k in dead:
+                gone.update(map(id, self._cum.pop(k).values()))
+                replica_of.pop(k, None)
+            self._routes = {head: r for head, r in self._routes.items()
+                            if r is None or r[0] != _CUM or id(r[1]) not in gone}
         return increases, buckets, r_increases, r_buckets
 
     def _increase_rule(self, t_base: float, t: float
-                       ) -> tuple[Callable[[_Cumulative], float], float]:
+                       ) -> tuple[Callable[[_Cumulative], float] | None, float]:
         """How a series' increase is taken at this poll (a function of the series, which
-        also prunes its history), and since when a series must have been listed to be
-        kept."""
+        also prunes its history; None: over the poll window since *t_base*, as
+        _Cumulative.prune then increase, which the caller does inline), and since when a
+        series must have been listed to be kept."""
         report_s = self.cadence.slow_reports_s() if self.whole_reports else None
         if report_s is None:
-            def over_polls(c: _Cumulative) -> float:
-                c.prune(t_base)
-                return c.increase()
-            return over_polls, t_base
+            return None, t_base
         # Reports slower than the polls: whole reports, at least the window's length.
         length = report_s * max(1, math.ceil(self.window_s / report_s - 1e-9))
         late = (self.cadence.poll_interval_s() or 0.0) + 0.25 * report_s
@@ -538,54 +658,6 @@ class WindowedSeries:
             out[rkey]["ongoing_requests"] = v
         return {k: v for k, v in out.items() if v and alive_replica(v)}
 
-    def _ingest_sample(self, t: float, s: ex.Sample, gauges, replica_ongoing) -> None:
-        name, labels = s.name, s.labels
-        app = labels.get("application", "")
-        if not app:
-            return  # e.g. the proxy's 404s for routes that match no application
-        if name.endswith("_bucket"):
-            family = name[:-7]
-            if family not in ex.HISTOGRAMS:
-                return
-            le = labels.get("le")
-            if le is None:
-                return
-            le_f = float(le)
-            skey = _key(labels, "le")
-        elif name.endswith("_total"):
-            family = name[:-6]
-            if family not in ex.COUNTERS:
-                return
-            le_f = None
-            skey = _key(labels)
-        else:
-            if name in ex.GAUGES and not math.isnan(s.value):
-                dep = labels.get("deployment", "")
-                gauges[name][(app, dep)].append(s.value)
-                if name == ex.REPLICA_ONGOING and labels.get("replica"):
-                    replica_ongoing[(app, dep, replica_id(labels["replica"]))] += s.value
-            return  # _sum/_count: buckets are used instead
-        dep = "" if family in (ex.HTTP_LATENCY, ex.HTTP_REQUESTS, ex.HTTP_ERRORS) \
-            else labels.get("deployment", "")
-        if family == ex.PIPELINE_CHUNKS:
-            family = f"{family}|{labels.get('stage', '')}"
-        elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
-            family = f"{family}|{labels.get('mode', '')}"
-        ckey = (family, (app, dep), skey)
-        per_le = self._cum.get(ckey)
-        if per_le is None:
-            per_le = self._cum[ckey] = {}
-            rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
-            if rid:
-                self._replica_of[ckey] = rid
-        c = per_le.get(le_f)
-        if c is None:
-            per_le[le_f] = _Cumulative(t, s.value)
-        else:
-            gap = c.add(t, s.value)
-            if gap and le_f is None:
-                self.cadence.change_gap(gap)
-
 
 class DirectScrapeSource:
     """Scrape every node's metrics endpoint and compute the named series.
@@ -694,7 +766,8 @@ class DirectScrapeSource:
         results = list(self._pool.map(self._fetch_safe, urls)) if urls else []
         t_fetched = time.perf_counter()
         stats.fetch_ms = (t_fetched - t0) * 1000
-        pages = []
+        pages: list[str] = []
+        page_urls: list[str] = []
         failures: dict[str, str] = {}
         if self._targets_error:
             failures["node list (dashboard)"] = self._targets_error
@@ -703,18 +776,23 @@ class DirectScrapeSource:
                 stats.errors.append(f"{url}: {_describe(res)}")
                 failures[node_where(url)] = f"{url}: {_explain(res, self.timeout_s)}"
                 continue
-            samples, nbytes, filter_s, parse_s = res
+            filtered, nbytes, filter_s = res
             stats.ok += 1
             stats.bytes += nbytes
             stats.filter_ms += filter_s * 1000
-            stats.parse_ms += parse_s * 1000
-            pages.append(samples)
+            pages.append(filtered)
+            page_urls.append(url)
         if stats.errors:
             self._need_refresh = True
         # Wall-clock time for the plots; never equal to or before the previous poll.
         t = max(time.time(), self._last_t + 1e-6)
         self._last_t = t
         values = self._window.ingest(t, pages)
+        stats.parse_ms = self._window.read_s * 1000
+        for page, bad, example in self._window.malformed:
+            url = page_urls[page]
+            failures.setdefault(node_where(url), f"{url}: {bad} sample line(s) could not be "
+                                                 f"read and were left out, e.g. {example!r}")
         self._health.report(failures, t)
         t_end = time.perf_counter()
         stats.compute_ms = (t_end - t_fetched) * 1000
@@ -740,10 +818,7 @@ class DirectScrapeSource:
         text = r.text
         a = time.thread_time()
         filtered = ex.prefilter(text)
-        b = time.thread_time()
-        samples = ex.parse_samples(filtered)
-        c = time.thread_time()
-        return samples, len(text), b - a, c - b
+        return filtered, len(text), time.thread_time() - a
 
     def _fetch_safe(self, url: str):
         try:

@@ -89,6 +89,7 @@ def test_a_node_page_is_a_ray_page_whose_counters_rise(client):
     assert len(text) > 500_000  # a whole node's page, not only the Serve families
     # The reference parser (prometheus_client) reads the Serve part as the fast one does.
     filtered = ex.prefilter(text)
+    assert filtered == ex.prefilter_by_line(text)
     assert sum(len(s) for _, s in ex.parse(filtered).values()) == len(ex.parse_samples(filtered))
     first = _counters(url)
     assert len(first) == REPLICAS // NODES

@@ -64,7 +64,7 @@ def lat(counts_per_bound: dict[float, float]) -> dict[float, float]:
 
 
 def feed(w: WindowedSeries, t: float, *lines_per_node: list[str]):
-    pages = [ex.parse_samples(ex.prefilter("\n".join(lines) + "\n")) for lines in lines_per_node]
+    pages = [ex.prefilter("\n".join(lines) + "\n") for lines in lines_per_node]
     return w.ingest(t, pages)
 
 
@@ -288,8 +288,8 @@ def _sum_of(text, sample_name, **match):
 def test_real_pages_give_the_hand_computed_values(real_pair):
     p0, p4 = real_pair
     w = WindowedSeries(window_s=5.0)
-    w.ingest(100.0, [ex.parse_samples(ex.prefilter(p0))])
-    v = w.ingest(104.0, [ex.parse_samples(ex.prefilter(p4))])
+    w.ingest(100.0, [ex.prefilter(p0)])
+    v = w.ingest(104.0, [ex.prefilter(p4)])
     b = ("batched", "Batched")
     req = "ray_serve_deployment_request_counter_total"
     expected = (_sum_of(p4, req, application="batched")

@@ -126,6 +126,26 @@ def test_prefilter_matches_names_exactly_not_by_prefix():
     ]
 
 
+def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
+    assert ex.prefilter(real_page) == ex.prefilter_by_line(real_page)
+
+
+@pytest.mark.parametrize("text", [
+    # No comment at all; samples before the first comment; a comment that is neither
+    # HELP nor TYPE inside a wanted family; no newline at the end; an empty page.
+    'ray_serve_replica_processing_queries{application="a"} 1\n',
+    'ray_serve_replica_processing_queries{application="a"} 1\n# TYPE ray_tasks gauge\n'
+    'ray_tasks 2\n',
+    "# TYPE ray_serve_replica_processing_queries gauge\n# just a remark\n"
+    'ray_serve_replica_processing_queries{application="a"} 1\n# HELP ray_tasks T\nray_tasks 2',
+    "# TYPE ray_serve_replica_processing_queries gauge\nray_serve_replica_processing_queries 3",
+    "# TYPE ray_serve_replica_processing_queries",
+    "",
+])
+def test_prefilter_by_blocks_on_odd_layouts(text):
+    assert ex.prefilter(text) == ex.prefilter_by_line(text)
+
+
 @pytest.mark.parametrize("line,name,labels,value", [
     ('m_total{a="x\\\\y",b="q\\"r",c="1,2"} 3 1700000000', "m_total",
      {"a": "x\\y", "b": 'q"r', "c": "1,2"}, 3.0),
