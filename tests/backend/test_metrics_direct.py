@@ -10,6 +10,7 @@ import gzip
 import http.server
 import math
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -392,6 +393,26 @@ def test_source_scrapes_and_reports_errors_per_target(page_server, real_pair):
         # A failed scrape makes the source ask for the node list again.
         assert len(calls) == 2
     assert handler.hits[0]["Authorization"] == "Bearer t"
+
+
+def test_a_malformed_line_is_left_out_and_named_not_the_whole_page(page_server):
+    handler, url = page_server
+    good = counter(ex.REQUESTS, 10) + counter(ex.REQUESTS, 5, replica="r2")
+    handler.pages = ["\n".join(good + [f'{ex.REQUESTS}_total{{application="app",'
+                                        'deployment="Model",replica="r3"}} twelve']) + "\n",
+                     "\n".join(counter(ex.REQUESTS, 30) + counter(ex.REQUESTS, 25, replica="r2")
+                               ) + "\n"]
+    with DirectScrapeSource(lambda: [url], window_s=5.0) as src:
+        src.poll()
+        [problem] = src.problems()
+        assert "1 sample line(s) could not be read" in problem.message
+        assert "twelve" in problem.message
+        time.sleep(0.5)
+        _, v = src.poll()
+        assert src.problems() == []
+    # r1 +20, r2 +20 between the polls: both pages' good lines were read.
+    assert v[KEY]["requests_per_s"] > 0
+    assert src.last_stats.ok == 1
 
 
 def test_source_without_targets_or_with_failing_discovery_says_why():
