@@ -18,7 +18,8 @@ VERSION = 1
 MAX_RECENT = 10
 _KNOWN = {"version", "recent_addresses", "recent_connections", "last_mode",
           "window_geometry", "window_state", "plot_window_s", "load_rps",
-          "per_replica_view", "load_source", "layout", "collapsed_docks", "theme"}
+          "per_replica_view", "load_source", "layout", "collapsed_docks", "theme",
+          "smooth_scroll"}
 # What a recent connection remembers, with its type: everything the connect dialog asks
 # for except the token itself (a token *file* path is kept; the token never is).
 _CONNECTION_FIELDS = {"url": str, "prometheus_url": str, "serve_http_url": str,
@@ -187,13 +188,24 @@ class Settings:
 
     def per_replica_view(self) -> bool:
         """Whether the plots showed one curve per replica when the console last quit."""
-        value = self._q.value("per_replica_view", False)
-        if isinstance(value, str):  # INI files give the text back
-            return value.strip().lower() in ("true", "1", "yes")
-        return bool(value) if isinstance(value, (bool, int)) else False
+        return self._flag("per_replica_view")
 
     def set_per_replica_view(self, on: bool) -> None:
         self._q.setValue("per_replica_view", bool(on))
+
+    def smooth_scroll(self) -> bool:
+        """Whether the plots glide ten times a second (View → Smooth scrolling) rather
+        than move once a second with the data."""
+        return self._flag("smooth_scroll")
+
+    def set_smooth_scroll(self, on: bool) -> None:
+        self._q.setValue("smooth_scroll", bool(on))
+
+    def _flag(self, key: str) -> bool:
+        value = self._q.value(key, False)
+        if isinstance(value, str):  # INI files give the text back
+            return value.strip().lower() in ("true", "1", "yes")
+        return bool(value) if isinstance(value, (bool, int)) else False
 
     def sync(self) -> None:
         self._q.sync()

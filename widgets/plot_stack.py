@@ -30,6 +30,7 @@ names), draws its curves from the store since a time (`_draw`), writes its ages
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Hashable
 
@@ -83,6 +84,7 @@ class PlotStack(QWidget):
         self._paused = False
         self._now: float | None = None  # the now of the last refresh
         self._view_now: float | None = None  # the right edge the view last followed
+        self._smooth_scroll = False  # see set_smooth_scroll
         self._markers: list[tuple[float, str, str, str]] = []  # (t, label, detail, tip)
         self._lines: list[MarkerLines] = []  # one per plot made
         self._labels: MarkerLabels | None = None  # on the top plot, once it is made
@@ -146,6 +148,14 @@ class PlotStack(QWidget):
         self._store = store
         self._show_changed()
 
+    def set_smooth_scroll(self, on: bool) -> None:
+        """On: following, the view glides with the clock on every refresh (~10 times a
+        second, each a repaint of every plot). Off (the default): its right edge is the
+        next whole second, so it moves once a second, with the data (polled once a
+        second): the GUI thread repaints the plots about once a second, not ten times
+        (benchmarks/gui_stall.py measures both)."""
+        self._smooth_scroll = bool(on)
+
     def refresh(self, now: float | None = None) -> None:
         """Redraw from the store: called by the console's GUI-thread timer at ~10 Hz.
 
@@ -155,15 +165,18 @@ class PlotStack(QWidget):
         self._redraw(time.time() if now is None else now)
 
     def _redraw(self, now: float, history: bool = False) -> None:
-        """One redraw at *now*: following, the window before now (and the view moves
-        there); paused, nothing new is drawn, unless *history*: then all of it, once."""
+        """One redraw at *now*: following, the window before now — or, without smooth
+        scrolling, before the next whole second — and the view moves there; paused,
+        nothing new is drawn, unless *history*: then all of it, once. The ages are at
+        *now*."""
         self._now = now
         if not self._can_draw():
             return
         if not self._paused:
-            self._draw(None if self._window is None else now - self._window)
-            self._view_now = now
-            self._follow(now)
+            view_now = now if self._smooth_scroll else math.ceil(now)
+            self._draw(None if self._window is None else view_now - self._window)
+            self._view_now = view_now
+            self._follow(view_now)
         elif history:
             self._draw(None)
         self._update_ages(now)

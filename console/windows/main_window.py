@@ -84,6 +84,9 @@ class MainWindow(QMainWindow):
         if self.settings.per_replica_view():
             self.per_replica_action.setChecked(True)
             self._on_per_replica_toggled(True)
+        if self.settings.smooth_scroll():
+            self.smooth_scroll_action.setChecked(True)
+            self._on_smooth_scroll_toggled(True)
         self._update_actions()
 
     # -- layout ---------------------------------------------------------------------------
@@ -286,6 +289,11 @@ class MainWindow(QMainWindow):
         self.settings.set_per_replica_view(on)
         self._update_replica_rows()
         self.replica_view.refresh()
+
+    def _on_smooth_scroll_toggled(self, on: bool) -> None:
+        for stack in (self.plots, self.replica_view, self.gpu_plots):
+            stack.set_smooth_scroll(on)
+        self.settings.set_smooth_scroll(on)
 
     @Slot()
     def _on_restart_local_triggered(self) -> None:

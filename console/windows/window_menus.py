@@ -131,6 +131,12 @@ def _view_menu(w) -> None:
         "requests as one curve per replica, and a table of its replicas (node, state, "
         "load, held models); an uneven load is flagged", w._on_per_replica_toggled)
     w.per_replica_action.setCheckable(True)
+    w.smooth_scroll_action = _action(
+        w, view, "S&mooth scrolling", None,
+        "Glide the plots ten times a second. Off: they move once a second, when the "
+        "data (polled once a second) arrives, which leaves the window far more time "
+        "for your clicks and sliders under load", w._on_smooth_scroll_toggled)
+    w.smooth_scroll_action.setCheckable(True)
     w.copy_promql_action = _action(
         w, view, "Copy &PromQL of this deployment", "Ctrl+Shift+C",
         "Copy the PromQL behind every plotted series (for Grafana)",

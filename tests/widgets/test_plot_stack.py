@@ -226,3 +226,21 @@ def test_a_gpu_node_that_appears_after_a_marker_gets_its_line(qtbot):
         [line] = marker_lines(plot)
         assert line.value() == T0 + 40 and getattr(line, "label", None) is None
         assert "scaled to 2" in line.toolTip() and "why" in line.toolTip()
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_without_smooth_scrolling_the_view_moves_once_a_second_with_smooth_every_refresh(
+        kind, qtbot):
+    w, plots = make(kind, qtbot)
+    # The default: the right edge is the next whole second, whatever the refresh's time.
+    edges = set()
+    for tenth in range(1, 10):
+        w.refresh(T0 + 59 + tenth / 10)
+        edges.add(round(span(plots)[1], 6))
+    assert edges == {60.0}
+    w.refresh(T0 + 60.05)
+    assert span(plots) == (pytest.approx(31.0), pytest.approx(61.0))
+    w.set_smooth_scroll(True)
+    for tenth in range(1, 10):
+        w.refresh(T0 + 60 + tenth / 10)
+        assert span(plots)[1] == pytest.approx(60 + tenth / 10)
