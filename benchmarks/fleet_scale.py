@@ -21,8 +21,11 @@ Bars: at 50 nodes × 100 deployments × 1,000 replicas polling takes ≤ 10 % of
 from 10 to 100 deployments (50 nodes) the cost grows at most linearly (ratio ≤ 10).
 
 The JSON line's keys for the largest size: poll_core_share, scrape_bytes_per_s,
-poll_cpu_s, poll_cpu_s_ratio_100_vs_10; `sizes` has every row. GUI lag, memory growth and
-recording MB/h at fleet size are not measured here (another part of issue 24 adds them).
+poll_cpu_s, poll_cpu_s_ratio_100_vs_10, memory_growth_mb_8h; `sizes` has every row.
+Memory: the console's two live stores fed `--hours` (default 8) of one-second polls of
+the largest size on an accelerated clock (one real poll's values each second), the
+process's resident memory growth (bar ≤ 300 MB for 8 h). GUI lag and recording MB/h at
+fleet size are not measured here.
 `--profile` prints a cProfile of one metrics poll at the largest size, its fetches done
 one after another on this thread (the source's own pool threads are not profiled).
 
@@ -33,7 +36,9 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import io
+import os
 import pstats
 import sys
 import time
@@ -46,6 +51,7 @@ from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.metrics.direct import DirectScrapeSource  # noqa: E402
+from backend.metrics.series import SeriesStore  # noqa: E402
 from backend.scaling.replica_watch import ReplicaWatcher, poll_replica_events  # noqa: E402
 from tests.support.fleet_server import FleetServer  # noqa: E402
 
@@ -55,6 +61,7 @@ REPLICAS_PER_DEPLOYMENT = 10
 STATUS_TIMEOUT_S = 2.0       # the console's (console/model/live_session.py)
 BAR_CORE_SHARE = 0.10
 BAR_RATIO = 10.0
+BAR_MEMORY_MB = 300.0
 
 
 def measure(url: str, polls: int, repeats: int) -> dict:
@@ -109,11 +116,46 @@ def profile(url: str, top: int = 15) -> str:
     return out.getvalue()
 
 
+def _rss_bytes() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def memory_hours(url: str, hours: float) -> dict:
+    """The console's two live stores (per deployment and per replica, as
+    console/model/live_session.py makes them) fed *hours* of one-second polls at
+    fleet size on an accelerated clock: the values of one real poll of the simulated
+    fleet, the same each second. Returns the series held, the points they hold after,
+    and the process's resident memory growth."""
+    client = ClusterClient(url)
+    with DirectScrapeSource(client.metrics_targets, window_s=5.0) as source:
+        source.poll()
+        time.sleep(1.0)
+        _, values = source.poll()
+        replica_values = source.replica_values()
+    store, replica_store = SeriesStore(thin=True), SeriesStore(thin=True)
+    gc.collect()
+    before = _rss_bytes()
+    t0 = time.time()
+    started = time.monotonic()
+    for i in range(int(hours * 3600)):
+        store.add(t0 + i, values)
+        replica_store.add(t0 + i, replica_values)
+    gc.collect()
+    return {"series": sum(len(v) for v in values.values())
+            + sum(len(v) for v in replica_values.values()),
+            "points": store.points() + replica_store.points(),
+            "growth_mb": round((_rss_bytes() - before) / 1e6, 1),
+            "wall_s": round(time.monotonic() - started, 1)}
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--polls", type=int, default=5, help="polls per repeat")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--profile", action="store_true")
+    ap.add_argument("--hours", type=float, default=8.0,
+                    help="simulated hours of the live stores at the largest size (0: skip)")
     args = ap.parse_args()
     print(f"fleet_scale: {args.repeats} repeats × {args.polls} polls per size; "
           f"{load_text(machine_load())}", flush=True)
@@ -153,7 +195,21 @@ def main() -> None:
         with FleetServer(NODES[-1], DEPLOYMENTS[-1],
                          DEPLOYMENTS[-1] * REPLICAS_PER_DEPLOYMENT, 1) as url:
             print(profile(url), flush=True)
+    memory = None
+    if args.hours > 0:
+        with FleetServer(NODES[-1], DEPLOYMENTS[-1],
+                         DEPLOYMENTS[-1] * REPLICAS_PER_DEPLOYMENT, 1) as url:
+            memory = memory_hours(url, args.hours)
+        ok = memory["growth_mb"] <= BAR_MEMORY_MB * args.hours / 8
+        print(f"live stores after {args.hours:g} simulated hours at the largest size: "
+              f"{memory['series']:,} series, {memory['points']:,} points, resident memory "
+              f"+{memory['growth_mb']:.0f} MB (bar ≤ {BAR_MEMORY_MB:.0f} MB for 8 h: "
+              f"{'met' if ok else 'NOT met'}; {memory['wall_s']:.0f} s to simulate)",
+              flush=True)
+        bars["memory_growth_8h_le_300mb"] = ok if args.hours == 8 else None
     emit({"benchmark": "fleet_scale", "poll_core_share": big["poll_core_share"],
+          "memory_growth_mb_8h": memory["growth_mb"] if memory and args.hours == 8 else None,
+          "memory": memory,
           "scrape_bytes_per_s": big["scrape_bytes_per_s"], "poll_cpu_s": big["poll_cpu_s"],
           "poll_cpu_s_ratio_100_vs_10": round(ratio, 3), "bars_met": bars, "sizes": rows,
           "polls": args.polls, "repeats": args.repeats, "load": machine_load()})

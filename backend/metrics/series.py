@@ -13,10 +13,11 @@ them as {ReplicaKey: {series_name: value}}, and a SeriesStore holds them just as
 from __future__ import annotations
 
 import threading
-from collections import deque
 from dataclasses import dataclass
 
 import numpy as np
+
+from backend.metrics.series_buffer import SeriesBuffer
 
 DeploymentKey = tuple[str, str]  # (application, deployment)
 #: (application, deployment, replica id). The replica id is Ray's short unique id, as the
@@ -144,12 +145,17 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
 
 
 class SeriesStore:
-    """Thread-safe ring buffers of (t, value) per (deployment, series)."""
+    """Thread-safe histories of (t, value) per (deployment, series)
+    (backend/metrics/series_buffer.py): packed, at most `max_points` each, and with
+    `thin`, points older than ten minutes thinned to each bucket's min and max, so that a
+    long session at fleet size stays bounded (the console's live stores; a recorded
+    session read back keeps every point)."""
 
-    def __init__(self, max_points: int = 36_000) -> None:
+    def __init__(self, max_points: int = 36_000, thin: bool = False) -> None:
         self._lock = threading.Lock()
         self._max = max_points
-        self._data: dict[tuple[DeploymentKey, str], deque[tuple[float, float]]] = {}
+        self._thin = thin
+        self._data: dict[tuple[DeploymentKey, str], SeriesBuffer] = {}
         self._listeners: list = []
 
     def add_listener(self, fn) -> None:
@@ -161,24 +167,24 @@ class SeriesStore:
         if fn in self._listeners:
             self._listeners.remove(fn)
 
+    def _buffer(self, key: tuple, name: str) -> SeriesBuffer:
+        buf = self._data.get((key, name))
+        if buf is None:
+            buf = self._data[(key, name)] = SeriesBuffer(self._max, self._thin)
+        return buf
+
     def add(self, t: float, values: dict[DeploymentKey, dict[str, float]]) -> None:
         with self._lock:
             for key, series in values.items():
                 for name, v in series.items():
-                    buf = self._data.get((key, name))
-                    if buf is None:
-                        buf = self._data[(key, name)] = deque(maxlen=self._max)
-                    buf.append((t, float(v)))
+                    self._buffer(key, name).append(t, float(v))
         for fn in list(self._listeners):
             fn(t, values)
 
     def extend(self, key: tuple, name: str, ts, vs) -> None:
         """Append many points of one series at once (a recorded session being read)."""
         with self._lock:
-            buf = self._data.get((key, name))
-            if buf is None:
-                buf = self._data[(key, name)] = deque(maxlen=self._max)
-            buf.extend(zip(map(float, ts), map(float, vs)))
+            self._buffer(key, name).extend(ts, vs)
 
     def names(self, key: tuple) -> list[str]:
         """The series names the store holds for *key*."""
@@ -189,41 +195,32 @@ class SeriesStore:
                  since: float | None = None) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             buf = self._data.get((key, name))
-            pts = list(buf) if buf else []
-        if since is not None:
-            pts = [p for p in pts if p[0] >= since]
-        if not pts:
-            return np.empty(0), np.empty(0)
-        arr = np.asarray(pts, dtype=float)
-        return arr[:, 0], arr[:, 1]
+            if not buf:
+                return np.empty(0), np.empty(0)
+            return buf.since(since)
 
     def recent(self, key: tuple, name: str, since: float) -> tuple[np.ndarray, np.ndarray]:
-        """The samples of one series at or after *since*, oldest first: read from the
-        newest end, so its cost is the window's, not the whole history's (the advisor
-        asks for the last seconds of every series every 2 s, on the GUI thread)."""
-        out: list[tuple[float, float]] = []
-        with self._lock:
-            buf = self._data.get((key, name))
-            if buf:
-                for p in reversed(buf):
-                    if p[0] < since:
-                        break
-                    out.append(p)
-        if not out:
-            return np.empty(0), np.empty(0)
-        arr = np.asarray(out[::-1], dtype=float)
-        return arr[:, 0], arr[:, 1]
+        """The samples of one series at or after *since*, oldest first; its cost is the
+        window's, not the whole history's (the advisor asks for the last seconds of every
+        series every 2 s, on the GUI thread)."""
+        return self.snapshot(key, name, since)
 
     def last_time(self, key: DeploymentKey, name: str) -> float | None:
         with self._lock:
             buf = self._data.get((key, name))
-            return buf[-1][0] if buf else None
+            last = buf.last() if buf else None
+            return last[0] if last else None
 
     def latest(self, key: tuple, name: str) -> tuple[float, float] | None:
         """The newest (t, value) of a series, None without one (no copy of the buffer)."""
         with self._lock:
             buf = self._data.get((key, name))
-            return buf[-1] if buf else None
+            return buf.last() if buf else None
+
+    def points(self) -> int:
+        """How many points the store holds, over every series."""
+        with self._lock:
+            return sum(len(b) for b in self._data.values())
 
     def keys(self) -> list[DeploymentKey]:
         with self._lock:

@@ -44,7 +44,7 @@ class GpuWatch(QObject):
     def __init__(self, parent: QObject | None = None) -> None:
         super().__init__(parent)
         #: (node ip, GPU index) → gpu_utilization_pct / gpu_memory_used_mib / _total_mib.
-        self.store = SeriesStore()
+        self.store = SeriesStore(thin=True)
         self.devices: dict[GpuKey, str] = {}
         #: {node ip: replicas' GPU shares there} for the newest Serve status.
         self.shares: dict[str, tuple[GpuShare, ...]] = {}

@@ -89,10 +89,10 @@ class Session(QObject):
         # Separate pools: a long deploy never delays a status or metrics poll.
         self._poll_runner = TaskRunner("poll", max_workers=2, parent=self)
         self.action_runner = TaskRunner("action", max_workers=3, parent=self)
-        self.store = SeriesStore()
+        self.store = SeriesStore(thin=True)
         #: Per-replica series (backend.metrics.series.REPLICA_SERIES), keyed by
         #: (app, deployment, replica id): the per-replica view reads them.
-        self.replica_store = SeriesStore()
+        self.replica_store = SeriesStore(thin=True)
         self.client: ClusterClient | None = None
         self.info: ConnectionInfo | None = None
         self.status: ServeStatus | None = None
