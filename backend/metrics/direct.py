@@ -247,15 +247,16 @@ class _Cumulative:
             hist.popleft()
 
     def report_increase(self, now: float, report_s: float, length_s: float,
-                        late_s: float) -> tuple[float, float]:
-        """(increase, span) over the last *length_s* (a whole number of reports) of
-        reports *report_s* apart, ending at the series' newest report: its newest
-        change, or — when the next change is more than *late_s* overdue, i.e. a
+                        late_s: float) -> tuple[float, float, float | None]:
+        """(increase, span, end) over the last *length_s* (a whole number of reports)
+        of reports *report_s* apart, ending at the series' newest report (end): its
+        newest change, or — when the next change is more than *late_s* overdue, i.e. a
         report came without one — the report after it on the same cadence. Both ends
-        sit on reports, so the span is a whole number of reports."""
+        sit on reports, so the span is a whole number of reports. No change kept: end
+        None."""
         hist = self.hist
         if len(hist) < 2:
-            return 0.0, length_s
+            return 0.0, length_s, None
         last_t, last_adj = hist[-1]
         end = last_t
         if now - last_t > report_s + late_s:
@@ -265,10 +266,10 @@ class _Cumulative:
         for t, adj in reversed(hist):
             if t <= start + half:
                 # A change near the start is that report; none: the value is flat there.
-                return last_adj - adj, length_s
+                return last_adj - adj, length_s, end
         first_t = hist[0][0]          # a series younger than the window
         reports = max(1, round((end - first_t) / report_s))
-        return last_adj - hist[0][1], reports * report_s
+        return last_adj - hist[0][1], reports * report_s, end
 
 
 def _key(labels: dict, drop: str | None = None) -> tuple:
@@ -310,6 +311,10 @@ class WindowedSeries:
         self.malformed: list[tuple[int, int, str]] = []
         #: CPU seconds the newest ingest spent reading its pages' lines.
         self.read_s = 0.0
+        #: Over whole reports (slow pages): the newest report the values are as of (a
+        #: series' newest change, or a report overdue without one); else None — the
+        #: values are as of the poll.
+        self.data_t: float | None = None
 
     def ingest(self, t: float, pages: Iterable[str]
                ) -> dict[DeploymentKey, dict[str, float]]:
@@ -319,6 +324,7 @@ class WindowedSeries:
         to date with them."""
         t_base = self._advance_window(t)
         self.cadence.poll(t)
+        self.data_t = None
         started = time.thread_time()
         gauges, replica_ongoing = self._read_pages(t, pages)
         self.read_s = time.thread_time() - started
@@ -535,7 +541,9 @@ class WindowedSeries:
 
         def over_reports(c: _Cumulative) -> float:
             c.prune(keep_from)
-            inc, inc_span = c.report_increase(t, report_s, length, late)
+            inc, inc_span, end = c.report_increase(t, report_s, length, late)
+            if end is not None and (self.data_t is None or end > self.data_t):
+                self.data_t = end
             return inc * span / inc_span
         return over_reports, keep_from
 
@@ -742,6 +750,13 @@ class DirectScrapeSource:
         """The nodes' GPUs as of the last poll (empty without GPU metrics)."""
         with self._lock:
             return self._window.gpus
+
+    def data_time(self) -> float | None:
+        """The time the last poll's values are as of where the pages change less often
+        than every second poll (WindowedSeries.data_t: the newest report, up to a report
+        interval before the poll); None where they are as of the poll itself."""
+        with self._lock:
+            return self._window.data_t
 
     def slow_reports_s(self) -> float | None:
         """The pages' report interval where it is at least two polls long (Ray's default

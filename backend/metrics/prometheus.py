@@ -261,6 +261,11 @@ class PrometheusSource:
             return self._gpus
 
     @staticmethod
+    def data_time() -> None:
+        """Always None: the values are as of the poll (Prometheus' own query time)."""
+        return None
+
+    @staticmethod
     def slow_reports_s() -> None:
         """Always None: Prometheus' rate() spans its own window of scrapes (pick the
         window ≥ 4 scrape intervals), unlike DirectScrapeSource.slow_reports_s."""

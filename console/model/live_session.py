@@ -131,6 +131,8 @@ class Session(QObject):
         self._metrics_problems: list = []
         # The source whose slow report interval the event log was told of.
         self._source_told_slow = None
+        # (source, the report time its values were last stored at; None: as of polls).
+        self._metrics_as_of: tuple = (None, None)
         # Replica deaths from successive statuses (+ the GCS's actor table); replaced
         # on every connect and on a restarted head. Used only on the status poll thread.
         self._watcher = ReplicaWatcher()
@@ -418,8 +420,16 @@ class Session(QObject):
             # While the cluster does not answer the plots stop advancing (no fake zeros).
             return None, None, None, None, None
         t, values = source.poll()
-        self.store.add(t, values)  # the store is thread-safe; widgets read snapshots
-        self.replica_store.add(t, source.replica_values())
+        # Pages that change once per report (a cluster on Ray's 10 s default): the values
+        # are as of the newest report, stored at its time, once — so the plots' ages
+        # say how old the data is, not the poll.
+        as_of = source.data_time()
+        last = self._metrics_as_of if self._metrics_as_of[0] is source else (source, None)
+        if as_of is None or last[1] is None or as_of > last[1]:
+            at = t if as_of is None else as_of
+            self.store.add(at, values)  # the store is thread-safe; widgets read snapshots
+            self.replica_store.add(at, source.replica_values())
+            self._metrics_as_of = (source, as_of)
         # Read here, on the poll thread: the source's lock is held during a poll, and the
         # GUI thread must never wait on it.
         gpus = self.gpus.collect(source, t, self.client, self.status)

@@ -506,3 +506,17 @@ def test_pages_that_change_every_poll_keep_the_poll_window():
         feed(w, float(t), counter(ex.REQUESTS, 20 * t))
     assert w.cadence.report_interval_s() == pytest.approx(1.0)
     assert w.cadence.slow_reports_s() is None
+
+
+def test_values_over_whole_reports_are_as_of_the_newest_report():
+    w = WindowedSeries(window_s=5.0)
+    as_of = {}
+    for t in range(0, 80):
+        _poll_reported(w, float(t), 50.0)
+        as_of[t] = w.data_t
+    # Reports at 3.7 + 10 k, seen at the next whole-second poll.
+    assert as_of[70] == 64.0 and as_of[73] == 64.0 and as_of[74] == 74.0
+    w2 = WindowedSeries(window_s=5.0)
+    for t in range(0, 20):
+        feed(w2, float(t), counter(ex.REQUESTS, 20 * t))
+    assert w2.data_t is None  # pages that change every poll: as of the poll
