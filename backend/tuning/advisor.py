@@ -243,12 +243,24 @@ def _window(snap: DeploymentSnapshot, name: str, hold_s: float = HOLD_S) -> np.n
     """The values of *name* over the last *hold_s*, or None when the series does not
     cover that long (a symptom must be held, not seen once) or its newest sample is
     stale. "Covers": a sample at least 90 % of hold_s old exists (polls slip by a
-    fraction of a second), and there are at least a third as many samples as seconds."""
+    fraction of a second), and there are at least a third as many samples as seconds.
+
+    A cluster that reports its metrics every 10 s (Ray's default) has one sample per
+    report (console/model/live_session.py): with samples `spacing` s apart (their median
+    gap, when above 1.5 s) the hold is at least two of them, the newest may be `spacing`
+    s older, and two samples in the hold suffice."""
     t, v = snap.series.get(name, (np.empty(0), np.empty(0)))
-    if not len(t) or snap.now - t[-1] > FRESH_S or snap.now - t[0] < 0.9 * hold_s:
+    if not len(t):
+        return None
+    spacing = float(np.median(np.diff(t))) if len(t) >= 2 else 1.0
+    sparse = spacing > 1.5
+    if sparse:
+        hold_s = max(hold_s, 2 * spacing)
+    fresh_s = FRESH_S + (spacing - 1.0 if sparse else 0.0)
+    if snap.now - t[-1] > fresh_s or snap.now - t[0] < 0.9 * hold_s:
         return None
     inside = t >= snap.now - hold_s
-    if inside.sum() < max(3, hold_s / 3):
+    if inside.sum() < (max(2, hold_s / spacing / 3) if sparse else max(3, hold_s / 3)):
         return None
     return v[inside]
 

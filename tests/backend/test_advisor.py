@@ -268,6 +268,28 @@ def test_nearly_empty_batches_waiting_out_the_timer_lower_the_wait():
     assert TAIL_BATCH_WAIT not in rules(s)  # one suggestion per knob
 
 
+def _reported(series: dict[str, float], reports: int, last_age_s: float = 3.0
+              ) -> DeploymentSnapshot:
+    """*series* stored once per report, 10 s apart (a cluster on Ray's default report
+    interval), the newest *last_age_s* before NOW."""
+    store = SeriesStore()
+    for k in range(reports):
+        store.add(NOW - last_age_s - 10.0 * (reports - 1 - k), {KEY: dict(series)})
+    return snapshot(store, KEY, NOW, dict(BATCHED, **{"user_config.max_batch_size": 32,
+                                                      "user_config.batch_wait_timeout_s": 0.3}),
+                    dep())
+
+
+def test_a_symptom_held_over_two_10_s_reports_makes_its_hint_one_report_does_not():
+    empty = {**HEALTHY, "requests_per_s": 3.4, "batch_size": 2.9,
+             "batch_utilization_pct": 8.1, "batch_wait_ms": 350.0,
+             "latency_p50_ms": 330.0, "latency_p99_ms": 398.0}
+    assert BATCH_WAIT_EMPTY in rules(_reported(empty, reports=3))
+    assert BATCH_WAIT_EMPTY not in rules(_reported(empty, reports=1))
+    # The newest report more than a report and FRESH_S old: stale, no hint.
+    assert BATCH_WAIT_EMPTY not in rules(_reported(empty, reports=3, last_age_s=16.0))
+
+
 def test_a_short_wait_is_never_the_problem():
     s = snap({**HEALTHY, "batch_utilization_pct": 5.0, "batch_wait_ms": 10.0,
               "latency_p50_ms": 12.0})
