@@ -84,7 +84,7 @@ class PlotStack(QWidget):
         self._paused = False
         self._now: float | None = None  # the now of the last refresh
         self._view_now: float | None = None  # the right edge the view last followed
-        self._smooth_scroll = False  # see set_smooth_scroll
+        self._smooth_scroll = True  # see set_smooth_scroll
         self._markers: list[tuple[float, str, str, str]] = []  # (t, label, detail, tip)
         self._lines: list[MarkerLines] = []  # one per plot made
         self._labels: MarkerLabels | None = None  # on the top plot, once it is made
@@ -149,10 +149,12 @@ class PlotStack(QWidget):
         self._show_changed()
 
     def set_smooth_scroll(self, on: bool) -> None:
-        """On: following, the view glides with the clock on every refresh (~10 times a
-        second, each a repaint of every plot). Off (the default): its right edge is the
-        next whole second, so it moves once a second, with the data (polled once a
-        second): the GUI thread repaints the plots about once a second, not ten times
+        """On (a stack's default: its right edge is exactly the time it is given, as a
+        recorded session's scrubbing needs): following, the view glides with the clock
+        on every refresh (~10 times a second, each a repaint of every plot). Off (the
+        console's live plots unless View → Smooth scrolling): the right edge is the next
+        whole second, so the view moves once a second, with the data (polled once a
+        second), and the GUI thread repaints about once a second, not ten times
         (benchmarks/gui_stall.py measures both)."""
         self._smooth_scroll = bool(on)
 

@@ -84,9 +84,9 @@ class MainWindow(QMainWindow):
         if self.settings.per_replica_view():
             self.per_replica_action.setChecked(True)
             self._on_per_replica_toggled(True)
-        if self.settings.smooth_scroll():
-            self.smooth_scroll_action.setChecked(True)
-            self._on_smooth_scroll_toggled(True)
+        # The live plots move once a second with the data, unless smooth scrolling is on.
+        self.smooth_scroll_action.setChecked(self.settings.smooth_scroll())
+        self._on_smooth_scroll_toggled(self.settings.smooth_scroll())
         self._update_actions()
 
     # -- layout ---------------------------------------------------------------------------

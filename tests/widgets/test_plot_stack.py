@@ -229,10 +229,14 @@ def test_a_gpu_node_that_appears_after_a_marker_gets_its_line(qtbot):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_without_smooth_scrolling_the_view_moves_once_a_second_with_smooth_every_refresh(
+def test_without_smooth_scrolling_the_view_moves_once_a_second_with_it_every_refresh(
         kind, qtbot):
     w, plots = make(kind, qtbot)
-    # The default: the right edge is the next whole second, whatever the refresh's time.
+    # A stack's own default is the exact time (a recorded session scrubbed to a moment).
+    w.refresh(T0 + 59.4)
+    assert span(plots)[1] == pytest.approx(59.4)
+    # The console's live plots: the right edge is the next whole second.
+    w.set_smooth_scroll(False)
     edges = set()
     for tenth in range(1, 10):
         w.refresh(T0 + 59 + tenth / 10)
