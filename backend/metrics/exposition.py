@@ -128,6 +128,7 @@ def prefilter(text: str, families: frozenset[str] = NEEDED_FAMILIES) -> str:
     while pos >= 0:
         start = pos + 1 if text[pos] == "\n" else pos
         pos = text.find("\n# ", start)
+        end = pos if pos >= 0 else len(text)
         if text.startswith(_COMMENT_PREFIXES, start):
             name_end = text.find(" ", start + 7)
             line_end = text.find("\n", start)
@@ -135,12 +136,29 @@ def prefilter(text: str, families: frozenset[str] = NEEDED_FAMILIES) -> str:
                 line_end = len(text)
             if name_end < 0 or name_end > line_end:
                 name_end = line_end
-            if text[start + 7:name_end] not in families:
+            family = text[start + 7:name_end]
+            if family not in families and _only_its_own(text, line_end, end, family):
                 continue
-        _filter_lines(text[start:pos if pos >= 0 else len(text)], families, samples, starts,
-                      kept)
+        _filter_lines(text[start:end], families, samples, starts, kept)
     kept.append("")
     return "\n".join(kept)
+
+
+def _only_its_own(text: str, header_end: int, end: int, family: str) -> bool:
+    """Whether the block text[header_end:end] after a family's comment line holds only
+    that family's lines. A family's lines come together, so its last line tells: one of
+    another name there is an untyped family (no comment lines of its own) that follows,
+    which the block's line-by-line check must see."""
+    last_end = end
+    while last_end > header_end and text[last_end - 1] == "\n":
+        last_end -= 1
+    last_start = text.rfind("\n", header_end, last_end) + 1
+    if last_start <= header_end:
+        return True  # no line after the comment
+    if not text.startswith(family, last_start):
+        return False
+    after = text[last_start + len(family):last_start + len(family) + 1]
+    return after in ("{", " ", "_", "")
 
 
 def prefilter_by_line(text: str, families: frozenset[str] = NEEDED_FAMILIES) -> str:

@@ -141,6 +141,10 @@ def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
     "# TYPE ray_serve_replica_processing_queries gauge\nray_serve_replica_processing_queries 3",
     "# TYPE ray_serve_replica_processing_queries",
     "",
+    # An untyped family (no comment lines) right after another family's lines.
+    "# TYPE ray_tasks gauge\nray_tasks 2\n"
+    'ray_serve_replica_processing_queries{application="a"} 1\n# TYPE ray_x gauge\nray_x 1\n',
+    "# HELP ray_tasks T\n# TYPE ray_tasks gauge\nray_tasks 2\n\n",
 ])
 def test_prefilter_by_blocks_on_odd_layouts(text):
     assert ex.prefilter(text) == ex.prefilter_by_line(text)
