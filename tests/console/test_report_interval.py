@@ -81,8 +81,8 @@ def test_the_event_log_says_the_cluster_reports_every_4_s(qtbot, slow_reports):
         connect_remote_and_wait(qtbot, lambda: session.connect_remote(
             cluster.dashboard_url, cluster.token), session)
         qtbot.waitUntil(lambda: any("change every" in e for e in events), timeout=60_000)
-        # From then on the values are stored once per report, at the report's time (so
-        # the plots' ages are the data's), not once per poll.
+        # From then on the values are stored once per newest report, at its time (so the
+        # plots' ages are the data's), not once per poll.
         since = time.time()
         qtbot.wait(10_000)
         ts, _ = session.store.snapshot(("probe", "Probe"), "requests_per_s", since)
@@ -91,5 +91,7 @@ def test_the_event_log_says_the_cluster_reports_every_4_s(qtbot, slow_reports):
         session.shutdown()
     [said] = [e for e in events if "change every" in e]
     assert "every 4 s" in said and "RAY_metrics_report_interval_ms" in said
-    assert 2 <= len(ts) <= 4, ts
-    assert all(gap > 3.0 for gap in (ts[1:] - ts[:-1])), ts
+    # Each worker (the replica, the proxy) reports every 4 s on a phase of its own, so
+    # the newest report of any moves every ~2 s here: fewer stores than the 10 polls.
+    gaps = [round(b - a, 2) for a, b in zip(ts, ts[1:])]
+    assert 2 <= len(ts) <= 6 and all(g >= 1.5 for g in gaps), gaps
