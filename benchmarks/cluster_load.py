@@ -19,8 +19,8 @@ is not a Serve proxy, so the cluster's workers send to the console's URL
     console runs it: one worker per node, each sending half the rate); per pair
     |p_cluster − p_local| / p_local for the run's p50 and p99 (`RunSummary.latency_ms`;
     the cluster's are the merged histogram of both workers).
-    The cluster's cold start is not in its figures: the workers' clock starts at their
-    common start instant and `offer_for` counts from the first request;
+    The cluster's cold start is not in its figures: the workers' seconds share one grid
+    and `offer_for` counts from the first request;
   * capacity: ONE cluster worker (`ClusterLoad(workers=1)`) in closed loop with --users
     users against `/fast` vs the local generator with the same users; completions/s
     over the whole seconds after the first; ratio = worker / local per pair. Both share
@@ -28,7 +28,11 @@ is not a Serve proxy, so the cluster's workers send to the console's URL
     driver's polls): a ratio on a bigger machine would say more about the worker itself;
   * start and stop (2 workers at --rate): start_s = time from `start()` to the first
     request at the server (a cold start: the driver process, its room check, Ray Client's
-    connection, placing the actors, their common start 0.4 s later); with it, when the
+    connection, placing the actors, each of which starts the moment it is up, on a second
+    grid common to all); start_prepared_s the same with the driver the console connects
+    in advance while load from the cluster is chosen (backend/load/driver_spare.py: its
+    room check, then placing),
+    cold and prepared runs by turns, each with an idle spare waiting; with it, when the
     console first sees `sent > 0`, and the driver's own timing of its connect and its
     placing (said in its "load from the cluster" event). stop_s = time from `stop()`
     being called to the last request the server saw (0 when none came after it); with
@@ -76,7 +80,7 @@ from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E40
 
 from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.load.engine import offer_for  # noqa: E402
-from backend.load.generator import LoadGenerator  # noqa: E402
+from backend.load.generator import LoadGenerator, SpareDriver  # noqa: E402
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel,  # noqa: E402
                                      LoadTarget)
 from tests.helpers import own_cluster  # noqa: E402
@@ -91,7 +95,8 @@ QUIET_BAR_S = 10.0
 SLEEP_ROUTE = "/sleep/10"
 SIGKILL_RATE = 60.0
 START_TIMEOUT_S = 90.0
-_TIMINGS = re.compile(r"Ray Client connected in ([\d.]+) s, workers placed in ([\d.]+) s")
+_TIMINGS = re.compile(r"Ray Client connected in ([\d.]+) s, workers placed and started in "
+                      r"([\d.]+) s")
 ATTEMPTS = 3  # a start that fails (the driver says why) is counted and tried again
 START_FAILURES: list[str] = []
 
@@ -147,10 +152,21 @@ def local_gen(server: str, route: str, model: LoadModel) -> LoadGenerator:
 
 
 def cluster_gen(server: str, route: str, model: LoadModel, access: ClusterAccess,
-                workers: int) -> LoadGenerator:
-    """The console's generator with load from the cluster (a ClusterLoadGenerator)."""
+                workers: int, spare: SpareDriver | None = None) -> LoadGenerator:
+    """The console's generator with load from the cluster (a ClusterLoadGenerator); with
+    *spare*, it takes the driver the spare connected in advance, as the console does."""
     return LoadGenerator(target(server, route), model=model, access=access,
-                         cluster=ClusterLoad(workers=workers, own_proxy=False))
+                         cluster=ClusterLoad(workers=workers, own_proxy=False), spare=spare)
+
+
+def spare_ready(spare: SpareDriver, access: ClusterAccess, within_s: float = 60.0) -> None:
+    """A driver connected in advance is waiting (and idle: it no longer takes CPU)."""
+    spare.prepare(access)
+    deadline = time.monotonic() + within_s
+    while not spare.ready():
+        if time.monotonic() > deadline:
+            raise RuntimeError("the spare driver never connected")
+        time.sleep(0.05)
 
 
 def started(gen, server: str | None = None) -> dict:
@@ -329,7 +345,7 @@ _PHASES = textwrap.dedent("""
     import json, os, sys, time
     t = {}
     t0 = time.time()
-    from backend.load.load_model import ClusterAccess, ClusterLoad
+    from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadTarget
     from backend.load.ray_driver import Driver, _auth_env, _connect, room_problem
     t["imports"] = time.time() - t0
     access = ClusterAccess(sys.argv[1], sys.argv[2], sys.argv[3] or None)
@@ -340,9 +356,13 @@ _PHASES = textwrap.dedent("""
     _auth_env(access)
     t0 = time.time(); import ray; t["import_ray"] = time.time() - t0
     t0 = time.time(); _connect(ray, access, lambda *_: None); t["ray_client_connect"] = time.time() - t0
-    d = Driver(None, None, os.getppid())
-    t0 = time.time(); d.place(ray, cluster, f"probe-{os.getpid()}")
-    t["place_2_workers"] = time.time() - t0
+    class Said:  # the driver's events go nowhere here
+        def send(self, msg): pass
+    d = Driver(None, Said(), os.getppid())
+    idle = LoadTarget(url="http://127.0.0.1:9/", method="GET", body="", headers=())
+    t0 = time.time()
+    d.place_and_start(ray, cluster, f"probe-{os.getpid()}", idle, {}, LoadModel(rate=0), None)
+    t["place_and_start_2_workers"] = time.time() - t0
     d.kill(ray)
     ray.shutdown()
     print(json.dumps(t), flush=True)
@@ -436,19 +456,34 @@ def main() -> int:
                   f"{cap_local[-1]:,.0f} req/s ({cap_worker[-1] / cap_local[-1]:.2f}x)",
                   flush=True)
 
-        print(f"\nstart and stop: 2 workers at {args.rate:g} req/s", flush=True)
+        print(f"\nstart and stop: 2 workers at {args.rate:g} req/s; cold (a new driver "
+              f"connects) and prepared (the console's driver connected in advance, "
+              f"backend/load/driver_spare.py) by turns", flush=True)
         stops = []
+        prepared: list[dict] = []
+        spare = SpareDriver()
+        stack.callback(spare.close)
         for i in range(args.repeats):
-            r = attempt(lambda: stop_run(
-                cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server), cluster)
-            starts.append(r["start"])
-            stops.append(r)
-            gone = wait_no_workers(cluster)
-            print(f"  run {i + 1}: first request {r['start']['server']:.2f} s after start(); "
-                  f"last request {r['after_s']:+.3f} s after stop() was called, which "
-                  f"returned after {r['returned_s']:.2f} s; no worker left after "
-                  f"{gone:.1f} s" if gone is not None else "  workers still alive!",
-                  flush=True)
+            for variant in (("cold", "prepared") if i % 2 == 0 else ("prepared", "cold")):
+                if variant == "prepared":
+                    spare_ready(spare, access)  # connected and idle before the clock starts
+                    r = attempt(lambda: stop_run(cluster_gen(
+                        server, SLEEP_ROUTE, sleep_model, access, 2, spare), server), cluster)
+                    prepared.append(r["start"])
+                else:
+                    spare_ready(spare, access)  # the next spare idle, not connecting now
+                    r = attempt(lambda: stop_run(
+                        cluster_gen(server, SLEEP_ROUTE, sleep_model, access, 2), server),
+                        cluster)
+                    starts.append(r["start"])
+                stops.append(r)
+                gone = wait_no_workers(cluster)
+                print(f"  run {i + 1} {variant:8s}: first request {r['start']['server']:.2f} s "
+                      f"after start(); last request {r['after_s']:+.3f} s after stop() was "
+                      f"called, which returned after {r['returned_s']:.2f} s; no worker left "
+                      f"after {gone:.1f} s" if gone is not None else "  workers still alive!",
+                      flush=True)
+        spare.close()
 
         print("\nSIGKILL of the console", flush=True)
         kills = []
@@ -484,6 +519,8 @@ def main() -> int:
     ratios = [w / loc for w, loc in zip(cap_worker, cap_local)]
     ratio = Spread.of(ratios)
     start = Spread.of([m["server"] for m in starts])
+    start_prepared = Spread.of([m["server"] for m in prepared])
+    start_prepared_console = Spread.of([m["console"] for m in prepared])
     start_console = Spread.of([m["console"] for m in starts])
     start_connecting = Spread.of([m["connecting"] for m in starts if "connecting" in m])
     start_placed = Spread.of([m["placed"] for m in starts if "placed" in m])
@@ -500,6 +537,7 @@ def main() -> int:
         "merged_percentiles_within_5pct": p50_err.median <= PCT_BAR and p99_err.median <= PCT_BAR,
         "capacity_ratio_at_least_0_9": ratio.median >= CAPACITY_BAR,
         "start_within_1s": start.median <= START_BAR_S,
+        "prepared_start_within_1s": start_prepared.median <= START_BAR_S,
         "stop_within_1s": stop_after.median <= STOP_BAR_S,
         "sigkill_quiet_within_10s": max(quiet.maximum, group["quiet_s"]) <= QUIET_BAR_S,
         "no_actor_left": actors_left == 0,
@@ -526,12 +564,16 @@ def main() -> int:
     print(f"                     (driver says connecting {start_connecting.median:.2f} s, "
           f"workers placed {start_placed.median:.2f} s, console sees sent > 0 "
           f"{start_console.median:.2f} s; the very first start {first['start']['server']:.2f} s)")
+    print(f"  start, prepared    {start_prepared.text('{:.2f}', ' s')} to the first request "
+          f"with the driver connected in advance (console sees sent > 0 "
+          f"{start_prepared_console.median:.2f} s)  bar ≤ 1 s: "
+          f"{ok(bars['prepared_start_within_1s'])}")
     if said_connect:
         print(f"                     (the driver says: Ray Client connected in "
-              f"{said_connect.text('{:.1f}', ' s')}, 2 workers placed in "
+              f"{said_connect.text('{:.1f}', ' s')}, 2 workers placed and started in "
               f"{said_place.text('{:.1f}', ' s')})")
     print("  cold start steps   " + ", ".join(f"{k} {v:.2f} s" for k, v in phase_med.items())
-          + "  (+ 0.4 s common start lead)")
+          + "  (each worker starts the moment it is up)")
     print(f"  stop               {stop_after.text('{:.3f}', ' s')} to the last request  "
           f"bar ≤ 1 s: {ok(bars['stop_within_1s'])}")
     print(f"                     (stop() returned after {stop_returned.text('{:.2f}', ' s')})")
@@ -560,6 +602,10 @@ def main() -> int:
         "start_s": round(start.median, 3),
         "start_s_spread": start.json(3),
         "start_console_sees_s": round(start_console.median, 3),
+        "start_prepared_s": round(start_prepared.median, 3),
+        "start_prepared_s_spread": start_prepared.json(3),
+        "start_prepared_console_sees_s": round(start_prepared_console.median, 3),
+        "start_prepared_runs": [{k: round(v, 3) for k, v in m.items()} for m in prepared],
         "start_runs": [{k: round(v, 3) for k, v in m.items()} for m in starts],
         "first_start_s": round(first["start"]["server"], 3),
         "start_steps_s": {k: round(v, 3) for k, v in phase_med.items()},

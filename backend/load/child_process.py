@@ -38,7 +38,7 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection
 
 from backend.load.load_model import LoadModel, LoadStats, LoadTarget, Profile, RunSummary
@@ -47,6 +47,53 @@ PUBLISH_S = 0.1  # the child sends a delta this often
 STOP_WAIT_S = 0.7  # stop(): wait this long for the child's final delta, then kill it
 _ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _COUNTERS = ("sent", "ok", "errors", "in_flight", "timeouts", "last_error", "users")
+
+
+@dataclass
+class Spawned:
+    """A child speaking the wire: its process and the console's ends of its two pipes."""
+
+    proc: subprocess.Popen
+    ctl: Connection  # console → child
+    out: Connection  # child → console
+
+    def close(self, wait_s: float = 2.0) -> None:
+        """End the child without waiting here: its control pipe closes (it stops and
+        exits by itself), and it is killed if still there after *wait_s*."""
+        for end in (self.ctl, self.out):
+            try:
+                end.close()
+            except OSError:
+                pass
+
+        def reap() -> None:
+            try:
+                self.proc.wait(wait_s)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+        threading.Thread(target=reap, name="serve-console-child-reaper", daemon=True).start()
+
+
+def spawn_child(module: str) -> Spawned:
+    """Start `python -m MODULE CTL_FD OUT_FD PARENT_PID` with this repository importable."""
+    ctl_r, ctl_w = os.pipe()
+    out_r, out_w = os.pipe()
+    env = dict(os.environ)
+    env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"]
+                                 if env.get("PYTHONPATH") else "")
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(ctl_r), str(out_w), str(os.getpid())],
+            pass_fds=(ctl_r, out_w), stdin=subprocess.DEVNULL, env=env)
+    except BaseException:
+        for fd in (ctl_r, ctl_w, out_r, out_w):
+            os.close(fd)
+        raise
+    os.close(ctl_r)
+    os.close(out_w)
+    return Spawned(proc, Connection(ctl_w, readable=False), Connection(out_r, writable=False))
 
 
 class ProcessLoadGenerator:
@@ -116,25 +163,11 @@ class ProcessLoadGenerator:
             return
         self._reset()
         self._stopping = False
-        ctl_r, ctl_w = os.pipe()
-        out_r, out_w = os.pipe()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"]
-                                     if env.get("PYTHONPATH") else "")
-        try:
-            proc = subprocess.Popen(
-                [sys.executable, "-m", self.CHILD_MODULE, str(ctl_r), str(out_w),
-                 str(os.getpid())],
-                pass_fds=(ctl_r, out_w), stdin=subprocess.DEVNULL, env=env)
-        except BaseException:
-            for fd in (ctl_r, ctl_w, out_r, out_w):
-                os.close(fd)
-            raise
-        os.close(ctl_r)
-        os.close(out_w)
+        spawned = self._spawn()
+        proc = spawned.proc
         self._proc, self.pid = proc, proc.pid
-        self._ctl = Connection(ctl_w, readable=False)
-        out = Connection(out_r, writable=False)
+        self._ctl = spawned.ctl
+        out = spawned.out
         self._done.clear()
         # The model is read after _done is cleared: a set_rate() racing with start()
         # either lands in "init" or sends its own "model" message.
@@ -142,6 +175,10 @@ class ProcessLoadGenerator:
         self._reader = threading.Thread(target=self._read, args=(out, proc),
                                         name="serve-console-loadgen-reader", daemon=True)
         self._reader.start()
+
+    def _spawn(self) -> Spawned:
+        """The child this run talks to (a subclass may hand over one started earlier)."""
+        return spawn_child(self.CHILD_MODULE)
 
     def _init_message(self) -> tuple:
         return ("init", self.target, self._options, self._model)

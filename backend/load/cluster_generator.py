@@ -12,7 +12,8 @@ import threading
 from collections import deque
 from dataclasses import replace
 
-from backend.load.child_process import ProcessLoadGenerator
+from backend.load.child_process import ProcessLoadGenerator, Spawned
+from backend.load.driver_spare import SpareDriver
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 
@@ -30,15 +31,22 @@ class ClusterLoadGenerator(ProcessLoadGenerator):
     def __init__(self, target: LoadTarget, cluster: ClusterLoad, access: ClusterAccess,
                  window_s: float = 5.0, timeout_s: float = 30.0, max_in_flight: int = 2000,
                  model: LoadModel | None = None, history_s: int = 3600,
-                 seed: int | None = None) -> None:
+                 seed: int | None = None, spare: SpareDriver | None = None) -> None:
+        """*spare*: where a driver connected in advance may wait (backend/load/
+        driver_spare.py); the run takes it, and a new one is prepared once it stops."""
         super().__init__(target, window_s=window_s, timeout_s=timeout_s,
                          max_in_flight=max_in_flight, model=model, history_s=history_s,
                          seed=seed)
         self.cluster = cluster
         self.access = access
+        self.spare = spare
         self._workers: tuple[WorkerState, ...] = ()
         self._events: deque[tuple[str, str]] = deque(maxlen=200)
         self._events_lock = threading.Lock()
+
+    def _spawn(self) -> Spawned:
+        spawned = self.spare.take(self.access) if self.spare is not None else None
+        return spawned or super()._spawn()
 
     def _init_message(self) -> tuple:
         return ("init", self.target, dict(self._options), self._model, self.cluster,
@@ -57,7 +65,10 @@ class ClusterLoadGenerator(ProcessLoadGenerator):
                 self._workers = workers
 
     def stop(self, timeout_s: float = 2.0) -> None:
+        was_running = self._proc is not None
         super().stop(max(timeout_s, self.STOP_WAIT_S))
+        if was_running and self.spare is not None:
+            self.spare.renew()  # for the next run, now this one has ended (if still wanted)
         with self._lock:
             if not self._final:
                 # The driver was killed before its last word: its workers hear nothing

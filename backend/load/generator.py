@@ -13,6 +13,7 @@ import os
 
 from backend.load.child_process import ProcessLoadGenerator
 from backend.load.cluster_generator import ClusterLoadGenerator
+from backend.load.driver_spare import SpareDriver
 from backend.load.engine import ThreadLoadGenerator, offer_for, request_parts
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadPlan, LoadStats,
                                      LoadTarget, ModelIds, Profile, RunSummary, SecondStats,
@@ -20,7 +21,7 @@ from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, Load
 
 __all__ = ["ClusterAccess", "ClusterLoad", "LoadGenerator", "LoadModel", "LoadPlan",
            "LoadStats", "LoadTarget", "ModelIds", "Profile", "RunSummary", "SecondStats",
-           "ThreadLoadGenerator", "WorkerState", "offer_for", "request_parts"]
+           "SpareDriver", "ThreadLoadGenerator", "WorkerState", "offer_for", "request_parts"]
 
 #: "thread" runs the engine in the console's process (see LoadGenerator); else a child.
 ENV_MODE = "SERVE_CONSOLE_LOADGEN"
@@ -45,7 +46,8 @@ class LoadGenerator:
                  max_in_flight: int = 2000, model: LoadModel | None = None,
                  history_s: int = 3600, seed: int | None = None,
                  process: bool | None = None, cluster: ClusterLoad | None = None,
-                 access: ClusterAccess | None = None) -> None:
+                 access: ClusterAccess | None = None,
+                 spare: SpareDriver | None = None) -> None:
         options = dict(window_s=window_s, timeout_s=timeout_s, max_in_flight=max_in_flight,
                        model=model, history_s=history_s, seed=seed)
         if cluster is not None:
@@ -53,7 +55,8 @@ class LoadGenerator:
             # (backend/load/cluster_generator.py), read exactly like the local child.
             if access is None:
                 raise ValueError("load from the cluster needs the cluster's Ray Client address")
-            self._impl = ClusterLoadGenerator(target, cluster, access, **options)
+            self._impl = ClusterLoadGenerator(target, cluster, access, spare=spare,
+                                              **options)
         else:
             if process is None:
                 process = os.environ.get(ENV_MODE, "").strip().lower() != "thread"

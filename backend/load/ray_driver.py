@@ -3,9 +3,14 @@ the cluster as Ray actors, splits the offered load across them, merges what they
 exactly, and sends it to the console on the same wire as the local generator's child
 (backend/load/child_process.py):
 
-  console → driver   ("init", target, options, model, cluster, access), ("model", m), ("stop",)
+  console → driver   [("connect", access)], ("init", target, options, model, cluster,
+                     access), ("model", m), ("stop",)
   driver → console   ("delta", d) twice a second, ("final", d), ("error", text),
                      ("event", level, text): a worker placed, died, its share moved
+
+A driver sent "connect" first is a spare (backend/load/driver_spare.py): it connects
+to the cluster at once and waits for its run's "init"; the run then skips Ray Client's
+connect (seconds) unless that connection no longer answers.
 
 `d` is the merged delta (backend/load/seconds_merge.py) plus "workers": a WorkerState per
 worker (node, where it sends, its offered and achieved rate).
@@ -42,7 +47,7 @@ POLL_S = 0.5  # a poll of every worker (also their heartbeat) this often: each p
 # console shows the load twice a second
 PLACE_TIMEOUT_S = 20.0  # workers not running by then: say why and give up
 CALL_TIMEOUT_S = 4.0  # a worker that does not answer a poll within this is lost
-START_LEAD_S = 0.4  # the workers start together this long after they were asked to
+START_LEAD_S = 0.05  # the second grid begins this long after the workers were asked for
 ROOM_RECHECK_S = 7.0  # short of room: look again for this long (the usage report's age)
 _NOTHING = {"sent": 0, "ok": 0, "errors": 0, "in_flight": 0, "timeouts": 0,
             "last_error": None, "users": 0}
@@ -103,7 +108,14 @@ class Driver:
         self.out.send(("event", level, text))
 
     # -- start ---------------------------------------------------------------------------
-    def place(self, ray, cluster: ClusterLoad, run_id: str) -> None:
+    def place_and_start(self, ray, cluster: ClusterLoad, run_id: str, target: LoadTarget,
+                        options: dict, model: LoadModel, seed: int | None) -> None:
+        """Place the workers and start them in one step. Each is asked to start right
+        behind its creation, on the second grid that begins now: the first request goes
+        out as soon as the first worker is up, and a worker up later joins at once on the
+        same grid (its second k still covers [start_at + k, start_at + k + 1), so the
+        seconds merge exactly; backend/load/engine.py). Waiting for every worker to be up
+        before starting any cost a round trip and a common lead (~0.3 s)."""
         from backend.load.ray_worker import LoadWorker
 
         opts: dict = dict(num_cpus=cluster.cpus, max_restarts=0, max_concurrency=4)
@@ -115,44 +127,38 @@ class Driver:
         else:
             opts["scheduling_strategy"] = "SPREAD"
         actor = ray.remote(LoadWorker)
-        for k in range(cluster.workers):
-            opts["name"] = f"serve-console-load-{run_id}-{k}"
-            self.workers[k] = actor.options(**opts).remote(k)
-            self.states[k] = WorkerState(index=k, state="placing")
-        refs = {k: w.where.remote() for k, w in self.workers.items()}
-        deadline = time.monotonic() + PLACE_TIMEOUT_S
-        for k, ref in refs.items():
-            try:
-                where = ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
-            except Exception as e:  # noqa: BLE001  (placement timeout, import error, …)
-                raise RuntimeError(_placement_error(ray, e, k, cluster)) from None
-            self.states[k] = replace(self.states[k], node_id=where["node_id"],
-                                     node_ip=where["node_ip"], pid=where["pid"])
-
-    def start(self, ray, target: LoadTarget, options: dict, model: LoadModel,
-              cluster: ClusterLoad, seed: int | None) -> None:
-        n = len(self.workers)
+        n = cluster.workers
         start_at = time.time() + START_LEAD_S
         refs = {}
-        for k, w in self.workers.items():
-            share = split(model, k, n)
+        for k in range(n):
+            opts["name"] = f"serve-console-load-{run_id}-{k}"
+            w = actor.options(**opts).remote(k)
+            self.workers[k] = w
+            self.states[k] = WorkerState(index=k, state="placing")
             # Interleave the open-loop sends: worker k starts k/rate after worker 0.
             phase = (k / model.rate) if model.mode == OPEN and model.rate > 0 else 0.0
-            refs[k] = w.start.remote(target, share, options, start_at, phase,
+            refs[k] = w.start.remote(target, split(model, k, n), options, start_at, phase,
                                      None if seed is None else seed + k, cluster.own_proxy)
-        for k, ref in refs.items():
-            where = ray.get(ref, timeout=CALL_TIMEOUT_S * 2)
-            self.states[k] = replace(self.states[k], state="running", url=where["url"],
-                                     via=where["via"], offered_rps=_rate(split(model, k, n)))
         self.model = model
         self.merger = SecondsMerger(list(self.workers), window_s=options.get("window_s", 5.0),
                                     history_s=options.get("history_s", 3600))
         self.merger.model_text = model.describe()
+        t0 = time.monotonic()
+        deadline = t0 + PLACE_TIMEOUT_S
+        for k, ref in refs.items():
+            try:
+                r = ray.get(ref, timeout=max(0.1, deadline - time.monotonic()))
+            except Exception as e:  # noqa: BLE001  (placement timeout, import error, …)
+                raise RuntimeError(_placement_error(ray, e, k, cluster)) from None
+            self.states[k] = replace(self.states[k], state="running", node_id=r["node_id"],
+                                     node_ip=r["node_ip"], pid=r["pid"], url=r["url"],
+                                     via=r["via"], offered_rps=_rate(split(model, k, n)))
+        timings = ", ".join(t for t in (self.timings, f"workers placed and started in "
+                                                      f"{time.monotonic() - t0:.1f} s") if t)
         nodes = sorted({(s.node_ip or s.node_id or "?") for s in self.states.values()})
         via = sorted({s.via for s in self.states.values() if s.via})
         self.event(f"load from the cluster: {n} worker{'s' if n != 1 else ''} on "
-                   f"{', '.join(nodes)}, sending to {' and '.join(via)}"
-                   + (f" ({self.timings})" if self.timings else ""))
+                   f"{', '.join(nodes)}, sending to {' and '.join(via)} ({timings})")
 
     # -- while running -------------------------------------------------------------------
     def apply(self, model: LoadModel) -> None:
@@ -310,6 +316,50 @@ def _connect(ray, access: ClusterAccess, event) -> None:
         _init(ray, access)
 
 
+def _connect_early(access: ClusterAccess, out: Connection):
+    """A spare's connect, before its run is known: (ray, access or None if it failed,
+    seconds). A failure is said as an event and left to the run, which tries again."""
+    _auth_env(access)
+    import ray
+
+    t0 = time.monotonic()
+    try:
+        _connect(ray, access, lambda text, level="info": None)
+    except BaseException as e:  # noqa: BLE001  (the run connects again, and says why)
+        _disconnect(ray)
+        _say(out, "warning", f"connecting to {access.ray_address} in advance failed "
+                             f"({_short(e)}); the next run tries again")
+        return ray, None, 0.0
+    seconds = time.monotonic() - t0
+    _say(out, "info", f"connected to {access.ray_address} in advance in {seconds:.1f} s: "
+                      f"the next load from the cluster starts without waiting for Ray Client")
+    return ray, access, seconds
+
+
+def _say(out: Connection, level: str, text: str) -> None:
+    """An event from a spare; nobody may be listening any more (SpareDriver.close): the
+    wait for "init" that follows sees the closed pipe and ends the spare."""
+    try:
+        out.send(("event", level, text))
+    except OSError:
+        pass
+
+
+def _still_connected(ray) -> bool:
+    """A connection made in advance still answers (the head may have restarted since)."""
+    try:
+        return bool(ray.is_initialized()) and ray.cluster_resources() is not None
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _disconnect(ray) -> None:
+    try:
+        ray.shutdown()
+    except Exception:  # noqa: BLE001
+        pass
+
+
 def _init(ray, access: ClusterAccess) -> None:
     ray.init(address=access.ray_address, namespace="serve-console-load",
              logging_level="WARNING", log_to_driver=False,
@@ -325,7 +375,19 @@ def main(argv: list[str] | None = None) -> int:
     driver = Driver(ctl, out, parent)
     ray = None
     try:
-        kind, target, options, model, cluster, access = ctl.recv()
+        first = ctl.recv()
+        early: ClusterAccess | None = None  # connected in advance, to this (driver_spare.py)
+        connected_in = 0.0
+        if first[0] == "connect":
+            ray, early, connected_in = _connect_early(first[1], out)
+            try:
+                while not ctl.poll(0.5):   # the run's "init", or end of file
+                    if os.getppid() != parent:
+                        return 0           # the console is gone
+                first = ctl.recv()
+            except (EOFError, OSError):
+                return 0                   # not needed any more (SpareDriver.close)
+        kind, target, options, model, cluster, access = first
         assert kind == "init", kind
         seed = options.pop("seed", None)
         problem = room_problem(access, cluster)
@@ -341,28 +403,28 @@ def main(argv: list[str] | None = None) -> int:
         if problem:
             out.send(("error", problem))
             return 1
-        _auth_env(access)
-        import ray as _ray
+        if early is not None and (early != access or not _still_connected(ray)):
+            driver.event(f"the connection to {early.ray_address} made in advance no longer "
+                         f"answers; connecting again", "warning")
+            _disconnect(ray)
+            early = None
+        if early is None:
+            if ray is None:
+                _auth_env(access)
+                import ray as _ray
 
-        ray = _ray
-        driver.event(f"connecting to {access.ray_address} to place "
-                     f"{cluster.workers} load worker{'s' if cluster.workers != 1 else ''}")
-        t0 = time.monotonic()
-        _connect(ray, access, driver.event)
-        t1 = time.monotonic()
-        driver.place(ray, cluster, f"{os.getpid()}-{int(time.time())}")
-        driver.timings = f"Ray Client connected in {t1 - t0:.1f} s, workers placed in " \
-                         f"{time.monotonic() - t1:.1f} s"
-        # A model sent while the workers were placed is the one to start with.
-        while ctl.poll(0):
-            msg = ctl.recv()
-            if msg[0] == "model":
-                model = msg[1]
-            elif msg[0] == "stop":
-                driver.kill(ray)
-                out.send(("final", _NOTHING))
-                return 0
-        driver.start(ray, target, options, model, cluster, seed)
+                ray = _ray
+            driver.event(f"connecting to {access.ray_address} to place "
+                         f"{cluster.workers} load worker{'s' if cluster.workers != 1 else ''}")
+            t0 = time.monotonic()
+            _connect(ray, access, driver.event)
+            t1 = time.monotonic()
+            connect_text = f"Ray Client connected in {t1 - t0:.1f} s"
+        else:
+            connect_text = f"Ray Client connected in advance ({connected_in:.1f} s)"
+        driver.timings = connect_text
+        driver.place_and_start(ray, cluster, f"{os.getpid()}-{int(time.time())}", target,
+                               options, model, seed)
         try:
             next_poll = time.monotonic()
             while driver.workers:

@@ -58,7 +58,8 @@ def own_proxy_url(url: str, node_ip: str | None,
 
 
 class LoadWorker:
-    """The actor's body. The driver calls `start` once, then `poll` every ~0.2 s
+    """The actor's body. The driver calls `start` once (right behind the actor's
+    creation), then `poll` every ~0.5 s
     (`apply` to change the model, `stop` at the end)."""
 
     def __init__(self, index: int, silence_s: float = SILENCE_S) -> None:
@@ -90,18 +91,20 @@ class LoadWorker:
     def start(self, target: LoadTarget, model: LoadModel, options: dict,
               start_at: float, phase_s: float, seed: int | None,
               own_proxy: bool = True) -> dict:
-        """Start the engine at wall-clock *start_at*; returns {url, via} (where it sends)."""
+        """Start the engine at wall-clock *start_at* (at once if that has passed, on the
+        same second grid); returns where() with {url, via} (where it sends)."""
         self._beat()
+        where = self.where()
         via = "the console's URL"
         if own_proxy:
-            url, via = own_proxy_url(target.url, self.where()["node_ip"])
+            url, via = own_proxy_url(target.url, where["node_ip"])
             target = replace(target, url=url)
         gen = ThreadLoadGenerator(target, model=model, seed=seed, start_at=start_at,
                                   phase_s=phase_s, keep_seconds=True, **options)
         with self._lock:
             self._gen, self._cursor = gen, None
         gen.start()
-        return dict(url=target.url, via=via)
+        return dict(where, url=target.url, via=via)
 
     def apply(self, model: LoadModel) -> None:
         self._beat()

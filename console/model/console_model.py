@@ -108,6 +108,7 @@ class ConsoleModel(QObject):
         s.load.ended.connect(lambda: self.load_running.emit(False))
         s.held_models_changed.connect(lambda _held: self.model_cache_changed.emit())
         s.status_changed.connect(self._on_status_changed)
+        s.connected.connect(lambda _info: s.load.keep_driver_ready(self.load_source is not None))
 
     # -- the event log --------------------------------------------------------------------
     def log(self, message: str, level: str = "info", t: float | None = None) -> LogEntry:
@@ -354,6 +355,7 @@ class ConsoleModel(QObject):
         self.load_source = source
         if persist:
             self.settings.set_load_source(source)
+        self.session.load.keep_driver_ready(source is not None)
         self.load_source_changed.emit(source)
 
     def set_rate(self, rps: float) -> None:

@@ -358,6 +358,7 @@ class Session(QObject):
         self._status_poller = self._metrics_poller = None
         self.scaling.stop()
         self.load.stop()
+        self.load.release()
         if self._source is not None:
             source, self._source = self._source, None
             self.action_runner.submit(source.close)

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QTimer, Signal
 
 from backend.cluster.client import ClusterClient
 from backend.deploy.catalog import Demo
-from backend.load.generator import LoadGenerator, LoadTarget
+from backend.load.generator import LoadGenerator, LoadTarget, SpareDriver
 from backend.load.load_model import ClusterAccess, LoadModel, LoadPlan
 from backend.load.targets import demo_app_target, serve_http_base
 from backend.model import ServeStatus
@@ -58,6 +58,10 @@ class LoadControl(QObject):
         self.app: str | None = None
         self._run_id = 0
         self._run_started_t = 0.0
+        # While load from the cluster is chosen and a cluster is connected, a driver waits
+        # connected to it, so a start does not wait seconds for Ray Client.
+        self.spare = SpareDriver()
+        self._spare_wanted = False
 
     @property
     def running(self) -> bool:
@@ -103,13 +107,31 @@ class LoadControl(QObject):
                 return
         self.app = self._app_of_url(plan.target.url)
         self._gen = LoadGenerator(plan.target, model=plan.model, cluster=plan.source,
-                                  access=access)
+                                  access=access, spare=self.spare)
         self._gen.start()  # returns at once: the generator (or driver) has its own process
         self._timer.start()
         self._begin_run(plan.target.describe(), plan.describe())
         self._event(f"Load: {plan.describe()} → {plan.target.describe()}")
         if plan.source is not None:
             self.workers.emit(())
+
+    def keep_driver_ready(self, wanted: bool) -> None:
+        """*wanted*: load from the cluster is the user's choice. While it is and a
+        cluster with a Ray Client address is connected, a driver waits connected to it
+        (backend/load/driver_spare.py: a Ray Client connection, no actor, no load); else
+        none. Call again after connecting; `release()` on disconnecting. Never blocks:
+        the driver connects in its own process."""
+        self._spare_wanted = wanted
+        access = self._access() if wanted else None
+        if access is None:
+            self.spare.close()
+        else:
+            self.spare.prepare(access)
+
+    def release(self) -> None:
+        """Disconnecting or quitting: no driver waits any more (wanted again after the
+        next connect)."""
+        self.spare.close()
 
     def _access(self) -> ClusterAccess | None:
         info, client = self._info(), self._client()

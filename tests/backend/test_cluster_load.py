@@ -20,6 +20,7 @@ import pytest
 
 from backend.cluster.client import ClusterClient
 from backend.load.cluster_generator import ClusterLoadGenerator
+from backend.load.driver_spare import SpareDriver
 from backend.load.engine import offer_for
 from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadTarget
 from tests.figures import figure
@@ -258,3 +259,113 @@ def test_a_ray_client_address_nobody_answers_is_said_at_once(two_nodes, server):
     error = gen.stats().last_error
     assert f"ray://127.0.0.1:{port} does not answer" in error and "--ray-client" in error
     assert not alive_workers(cluster)
+
+
+def _process_gone(pid: int, within_s: float) -> bool:
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        try:  # our own child: reap it, or it lingers as a zombie
+            if os.waitpid(pid, os.WNOHANG)[0] == pid:
+                return True
+        except ChildProcessError:
+            pass
+        time.sleep(0.1)
+    return False
+
+
+def _ready(spare: SpareDriver, within_s: float = 60.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not spare.ready():
+        assert spare.pid is not None, "the spare driver is gone"
+        assert time.monotonic() < deadline, "the spare driver never connected"
+        time.sleep(0.1)
+
+
+def test_a_driver_connected_in_advance_runs_the_next_load_and_a_new_one_waits(two_nodes,
+                                                                              server):
+    """The console keeps a driver connected while load from the cluster is chosen: the
+    run takes it (no Ray Client connect), a new one waits once the run stops, and closing
+    it ends its process with no actor or load left."""
+    cluster, access, _, _ = two_nodes
+    spare = SpareDriver()
+    try:
+        spare.prepare(access)
+        _ready(spare)
+        waiting = spare.pid
+        spare.prepare(access)  # one is alive for this cluster already: kept
+        assert spare.pid == waiting
+        before = seen(server)["count"]
+        gen = ClusterLoadGenerator(LoadTarget(url=server + "/sleep/2", method="GET", body="",
+                                              headers=()),
+                                   ClusterLoad(workers=2, own_proxy=False), access,
+                                   model=LoadModel(rate=40), spare=spare)
+        t0 = time.monotonic()
+        gen.start()
+        assert gen.pid == waiting  # the run took the connected driver
+        try:
+            _started(gen)
+            figure(f"cluster load, start with a driver connected in advance: "
+                   f"{time.monotonic() - t0:.2f} s to the first request")
+            offer_for(gen, 2.0, drain_s=2.0)
+        finally:
+            gen.stop()
+        events = [text for _, text in gen.take_events()]
+        print("EVENTS", events)
+        assert any("in advance in" in e for e in events), events        # the spare's
+        assert any("connected in advance (" in e for e in events), events  # the run's
+        assert not any(e.startswith("connecting to") for e in events), events
+        s = gen.summary()
+        assert seen(server)["count"] - before == s.sent > 0 and s.errors == 0
+        assert _process_gone(waiting, 10.0)
+        _no_workers_within(cluster, 5.0)
+        # A new driver waits for the next run: connected, holding no actor.
+        assert spare.pid not in (None, waiting)
+        _ready(spare)
+        assert not alive_workers(cluster)
+        # Load from this machine again: it ends.
+        last = spare.pid
+        spare.close()
+        assert spare.pid is None
+        assert _process_gone(last, 5.0)
+    finally:
+        spare.close()
+
+
+_SPARE_CONSOLE = textwrap.dedent("""
+    import sys, time
+    from backend.load.driver_spare import SpareDriver
+    from backend.load.load_model import ClusterAccess
+    spare = SpareDriver()
+    spare.prepare(ClusterAccess(sys.argv[1], sys.argv[2], sys.argv[3] or None))
+    while not spare.ready():
+        time.sleep(0.1)
+    print(spare.pid, flush=True)
+    time.sleep(600)
+""")
+
+
+def test_a_driver_waiting_in_advance_ends_with_a_killed_console(two_nodes):
+    cluster, access, _, _ = two_nodes
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _SPARE_CONSOLE, access.ray_address, access.dashboard_url,
+         access.token or ""],
+        cwd=root, stdout=subprocess.PIPE, text=True, start_new_session=True,
+        env={**os.environ, "PYTHONPATH": root})
+    try:
+        line = proc.stdout.readline()
+        assert line.strip().isdigit(), (line, proc.poll())
+        driver = int(line)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(10)
+        assert _process_gone(driver, 5.0), "the waiting driver outlived its console"
+        assert not alive_workers(cluster)
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

@@ -32,6 +32,10 @@ def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, 
     panel.set_source(ClusterLoad(workers=2, cpus=0.25))
     panel.source_panel().source_changed.emit(panel.source_panel().source())
     assert window.model.load_source == ClusterLoad(workers=2, cpus=0.25)
+    # Chosen: a driver connects to the cluster in advance, so Start waits for no Ray Client.
+    spare = window.session.load.spare
+    qtbot.waitUntil(spare.ready, timeout=60_000)
+    waiting = spare.pid
     stats = []
     window.session.load.stats.connect(stats.append)
     panel.start_button().click()
@@ -46,6 +50,7 @@ def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, 
         log = [e.message for e in window.model.events]
         assert any(m.startswith("load from the cluster: 2 workers on") for m in log), log
         assert any("from the cluster: 2 workers" in m for m in log), log  # the run's line
+        assert any("Ray Client connected in advance" in m for m in log), log  # took it
     finally:
         if panel.start_button().isChecked():
             panel.start_button().click()  # Stop, as the user would
@@ -53,3 +58,8 @@ def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, 
     assert wait_no_workers(ray_cluster, 10) is not None, "load workers left after Stop"
     qtbot.waitUntil(lambda: all(table.item(r, 6).text() == "stopped" for r in range(2)),
                     timeout=10_000)
+    # The next run's driver waits; going back to load from this machine ends it.
+    qtbot.waitUntil(lambda: spare.pid not in (None, waiting), timeout=10_000)
+    panel.set_source(None)
+    panel.source_panel().source_changed.emit(panel.source_panel().source())
+    assert window.model.load_source is None and spare.pid is None

@@ -1,0 +1,106 @@
+"""A load driver connected in advance: the next run from the cluster starts without
+waiting for Ray Client.
+
+Starting the cluster's load driver (backend/load/ray_driver.py) cold costs ~0.5 s for the
+process and `import ray`, and ~2-3 s for Ray Client's connect (the head starts a server
+process for each client) before a worker is placed (benchmarks/cluster_load.py). While the
+user has chosen load from the cluster, `SpareDriver` keeps one driver process started and
+connected, waiting for its run: `take()` hands it to the next `ClusterLoadGenerator`, which
+sends it the run's "init" as it would to a fresh one, and a new spare is prepared once that
+run has stopped.
+
+What a spare holds on the cluster: a Ray Client connection (a job), no actor and no load.
+Workers are placed only when a run starts and removed when it stops, as before. A spare
+ends with the console like any driver (its control pipe closes, or its parent is gone:
+checked every 0.5 s), and `close()` ends it when the user goes back to load from this
+machine or the console disconnects.
+
+The wire, before the run's own (ray_driver's docstring): console → spare ("connect",
+access); spare → console ("event", level, text) once connected or failed, read by the
+run's reader after `take()`.
+"""
+
+from __future__ import annotations
+
+import threading
+
+from backend.load.child_process import Spawned, spawn_child
+from backend.load.load_model import ClusterAccess
+
+DRIVER_MODULE = "backend.load.ray_driver"
+
+
+class SpareDriver:
+    """At most one driver process, started and connected to one cluster in advance."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._access: ClusterAccess | None = None  # kept ready for this cluster; or None
+        self._spawned: Spawned | None = None
+        self._spawned_for: ClusterAccess | None = None
+
+    def prepare(self, access: ClusterAccess) -> None:
+        """From now on keep a driver connected to *access* waiting (start one unless one
+        is alive for it already). Returns at once: it connects in its own process."""
+        with self._lock:
+            self._access = access
+        self.renew()
+
+    def renew(self) -> None:
+        """Start a new waiting driver if one is wanted and none is alive (after a run
+        took the last one)."""
+        with self._lock:
+            access = self._access
+            if access is None:
+                return
+            if self._spawned is not None and self._spawned.proc.poll() is None \
+                    and self._spawned_for == access:
+                return
+            old, self._spawned = self._spawned, None
+            spawned = spawn_child(DRIVER_MODULE)
+            try:
+                spawned.ctl.send(("connect", access))
+            except OSError:
+                spawned.close()
+            else:
+                self._spawned, self._spawned_for = spawned, access
+        if old is not None:
+            old.close()
+
+    def take(self, access: ClusterAccess) -> Spawned | None:
+        """The waiting driver for *access* (connected, or still connecting), now the
+        caller's; None when there is none alive for it."""
+        with self._lock:
+            spawned, self._spawned = self._spawned, None
+            same = spawned is not None and self._spawned_for == access
+        if spawned is None:
+            return None
+        if same and spawned.proc.poll() is None:
+            return spawned
+        spawned.close()
+        return None
+
+    def ready(self) -> bool:
+        """A spare is alive and has said whether it connected (its message is waiting)."""
+        with self._lock:
+            spawned = self._spawned
+            if spawned is None or spawned.proc.poll() is not None:
+                return False
+            try:
+                return spawned.out.poll(0)
+            except OSError:
+                return False
+
+    @property
+    def pid(self) -> int | None:
+        with self._lock:
+            return None if self._spawned is None else self._spawned.proc.pid
+
+    def close(self) -> None:
+        """No driver wanted any more: end the waiting one, if any (and its Ray Client
+        connection with it)."""
+        with self._lock:
+            spawned, self._spawned = self._spawned, None
+            self._access = None
+        if spawned is not None:
+            spawned.close()
