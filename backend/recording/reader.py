@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import zlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,17 +167,23 @@ def _read(conn: sqlite3.Connection, path: str, version: int) -> SessionData:
     keys = {kid: (kind, tuple(json.loads(key)))
             for kid, kind, key in conn.execute("SELECT id, kind, key FROM series_keys")}
     rows = conn.execute("SELECT t, key_id, data FROM samples ORDER BY rowid").fetchall()
+    batches = _batches(conn)
+    # Points per series at most: a row per poll and key (versions 1-3), a batch per poll.
     counts = {kind: 0 for kind in (DEPLOYMENT, REPLICA)}
     for _, kid, _ in rows:
         kind = keys[kid][0]
         counts[kind] = counts.get(kind, 0) + 1
+    for kind in counts:
+        counts[kind] += len(batches)
     stores = {DEPLOYMENT: SeriesStore(max_points=max(36_000, counts[DEPLOYMENT])),
               REPLICA: SeriesStore(max_points=max(36_000, counts[REPLICA]))}
     _fill(stores, rows, keys, names)
+    _fill_batches(stores, batches, conn, keys, names)
     data = SessionData(path=path, meta=meta, version_read=version,
                        store=stores[DEPLOYMENT], replica_store=stores[REPLICA])
-    if rows:
-        data.data_span = (min(r[0] for r in rows), max(r[0] for r in rows))
+    times = [r[0] for r in rows] + [b[0] for b in batches]
+    if times:
+        data.data_span = (min(times), max(times))
     data.events = [tuple(r) for r in conn.execute(
         "SELECT t, level, message FROM events ORDER BY t, rowid")]
     data.markers = [Marker(*r) for r in conn.execute(
@@ -211,6 +218,49 @@ def _read(conn: sqlite3.Connection, path: str, version: int) -> SessionData:
     data.notes = [Note(t, text, written, nid) for nid, t, text, written in conn.execute(
         "SELECT id, t, text, written_t FROM notes ORDER BY t, id")]
     return data
+
+
+def _batches(conn: sqlite3.Connection) -> list[tuple[float, int, bytes]]:
+    """The version-4 sample rows, (t, layout id, deflated values), oldest first; none in
+    a file migrated from an older version."""
+    return conn.execute(
+        "SELECT t, layout_id, data FROM sample_batches ORDER BY rowid").fetchall()
+
+
+def _fill_batches(stores: dict[str, SeriesStore], batches: list, conn: sqlite3.Connection,
+                  keys: dict, names: dict) -> None:
+    """Unpack the version-4 rows: per layout one 2-D array (polls × values), whose
+    column j is the series (key_ids[j], name_ids[j]); a series in several layouts (the
+    set of series changed and came back) is put together in time order."""
+    if not batches:
+        return
+    layouts = {lid: (np.frombuffer(k, dtype=schema.LAYOUT_KEY_DTYPE),
+                     np.frombuffer(n, dtype=schema.LAYOUT_NAME_DTYPE))
+               for lid, k, n in conn.execute(
+                   "SELECT id, key_ids, name_ids FROM sample_layouts")}
+    by_layout: dict[int, list[tuple[float, bytes]]] = {}
+    for t, lid, data in batches:
+        by_layout.setdefault(lid, []).append((t, data))
+    parts: dict[tuple[int, int], list[tuple[np.ndarray, np.ndarray]]] = {}
+    for lid, entries in by_layout.items():
+        key_ids, name_ids = layouts[lid]
+        ts = np.array([t for t, _ in entries], dtype=float)
+        values = np.frombuffer(b"".join(zlib.decompress(d) for _, d in entries),
+                               dtype=schema.BATCH_VALUE_DTYPE).reshape(len(entries),
+                                                                       len(key_ids))
+        for j, (kid, nid) in enumerate(zip(key_ids.tolist(), name_ids.tolist())):
+            parts.setdefault((kid, nid), []).append((ts, values[:, j]))
+    for (kid, nid), chunks in parts.items():
+        kind, key = keys[kid]
+        store = stores.get(kind)
+        if store is None:
+            continue
+        ts = np.concatenate([c[0] for c in chunks])
+        vs = np.concatenate([c[1] for c in chunks])
+        if len(chunks) > 1:
+            order = np.argsort(ts, kind="stable")
+            ts, vs = ts[order], vs[order]
+        store.extend(key, names[nid], ts, vs)
 
 
 def _fill(stores: dict[str, SeriesStore], rows: list, keys: dict, names: dict) -> None:

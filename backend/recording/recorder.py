@@ -19,6 +19,7 @@ import queue
 import sqlite3
 import threading
 import time
+import zlib
 from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable
 
@@ -30,6 +31,8 @@ from backend.recording import schema
 log = logging.getLogger(__name__)
 
 FLUSH_S = 1.0
+LAYOUTS_KEPT = 64  # sample layouts remembered for reuse (one that comes back after is
+# written again: a few bytes a value, once)
 DEPLOYMENT = "deployment"   # series_keys.kind of (app, deployment) keys
 REPLICA = "replica"         # … of (app, deployment, replica id) keys
 
@@ -90,6 +93,9 @@ class Recorder:
         self._q: queue.SimpleQueue = queue.SimpleQueue()
         self._names: dict[str, int] = {}
         self._keys: dict[tuple[str, tuple], int] = {}
+        # Layouts written: (key ids, name ids) bytes → id (a set of series seen again, a
+        # replica back, reuses its row).
+        self._layouts: dict[tuple[bytes, bytes], int] = {}
         self._last_config: str | None = None
         self._load_last_t: dict[int, float] = {}
         self._last_t = now
@@ -225,7 +231,7 @@ class Recorder:
         # written (the whole file then failed to open) and skip a config or load seconds
         # as already written.
         saved = (dict(self._names), dict(self._keys), self._last_config,
-                 dict(self._load_last_t), self._last_t)
+                 dict(self._load_last_t), self._last_t, dict(self._layouts))
         unstorable: list[str] = []
         try:
             c.execute("BEGIN")
@@ -248,7 +254,7 @@ class Recorder:
             except sqlite3.Error:
                 pass
             (self._names, self._keys, self._last_config, self._load_last_t,
-             self._last_t) = saved
+             self._last_t, self._layouts) = saved
             self._report(f"Recording to {self.path} failed: {e}; "
                          f"{len(items)} records of the last second were not written.")
             return
@@ -293,15 +299,33 @@ class Recorder:
         return kid
 
     def _w_samples(self, c, t, kind, values) -> None:
-        rows = []
+        """One row for the whole poll: its values, deflated, and the id of its layout
+        (which series each value is; schema.py, version 4)."""
+        key_ids: list[int] = []
+        name_ids: list[int] = []
+        vals: list[float] = []
         for key, series in values.items():
             if not series:
                 continue
-            packed = np.empty(len(series), dtype=schema.SAMPLE_DTYPE)
-            packed["name"] = [self._name_id(c, n) for n in series]
-            packed["value"] = [float(v) for v in series.values()]
-            rows.append((t, self._key_id(c, kind, tuple(key)), packed.tobytes()))
-        c.executemany("INSERT INTO samples VALUES (?, ?, ?)", rows)
+            kid = self._key_id(c, kind, tuple(key))
+            for name, v in series.items():
+                key_ids.append(kid)
+                name_ids.append(self._name_id(c, name))
+                vals.append(float(v))
+        if not vals:
+            return
+        layout = (np.asarray(key_ids, dtype=schema.LAYOUT_KEY_DTYPE).tobytes(),
+                  np.asarray(name_ids, dtype=schema.LAYOUT_NAME_DTYPE).tobytes())
+        lid = self._layouts.pop(layout, None)
+        if lid is None:
+            lid = c.execute("INSERT INTO sample_layouts (key_ids, name_ids) VALUES (?, ?)",
+                            layout).lastrowid
+            if len(self._layouts) >= LAYOUTS_KEPT:  # forget the least recently used
+                del self._layouts[next(iter(self._layouts))]
+        self._layouts[layout] = lid  # the most recently used last
+        data = zlib.compress(np.asarray(vals, dtype=schema.BATCH_VALUE_DTYPE).tobytes(),
+                             schema.BATCH_DEFLATE_LEVEL)
+        c.execute("INSERT INTO sample_batches VALUES (?, ?, ?)", (t, lid, data))
         self._seen(t)
 
     def _w_event(self, c, t, level, message) -> None:

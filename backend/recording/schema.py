@@ -6,10 +6,12 @@ opens in a newer one: `open_db` runs each migration from the file's version up, 
 transaction, before anything reads it. A file from a *newer* console is refused with a
 clear message rather than misread.
 
-Samples are stored one row per (poll time, series key) with all the key's values packed
-in one blob — (uint16 name id, float64 value) pairs — because a row per value costs ~30
-bytes of SQLite overhead per 8-byte value: an hour of 10 deployments at 1 Hz would be
-~45 MB that way, and is ~15 MB packed.
+Samples are stored one row per poll time and kind (deployment, replica) holding every
+value of that poll (version 4, `sample_batches`; the series each value belongs to is the
+row's layout, kept once in `sample_layouts`). Versions 1-3 stored one row per (poll time,
+series key) with the key's values packed in one blob — (uint16 name id, float64 value)
+pairs, `samples` — because a row per value costs ~30 bytes of SQLite overhead per 8-byte
+value; at fleet size even a row per key was ~330 MB an hour.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import numpy as np
 
 from backend.errors import ConsoleError
 
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 #: One sample value in a packed blob: series-name id, value (little-endian, unaligned).
 SAMPLE_DTYPE = np.dtype([("name", "<u2"), ("value", "<f8")])
 
@@ -67,8 +69,27 @@ CREATE TABLE load_versions (run_id INTEGER NOT NULL, t REAL NOT NULL, version TE
                             PRIMARY KEY (run_id, t, version));
 """
 
+# Version 4: the samples of one poll (and kind) in one row, by columns. Which series each
+# value belongs to is the row's layout — the series keys' and names' ids, value by value
+# (uint32 and uint16 arrays) — written once in sample_layouts and reused while the set of
+# series stays the same; the row holds only the float64 values, deflated. At fleet size
+# (1,100 keys, 6,100 values a second) a row per key cost ~330 MB an hour, ~28 bytes of
+# SQLite overhead per row besides 10 bytes a value (benchmarks/fleet_scale.py). Files of
+# versions 1-3 keep their `samples` rows; both are read.
+_V3_TO_V4 = """
+CREATE TABLE sample_layouts (id INTEGER PRIMARY KEY, key_ids BLOB NOT NULL,
+                             name_ids BLOB NOT NULL);
+CREATE TABLE sample_batches (t REAL NOT NULL, layout_id INTEGER NOT NULL,
+                             data BLOB NOT NULL);
+"""
+#: A layout's arrays and a batch's values (little-endian); batches are zlib-deflated.
+LAYOUT_KEY_DTYPE = np.dtype("<u4")
+LAYOUT_NAME_DTYPE = np.dtype("<u2")
+BATCH_VALUE_DTYPE = np.dtype("<f8")
+BATCH_DEFLATE_LEVEL = 1
+
 #: MIGRATIONS[v] brings a file at version v to v + 1.
-MIGRATIONS: dict[int, str] = {1: _V1_TO_V2, 2: _V2_TO_V3}
+MIGRATIONS: dict[int, str] = {1: _V1_TO_V2, 2: _V2_TO_V3, 3: _V3_TO_V4}
 
 
 class SessionFileError(ConsoleError):

@@ -440,3 +440,37 @@ def test_a_live_session_is_summarized_while_it_records(tmp_path):
         rec.close()
     data = open_session(str(path))
     assert data.store.snapshot(DEP_A, "requests_per_s")[1].tolist() == [1.0, 3.0]
+
+
+def test_a_set_of_series_that_keeps_changing_reads_back_in_time_order(tmp_path):
+    """Every poll's values are one row whose layout (which series each value is) is kept
+    once; replicas that come and go make new layouts, more than the recorder remembers,
+    and sets seen before come back: every series still reads back whole, in order."""
+    from backend.recording.recorder import LAYOUTS_KEPT
+
+    path = tmp_path / "churn.db"
+    rec = Recorder(str(path), flush_s=0.05)
+    want: dict[tuple, list[tuple[float, float]]] = {}
+    polls = LAYOUTS_KEPT * 3
+    for i in range(polls):
+        t = T0 + i
+        # Replica r0 always; r{i % (LAYOUTS_KEPT + 5)} too: more sets than are kept, and
+        # each comes back after the recorder has forgotten it.
+        keys = {("app", "Dep", "r0"), ("app", "Dep", f"r{1 + i % (LAYOUTS_KEPT + 5)}")}
+        values = {}
+        for k in sorted(keys):
+            v = i * 1.5 + int(k[2][1:]) / 7
+            values[k] = {"ongoing_requests": v}
+            want.setdefault(k, []).append((t, v))
+        rec.samples(t, values, kind=REPLICA)
+        if i % 50 == 0:
+            assert rec.flush()
+    rec.close()
+    data = open_session(str(path))
+    for key, points in want.items():
+        ts, vs = data.replica_store.snapshot(key, "ongoing_requests")
+        assert list(ts) == [t for t, _ in points], key
+        assert list(vs) == [v for _, v in points], key
+    with sqlite3.connect(path) as c:
+        assert c.execute("SELECT COUNT(*) FROM sample_batches").fetchone()[0] == polls
+        assert c.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 0

@@ -108,16 +108,16 @@ def test_a_version_1_file_opens_and_is_brought_up_to_date(tmp_path):
     assert _user_version(path) == 1
 
     _check_v1_data(open_session(str(path)))
-    assert _user_version(path) == schema.SCHEMA_VERSION == 3
+    assert _user_version(path) == schema.SCHEMA_VERSION == 4
     # Opened again: read as the version it now is, the same data.
     again = open_session(str(path))
-    assert again.version_read == 3 and again.events == [(T0 + 1, "info", "Deployed batched")]
+    assert again.version_read == 4 and again.events == [(T0 + 1, "info", "Deployed batched")]
     # Now it takes notes like any new session.
     library.add_note(str(path), T0 + 4, "looked at it in the new console")
     assert [n.text for n in open_session(str(path)).notes] == [
         "looked at it in the new console"]
     (after,) = library.list_sessions(str(tmp_path))
-    assert (after.version, after.notes) == (3, 1)
+    assert (after.version, after.notes) == (4, 1)
     # Version 3's table is there, empty: a version-1 session saw no traffic split.
     assert open_session(str(path)).load_versions == {}
 
@@ -126,9 +126,9 @@ def test_renaming_a_version_1_file_migrates_it(tmp_path):
     path = tmp_path / "old.db"
     _v1_file(path)
     library.rename_session(str(path), "renamed")
-    assert _user_version(path) == 3
+    assert _user_version(path) == 4
     data = open_session(str(path))
-    assert data.name == "renamed" and data.version_read == 3 and data.notes == []
+    assert data.name == "renamed" and data.version_read == 4 and data.notes == []
 
 
 def test_a_read_only_version_1_file_opens_migrated_in_memory_and_stays_as_it_was(
@@ -167,7 +167,7 @@ def test_versions_it_cannot_read_are_refused_untouched(tmp_path, version):
     conn.close()
     with pytest.raises(schema.SessionFileError,
                        match="not a serve-console session" if version == 0 else
-                       f"format {version}; this console reads up to 3"):
+                       f"format {version}; this console reads up to {schema.SCHEMA_VERSION}"):
         open_session(str(path))
     assert _user_version(path) == version
     conn = sqlite3.connect(path)
