@@ -28,6 +28,9 @@ READ_ONLY_NOTE = "(deployed from code – read-only)"
 # Item roles: what a row stands for, independent of its display text.
 _KIND_ROLE = Qt.ItemDataRole.UserRole
 _KEY_ROLE = Qt.ItemDataRole.UserRole + 1
+# The status column's style as last set ("colour|bold"): a status poll restyles only the
+# rows whose style changed (a fleet's 1,100 rows cost ~75 ms a second otherwise).
+_STYLE_ROLE = Qt.ItemDataRole.UserRole + 2
 _APP, _DEPLOYMENT, _REPLICA, _PLACEHOLDER = "app", "deployment", "replica", "placeholder"
 _MODEL = "model"  # the row under a deployment that shows its model's figures
 MODEL_ROW_PREFIX = "↳ "
@@ -96,6 +99,9 @@ class AppTree(QTreeWidget):
         # The autoscaler's metrics health: p99 ms its inputs take to reach the controller.
         self._metrics_delay: dict[tuple[str, str], float] = {}
         self._replicas: dict[tuple[str, str, str], QTreeWidgetItem] = {}
+        # Each deployment's replica keys (a status poll visits a fleet's 1,000 replicas:
+        # finding one deployment's among all of them cost 100 × 1,000 comparisons).
+        self._replicas_of: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
         self._emitted: tuple[str, str] | None = None
         self._placeholder: QTreeWidgetItem | None = None
         self._filter = ""  # casefolded; see set_filter
@@ -315,8 +321,9 @@ class AppTree(QTreeWidget):
         for rep in dep.replicas:
             seen.add(rep.replica_id)
             self._update_replica(item, dep, rep)
-        for key in [k for k in self._replicas
-                    if k[:2] == dep.key and k[2] not in seen]:
+        mine = self._replicas_of.get(dep.key, set())
+        for key in [k for k in mine if k[2] not in seen]:
+            mine.discard(key)
             r = self._replicas.pop(key)
             item.removeChild(r)
 
@@ -416,6 +423,7 @@ class AppTree(QTreeWidget):
             item.setData(COL_NAME, _KEY_ROLE, key)
             parent.addChild(item)
             self._replicas[key] = item
+            self._replicas_of.setdefault(key[:2], set()).add(key)
         _set_text(item, COL_NAME, rep.replica_id)
         self._set_status(item, rep.state)
         where = []
@@ -434,8 +442,8 @@ class AppTree(QTreeWidget):
         self.takeTopLevelItem(self.indexOfTopLevelItem(item))
 
     def _remove_deployment(self, key: tuple[str, str]) -> None:
-        for rkey in [k for k in self._replicas if k[:2] == key]:
-            del self._replicas[rkey]
+        for rkey in self._replicas_of.pop(key, set()):
+            self._replicas.pop(rkey, None)
         item = self._deployments.pop(key)
         self._deployment_infos.pop(key, None)
         self._remove_model_row(key)
@@ -447,15 +455,19 @@ class AppTree(QTreeWidget):
     def _set_status(self, item: QTreeWidgetItem, status: str) -> None:
         _set_text(item, COL_STATUS, status)
         cls = status_class(status)
-        color = status_color(cls) if cls else None
+        color = status_color(cls) if cls else None  # the theme's, now
+        bold = cls == "failed"
+        style = f"{color}|{bold}"
+        if item.data(COL_STATUS, _STYLE_ROLE) == style:
+            return
         brush = QBrush(QColor(color)) if color else QBrush()
         if item.foreground(COL_STATUS) != brush:
             item.setForeground(COL_STATUS, brush)
-        bold = cls == "failed"
         if item.font(COL_STATUS).bold() != bold:
             font = QFont(item.font(COL_STATUS))
             font.setBold(bold)
             item.setFont(COL_STATUS, font)
+        item.setData(COL_STATUS, _STYLE_ROLE, style)
 
     def _set_message(self, item: QTreeWidgetItem, message: str, warn: bool = False) -> None:
         # One line in the column (the full text is in the tooltip); a traceback's last

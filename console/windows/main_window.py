@@ -19,6 +19,7 @@ from backend.model import ServeStatus
 from console.model.connection import ConnectionInfo, ConnectionState
 from console.model.console_model import NO_LOAD_TARGET, ConsoleModel
 from console.model.live_session import Session
+from console.model.responsiveness import keep_gui_responsive
 from console.settings import Settings
 from console.windows.connect_flow import ConnectFlow, connect_to
 from console.windows.window_banner import WindowBanner
@@ -54,6 +55,7 @@ class MainWindow(QMainWindow):
             model = ConsoleModel(model, catalog, settings, self)
         self.model = model
         self.session, self.catalog, self.settings = model.session, model.catalog, model.settings
+        keep_gui_responsive(self.session)
         self.setWindowTitle("serve-console")
         self.resize(1400, 900)
         # The theme before the views: what they paint at construction is in its colours.

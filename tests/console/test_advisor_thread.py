@@ -1,0 +1,94 @@
+"""The advisor's rules run off the GUI thread (at fleet size they cost ~0.1 s every 2 s),
+and what they find is shown on it; a run that began before a disconnect is not shown
+after it. The session is a stand-in with the parts the advisor reads: the subject is
+where the work runs, not the rules (tests/backend/test_advisor.py) or the cluster
+(tests/console/test_advisor_console.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+from PySide6.QtCore import QObject, Signal
+
+import console.model.advisor as advisor_mod
+from backend.cluster.client import parse_serve_status
+from backend.metrics.series import SeriesStore
+from console.model.advisor import Advisor
+
+DETAILS = json.loads((Path(__file__).parents[1] / "backend" / "data" /
+                      "serve_details_not_at_target.json").read_text())
+
+
+class _Signals(QObject):
+    applied = Signal(str, str, object, float)
+    knob_state = Signal(str, str, str, str, str)
+    run_started = Signal(int, float, str, str, str)
+    run_stats = Signal(int, float, object)
+    disconnected = Signal()
+    event = Signal(str, str)
+
+
+def _session():
+    sig = _Signals()
+    status = parse_serve_status(DETAILS, time.time())
+    s = SimpleNamespace(
+        tuning=SimpleNamespace(applied=sig.applied, knob_state=sig.knob_state),
+        load=SimpleNamespace(run_started=sig.run_started, run_stats=sig.run_stats),
+        disconnected=sig.disconnected, event=sig.event, status=status, client=object(),
+        connection=SimpleNamespace(usable=True), store=SeriesStore(),
+        knob_set=lambda app, dep: None, scaling=SimpleNamespace(notes={}))
+    s.signals = sig
+    return s
+
+
+def test_the_rules_run_off_the_gui_thread_and_their_hints_are_shown_on_it(qtbot,
+                                                                          monkeypatch):
+    session = _session()
+    advisor = Advisor(session)
+    ran_on: list[threading.Thread] = []
+    shown_on: list[threading.Thread] = []
+    real = advisor_mod._run_rules
+
+    def recording(inputs):
+        ran_on.append(threading.current_thread())
+        return real(inputs)
+
+    monkeypatch.setattr(advisor_mod, "_run_rules", recording)
+    advisor.hints_changed.connect(lambda _h: shown_on.append(threading.current_thread()))
+    try:
+        advisor._on_timer_timeout()
+        qtbot.waitUntil(lambda: bool(shown_on), timeout=5_000)
+        assert ran_on and ran_on[0] is not threading.main_thread()
+        assert shown_on[0] is threading.main_thread()
+    finally:
+        advisor.stop()
+
+
+def test_a_run_that_began_before_a_disconnect_is_not_shown(qtbot, monkeypatch):
+    session = _session()
+    advisor = Advisor(session)
+    release = threading.Event()
+    real = advisor_mod._run_rules
+
+    def slow(inputs):
+        release.wait(5)
+        return real(inputs)
+
+    monkeypatch.setattr(advisor_mod, "_run_rules", slow)
+    shown: list = []
+    advisor.hints_changed.connect(shown.append)
+    try:
+        advisor._on_timer_timeout()
+        advisor._on_timer_timeout()  # one run at a time: this one is skipped
+        session.signals.disconnected.emit()
+        shown.clear()
+        release.set()
+        qtbot.waitUntil(lambda: not advisor._computing, timeout=5_000)
+        qtbot.wait(100)
+        assert shown == []
+    finally:
+        advisor.stop()
