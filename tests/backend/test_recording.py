@@ -283,10 +283,11 @@ def test_a_newer_session_is_refused_by_its_versions_and_left_as_it_was(tmp_path)
 
 
 def _fail_writes(path: Path) -> sqlite3.Connection:
-    """Make every insert into samples, configs and load_seconds fail the way a full disk
-    fails a statement mid-transaction (after series names and keys went in)."""
+    """Make every insert of a poll's samples, a config and load seconds fail the way a
+    full disk fails a statement mid-transaction (after series names, keys and the poll's
+    layout went in)."""
     conn = sqlite3.connect(path, isolation_level=None)
-    for table in ("samples", "configs", "load_seconds"):
+    for table in ("sample_batches", "configs", "load_seconds"):
         conn.execute(f"CREATE TRIGGER full_{table} BEFORE INSERT ON {table} "
                      "BEGIN SELECT RAISE(ABORT, 'database or disk is full'); END")
     return conn
@@ -312,7 +313,7 @@ def test_a_failed_second_is_reported_once_and_the_file_still_opens(tmp_path):
     assert rec.error == errors[0]
     # The disk has room again: the session goes on, with series names and keys that
     # the failed seconds had introduced (they were rolled back with them).
-    for table in ("samples", "configs", "load_seconds"):
+    for table in ("sample_batches", "configs", "load_seconds"):
         blocker.execute(f"DROP TRIGGER full_{table}")
     blocker.close()
     rec.samples(T0 + 5, {DEP_A: {"requests_per_s": 5.0}})

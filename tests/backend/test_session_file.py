@@ -31,7 +31,7 @@ def test_a_writer_that_cannot_write_says_so_once_and_goes_on(tmp_path):
     rec.samples(1.0, {("a", "d"): {"requests_per_s": 1.0}})
     assert rec.flush()
     conn = sqlite3.connect(path)
-    conn.execute("DROP TABLE samples")  # as a disk that fails would, mid-session
+    conn.execute("DROP TABLE sample_batches")  # as a disk that fails would, mid-session
     conn.commit()
     conn.close()
     for i in range(3):
