@@ -13,7 +13,7 @@ from collections import deque
 from dataclasses import replace
 
 from backend.load.child_process import ProcessLoadGenerator, Spawned
-from backend.load.driver_spare import SpareDriver
+from backend.load.driver_spare import DRIVER_MODULE, SpareDriver
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 
@@ -21,7 +21,7 @@ from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, Load
 class ClusterLoadGenerator(ProcessLoadGenerator):
     """The console side of load sent by Ray actors on the cluster."""
 
-    CHILD_MODULE = "backend.load.ray_driver"
+    CHILD_MODULE = DRIVER_MODULE
     # The driver stops its workers and collects their last seconds before its final
     # message (a few Ray calls): give it this long before it is killed (its workers then
     # end themselves within 5 s).

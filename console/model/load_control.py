@@ -61,7 +61,6 @@ class LoadControl(QObject):
         # While load from the cluster is chosen and a cluster is connected, a driver waits
         # connected to it, so a start does not wait seconds for Ray Client.
         self.spare = SpareDriver()
-        self._spare_wanted = False
 
     @property
     def running(self) -> bool:
@@ -121,7 +120,6 @@ class LoadControl(QObject):
         (backend/load/driver_spare.py: a Ray Client connection, no actor, no load); else
         none. Call again after connecting; `release()` on disconnecting. Never blocks:
         the driver connects in its own process."""
-        self._spare_wanted = wanted
         access = self._access() if wanted else None
         if access is None:
             self.spare.close()
