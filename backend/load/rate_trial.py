@@ -83,7 +83,8 @@ def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
 
     gen.start()
     try:
-        offer_for(gen, seconds, spec.drain_s, sleep=cancel.sleep, at_end=observe_now)
+        offer_for(gen, seconds, spec.drain_s, sleep=cancel.sleep, at_end=observe_now,
+                  decided=lambda st, since_end: over_slo(st, since_end, spec.slo_p99_ms))
     finally:
         gen.stop()
     s = gen.summary()
@@ -103,6 +104,25 @@ def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
                      ok=s.ok, errors=s.errors, unfinished=unfinished, p50_ms=lat.get("p50"),
                      p99_ms=p99, seconds=seconds, why=tuple(why),
                      errors_by_kind=tuple(s.errors_by_kind), figures=figures)
+
+
+MARGIN_S = 0.5
+
+
+def over_slo(stats, since_end_s: float, slo_p99_ms: float) -> bool:
+    """Whether a trial is already *not sustained*, whatever its drain still brings.
+
+    A request still in flight *since_end_s* after the sends ended was meant to be sent
+    before they ended (latency counts from the intended send time), so its latency is
+    already over *since_end_s*. Once that is past the SLO and more than 1 % of the sent
+    requests are in flight, each of them either finishes over the SLO (then more than 1 %
+    are: p99 over it) or never finishes (unfinished): the verdict is fixed. Overloaded
+    trials waited the whole drain (5 s) for stragglers before; the verdict is the same.
+
+    MARGIN_S allows for the stats being a snapshot (≤ 0.1 s old) and for the stop
+    reaching the generator's process by a pipe (a send or two after the end)."""
+    return ((since_end_s - MARGIN_S) * 1000.0 > slo_p99_ms
+            and stats.in_flight > 0.01 * stats.sent + 1)
 
 
 def single_request_ms(target: LoadTarget, seq: int = 0, timeout_s: float = 30.0) -> float | None:

@@ -156,7 +156,7 @@ def test_the_cli_finds_a_better_batch_size_and_leaves_it_applied(served):
     # Both batching knobs: with no batch wait Serve forms a batch of whatever is queued
     # at once (one request, here), so a larger max_batch_size alone changes nothing.
     proc = subprocess.run(cli(cluster, "--knobs", "max_batch_size,batch_wait_timeout_s",
-                              "--range", "max_batch_size=1:8",
+                              "--range", "max_batch_size=1:4",
                               "--range", "batch_wait_timeout_s=0:0.05", "--budget-s", "240"),
                           cwd=ROOT, capture_output=True, text=True, timeout=420)
     try:
