@@ -202,8 +202,13 @@ class LocalCluster:
         text = strip_ansi(self._log_path.read_text(errors="replace")).splitlines()
         return "\n".join(text[-lines:])
 
-    def stop(self, timeout_s: float = 5.0) -> None:
-        """Stop the head and everything it started; idempotent."""
+    def stop(self, timeout_s: float = 2.0) -> None:
+        """Stop the head and everything it started; idempotent.
+
+        `ray start` gets *timeout_s* to shut down in order. A head without Serve does in
+        ~1.5 s; with Serve applications it was still shutting down after 10 s (measured
+        2026-11-27), so the old 5 s wait only delayed the kill that follows anyway:
+        stop() took 6.7 s, now 3.2 s."""
         proc, self._proc = self._proc, None
         if proc is None:
             return
