@@ -18,6 +18,7 @@ it): a change is judged on what the deployment does since.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Callable
@@ -125,7 +126,10 @@ class Advisor(QObject):
             return None
         load_app = self._run[2] if self._run is not None else ""
         return _RuleInputs(
-            now=now, status=status, store=s.store, knob_set=s.knob_set,
+            now=now, status=status, store=s.store,
+            # As of the status taken here: the rules run on their own thread, by when
+            # a newer status may have come.
+            knob_set=functools.partial(_knob_set_as_of, s.knob_set, status),
             changed_at=dict(self._changed_at), notes=dict(s.scaling.notes),
             load_app=load_app, load_errors=self._load_errors(now) if load_app else ())
 
@@ -219,6 +223,10 @@ class _RuleInputs:
     notes: dict
     load_app: str
     load_errors: tuple
+
+
+def _knob_set_as_of(knob_set: Callable, status, app: str, deployment: str):
+    return knob_set(app, deployment, status)
 
 
 def _snapshot(inputs: _RuleInputs, app, dep) -> DeploymentSnapshot:

@@ -544,10 +544,12 @@ class Session(QObject):
         self._on_metrics_state(user_message(error), log=True)
 
     # -- tuning -------------------------------------------------------------------------------
-    def knob_set(self, app: str, deployment: str) -> KnobSet | None:
-        if self.status is None:
+    def knob_set(self, app: str, deployment: str, status=None) -> KnobSet | None:
+        """A deployment's knobs as of *status* (default: the newest status)."""
+        status = self.status if status is None else status
+        if status is None:
             return None
-        return knobs_for(self.status, app, deployment, self._knob_metadata)
+        return knobs_for(status, app, deployment, self._knob_metadata)
 
     def knob_values(self, app: str, deployment: str) -> dict:
         ks = self.knob_set(app, deployment)

@@ -40,7 +40,7 @@ def _session():
         load=SimpleNamespace(run_started=sig.run_started, run_stats=sig.run_stats),
         disconnected=sig.disconnected, event=sig.event, status=status, client=object(),
         connection=SimpleNamespace(usable=True), store=SeriesStore(),
-        knob_set=lambda app, dep: None, scaling=SimpleNamespace(notes={}))
+        knob_set=lambda app, dep, status=None: None, scaling=SimpleNamespace(notes={}))
     s.signals = sig
     return s
 
@@ -90,5 +90,29 @@ def test_a_run_that_began_before_a_disconnect_is_not_shown(qtbot, monkeypatch):
         qtbot.waitUntil(lambda: not advisor._computing, timeout=5_000)
         qtbot.wait(100)
         assert shown == []
+    finally:
+        advisor.stop()
+
+
+def test_the_rules_read_the_knobs_of_the_status_taken_with_their_inputs(qtbot, monkeypatch):
+    """A newer status that comes while the rules run (on their thread) is not mixed in."""
+    session = _session()
+    taken = session.status
+    asked: list = []
+    session.knob_set = lambda app, dep, status=None: asked.append(status)
+    advisor = Advisor(session)
+    real = advisor_mod._run_rules
+
+    def with_a_newer_status(inputs):
+        session.status = parse_serve_status(DETAILS, time.time() + 1)  # the next poll's
+        return real(inputs)
+
+    monkeypatch.setattr(advisor_mod, "_run_rules", with_a_newer_status)
+    shown = []
+    advisor.hints_changed.connect(shown.append)
+    try:
+        advisor._on_timer_timeout()
+        qtbot.waitUntil(lambda: bool(shown), timeout=5_000)
+        assert asked and all(s is taken for s in asked), asked
     finally:
         advisor.stop()
