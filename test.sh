@@ -5,11 +5,9 @@
 # generator) alone, on a quiet machine. Then most of the rest on SERVE_CONSOLE_TEST_WORKERS
 # pytest-xdist workers (default 2): much of a real-cluster test is waiting for Ray (a head
 # starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
-# worker takes work units whole (tests/parallel.py). Last, the tests marked `quiet`, one
-# after another on one worker: they measure a time bar (a death seen within 2 s, an exit
-# within 7 s) or rates under load, which two workers' heads on 2 cores would stretch.
-# Beside them, on the other worker, only the `light` tests (no Ray cluster, no process of
-# their own: widgets and logic, one core at most), which the quiet ones left idle.
+# worker takes work units whole (tests/parallel.py). Last, alone again, the tests marked
+# `quiet`: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
+# under load, which two workers' heads on 2 cores would stretch.
 # SERVE_CONSOLE_TEST_WORKERS=1 runs everything after the first pass in this process.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -25,9 +23,9 @@ run() { .venv/bin/python -m pytest "$@"; }
 run -p no:xdist -m timing "$@"
 rc_timing=$?
 if [ "$workers" -gt 1 ]; then
-  run -m "not timing and not quiet and not light" -n "$workers" --no-loadscope-reorder "$@"
+  run -m "not timing and not quiet" -n "$workers" --no-loadscope-reorder "$@"
   rc_rest=$?
-  run -m "(quiet or light) and not timing" -n 2 --no-loadscope-reorder "$@"
+  run -p no:xdist -m "quiet and not timing" "$@"
   rc_quiet=$?
 else
   run -p no:xdist -m "not timing" "$@"

@@ -1,12 +1,6 @@
-"""How test.sh's second and third passes share the suite between pytest-xdist workers.
+"""How test.sh's second pass shares the suite between pytest-xdist workers.
 
 A *work unit* runs whole, in a row, on one worker:
-
-- in the third pass, every test marked `quiet` (time bars, rates under load), in one unit:
-  one after another on one worker, while the other worker runs the *light* tests
-  (`is_light`: no Ray cluster, no process of their own — widgets and logic on one core).
-  The quiet tests used to run alone; on 2 cores they left one core idle for ~7 minutes,
-  and the light tests, run in the second pass, competed with the real-cluster tests there;
 
 - the tests of a package that use the package's real cluster (tests/cluster_fixtures.py),
   by module, in as many units as keep each near UNIT_TARGET_S: each unit gets a head of
@@ -57,47 +51,15 @@ def _seconds() -> dict[str, float]:
         return {}
 
 
-QUIET_UNIT = "quiet tests, one after another"
-LIGHT_MARK = "light"
-# What a light test must not use: the package's Ray cluster (every cluster fixture of
-# tests/cluster_fixtures.py stands on ray_cluster) ...
-_HEAVY_FIXTURES = frozenset({"ray_cluster"})
-# ... nor start anything of its own that runs beside it (a head, a console process, the
-# load generator's process, a server, Prometheus), which its module's text names.
-_HEAVY_WORDS = ("own_cluster", "LocalCluster", "subprocess", "Popen", "LoadGenerator",
-                "ReferenceServer", "fleet_server", "FleetServer", "start_prometheus",
-                "DashboardProxy", "ray.init", "multiprocessing", "ClusterLoad", "child_server")
-_MODULE_HEAVY: dict[str, bool] = {}
-
-
-def is_light(item) -> bool:
-    """Whether *item* is a light test: not timing or quiet, no Ray cluster in its
-    fixtures, and its module starts no process (`_HEAVY_WORDS`)."""
-    if item.get_closest_marker("timing") or item.get_closest_marker("quiet"):
-        return False
-    if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
-        return False
-    path = str(getattr(item, "path", "") or "")
-    if path not in _MODULE_HEAVY:
-        try:
-            text = Path(path).read_text()
-        except OSError:
-            text = _HEAVY_WORDS[0]
-        _MODULE_HEAVY[path] = any(w in text for w in _HEAVY_WORDS)
-    return not _MODULE_HEAVY[path]
-
-
 def work_units(items) -> tuple[dict, dict]:
     """({item: unit name}, {unit name: estimated seconds}) for the collected *items*."""
     seconds = _seconds()
     est = {item: seconds.get(item.nodeid, DEFAULT_S) for item in items}
     module = {item: item.nodeid.split("::", 1)[0] for item in items}
-    units: dict = {item: QUIET_UNIT for item in items if item.get_closest_marker("quiet")}
+    units: dict = {}
     cluster_modules: dict[str, collections.Counter] = collections.defaultdict(
         collections.Counter)
     for item in items:
-        if item in units:
-            continue
         if _uses_package_cluster(item):
             cluster_modules[os.path.dirname(module[item])][module[item]] += est[item]
         else:

@@ -12,17 +12,10 @@ class Item:
     """What tests/parallel.py reads of a pytest item: its id and, where it uses one, the
     scope of its ray_cluster fixture."""
 
-    def __init__(self, nodeid: str, cluster: str | None = None, marks: tuple = (),
-                 path: str = ""):
+    def __init__(self, nodeid: str, cluster: str | None = None):
         self.nodeid = nodeid
         defs = {"ray_cluster": [SimpleNamespace(scope=cluster)]} if cluster else {}
         self._fixtureinfo = SimpleNamespace(name2fixturedefs=defs)
-        self.fixturenames = list(defs)
-        self.marks = marks
-        self.path = path
-
-    def get_closest_marker(self, name: str):
-        return SimpleNamespace(name=name) if name in self.marks else None
 
 
 item = Item
@@ -66,28 +59,3 @@ def test_durations_are_summed_per_test_from_a_pytest_log():
            "0.20s teardown tests/x/test_a.py::t1\n"
            "0.10s call     tests/x/test_b.py::t1\n")
     assert parallel.durations_from_log(log) == {"tests/x/test_a.py::t1": 15.7}
-
-
-def test_the_quiet_tests_are_one_unit_that_goes_out_first(monkeypatch):
-    seconds = {"tests/p/test_q.py::t1": 100.0, "tests/c/test_r.py::t1": 90.0,
-               "tests/p/test_a.py::t1": 150.0}
-    monkeypatch.setattr(parallel, "_seconds", lambda: seconds)
-    items = [item("tests/p/test_a.py::t1", "package"),
-             item("tests/p/test_q.py::t1", "package", marks=("quiet",)),
-             item("tests/c/test_r.py::t1", marks=("quiet",))]
-    units, total = parallel.work_units(items)
-    # Across packages, cluster or not: one unit, one worker, one after another.
-    assert units[items[1]] == units[items[2]] == parallel.QUIET_UNIT != units[items[0]]
-    assert total[parallel.QUIET_UNIT] == 190.0
-
-
-def test_light_means_no_cluster_no_process_and_not_quiet(tmp_path):
-    plain = tmp_path / "test_plain.py"
-    plain.write_text("def test_x():\n    assert 1\n")
-    spawns = tmp_path / "test_spawns.py"
-    spawns.write_text("import subprocess\n")
-    assert parallel.is_light(item("t::a", path=str(plain)))
-    assert not parallel.is_light(item("t::b", path=str(spawns)))
-    assert not parallel.is_light(item("t::c", cluster="package", path=str(plain)))
-    assert not parallel.is_light(item("t::d", marks=("quiet",), path=str(plain)))
-    assert not parallel.is_light(item("t::e", marks=("timing",), path=str(plain)))
