@@ -30,7 +30,8 @@ def _run(url: str, **params) -> tuple[list[dict], list[float]]:
     lines, arrived = [], []
     with requests.get(url, params=params, stream=True, timeout=120) as r:
         assert r.status_code == 200, r.text
-        for raw in r.iter_lines():
+        # chunk_size None: each line as it arrives (the default 512 bytes held ~5 lines).
+        for raw in r.iter_lines(chunk_size=None):
             if raw:
                 lines.append(json.loads(raw))
                 arrived.append(time.perf_counter() - started)
@@ -57,7 +58,10 @@ def test_streaming_and_naive_give_the_same_video(streaming_demo, cluster_client)
 
 
 def test_streaming_route_streams_progress_before_the_end(streaming_demo):
-    lines, arrived = _run(streaming_demo + "/", mode="streaming", frames=96, chunk=4)
+    # 24 chunks of 8 frames: ~1 s of work here, so a client starved of a CPU for a moment
+    # on a loaded machine (a run at load 17 read all 25 lines of a 0.6 s run within 2 ms)
+    # still sees them come in over time.
+    lines, arrived = _run(streaming_demo + "/", mode="streaming", frames=192, chunk=8)
     assert len(lines) == 25 and lines[-1]["chunks"] == 24
     # The first chunk line reaches the client well before the last line: it is streamed.
     assert arrived[0] < 0.75 * arrived[-1], arrived
