@@ -93,7 +93,8 @@ def test_the_event_log_says_the_cluster_reports_every_4_s(qtbot, slow_reports):
     assert "every 4 s" in said and "RAY_metrics_report_interval_ms" in said
     # Each worker (the replica, the proxy) reports every 4 s on a phase of its own, so
     # the newest report of any moves twice per 4 s here: fewer stores than the 10 polls,
-    # never two in one poll. The gaps depend on the phases (two clean-clone runs saw
-    # 1.0, 3.0, 1.0 s: phases 1 s apart), so only their sum per report is fixed.
+    # each at a newer report's time. The gaps between them depend on the two phases (two
+    # clean-clone runs saw 1.0, 3.0, 1.0 s), so no gap is fixed: a store is at the time
+    # of the report, which may be less than a poll after the other worker's.
     gaps = [round(b - a, 2) for a, b in zip(ts, ts[1:])]
-    assert 2 <= len(ts) <= 6 and all(g >= 0.9 for g in gaps), gaps
+    assert 2 <= len(ts) <= 6 and all(g > 0 for g in gaps), gaps
