@@ -18,7 +18,6 @@ it): a change is judged on what the deployment does since.
 from __future__ import annotations
 
 import dataclasses
-import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Callable
@@ -129,7 +128,7 @@ class Advisor(QObject):
             now=now, status=status, store=s.store,
             # As of the status taken here: the rules run on their own thread, by when
             # a newer status may have come.
-            knob_set=functools.partial(_knob_set_as_of, s.knob_set, status),
+            knob_set=lambda app, dep: s.knob_set(app, dep, status),
             changed_at=dict(self._changed_at), notes=dict(s.scaling.notes),
             load_app=load_app, load_errors=self._load_errors(now) if load_app else ())
 
@@ -223,10 +222,6 @@ class _RuleInputs:
     notes: dict
     load_app: str
     load_errors: tuple
-
-
-def _knob_set_as_of(knob_set: Callable, status, app: str, deployment: str):
-    return knob_set(app, deployment, status)
 
 
 def _snapshot(inputs: _RuleInputs, app, dep) -> DeploymentSnapshot:
