@@ -329,6 +329,9 @@ class _Pages(http.server.BaseHTTPRequestHandler):
     pages: list[str] = []
     hits: list[dict] = []
     fail_first = 0
+    #: "gzip" (when asked, as Ray's exporter does), "identity", or any other to send
+    #: the body as is under that name.
+    encoding = "gzip"
 
     def do_GET(self):  # noqa: N802
         cls = type(self)
@@ -338,8 +341,15 @@ class _Pages(http.server.BaseHTTPRequestHandler):
             return
         i = min(len(cls.hits) - 1 - cls.fail_first, len(self.pages) - 1)
         body = self.pages[i].encode()
+        encoding = cls.encoding
+        if encoding == "gzip" and "gzip" not in self.headers.get("Accept-Encoding", ""):
+            encoding = "identity"
+        if encoding == "gzip":
+            body = gzip.compress(body)
         self.send_response(200)
         self.send_header("Content-Type", "text/plain; version=0.0.4")
+        if encoding != "identity":
+            self.send_header("Content-Encoding", encoding)
         self.send_header("Content-Length", str(len(body)))
         self.end_headers()
         self.wfile.write(body)
@@ -393,6 +403,35 @@ def test_source_scrapes_and_reports_errors_per_target(page_server, real_pair):
         # A failed scrape makes the source ask for the node list again.
         assert len(calls) == 2
     assert handler.hits[0]["Authorization"] == "Bearer t"
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "identity"])
+def test_a_page_gzipped_or_not_reads_the_same(page_server, real_pair, encoding):
+    handler, url = page_server
+    handler.pages = list(real_pair)
+    handler.encoding = encoding
+    with DirectScrapeSource(lambda: [url], window_s=5.0) as src:
+        src.poll()
+        _, v = src.poll()
+        assert src.last_error is None
+        assert src.last_stats.bytes == len(real_pair[1].encode())
+    assert handler.hits[0]["Accept-Encoding"] == "gzip"
+    expected = WindowedSeries(5.0)
+    expected.ingest(1.0, [ex.prefilter(real_pair[0])])
+    want = expected.ingest(2.0, [ex.prefilter(real_pair[1])])
+    # The same lines were read: the same deployments and series (the rates differ
+    # only by the real time between the polls).
+    assert {k: set(x) for k, x in v.items()} == {k: set(x) for k, x in want.items()}
+
+
+def test_a_page_in_an_encoding_not_asked_for_is_a_problem_that_says_so(page_server):
+    handler, url = page_server
+    handler.pages = ["\n".join(counter(ex.REQUESTS, 10)) + "\n"]
+    handler.encoding = "br"
+    with DirectScrapeSource(lambda: [url], window_s=5.0) as src:
+        src.poll()
+        [problem] = src.problems()
+    assert "br-encoded" in problem.message and "only gzip or none" in problem.message
 
 
 def test_a_malformed_line_is_left_out_and_named_not_the_whole_page(page_server):
