@@ -63,18 +63,27 @@ from __future__ import annotations
 
 import logging
 import math
+import re
 import threading
 import time
 import zlib
 from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Hashable, Iterable
+
+import numpy as np
 
 import requests
 
+try:  # ISA-L's inflate, ~4x zlib's on these pages; zlib where it is not installed
+    from isal.isal_zlib import decompress as _inflate
+except ImportError:  # pragma: no cover
+    from zlib import decompress as _inflate
+
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
+from backend.metrics.cumulative import CumulativeColumns, histogram_quantiles
 from backend.metrics.report_cadence import ReportCadence
 from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
                                     node_where)
@@ -210,71 +219,25 @@ def alive_replica(values: dict[str, float]) -> bool:
             or values.get("errors_per_s", 0.0) > 0)
 
 
-class _Cumulative:
-    """One counter (or one histogram bucket) series: its reset-adjusted value at each
-    change, plus one entry at or before the window's start (the baseline)."""
-
-    __slots__ = ("raw", "adj", "hist", "seen", "changed")
-
-    def __init__(self, t: float, value: float) -> None:
-        self.raw = value
-        self.adj = 0.0               # counts from the first sample, not from zero
-        self.hist: deque[tuple[float, float]] = deque([(t, 0.0)])
-        self.seen = t                # the newest poll that listed the series
-        self.changed = -math.inf     # when the value last changed (never yet)
-
-    def add(self, t: float, value: float) -> float:
-        """This poll's value; returns the time since the series' previous change when
-        it changed now after an earlier change (a report interval or more), else 0."""
-        self.seen = t
-        if value == self.raw:
-            return 0.0
-        if value > self.raw:
-            self.adj += value - self.raw
-        else:                        # reset: the new value is what was gained since
-            self.adj += value
-        self.raw = value
-        self.hist.append((t, self.adj))
-        gap, self.changed = t - self.changed, t
-        return gap if gap < math.inf else 0.0
-
-    def prune(self, keep_from: float) -> None:
-        """Forget the changes before *keep_from*, except the newest of them (the value
-        at keep_from): the increase since keep_from is then hist[-1] - hist[0] (or since
-        the first sample, if later). WindowedSeries._window_increases does the same
-        inline over the poll window."""
-        hist = self.hist
-        while len(hist) > 1 and hist[1][0] <= keep_from:
-            hist.popleft()
-
-    def report_increase(self, now: float, report_s: float, length_s: float,
-                        late_s: float) -> tuple[float, float, float | None]:
-        """(increase, span, end) over the last *length_s* (a whole number of reports)
-        of reports *report_s* apart, ending at the series' newest report (end): its
-        newest change, or — when the next change is more than *late_s* overdue, i.e. a
-        report came without one — the report after it on the same cadence. Both ends
-        sit on reports, so the span is a whole number of reports. No change kept: end
-        None."""
-        hist = self.hist
-        if len(hist) < 2:
-            return 0.0, length_s, None
-        last_t, last_adj = hist[-1]
-        end = last_t
-        if now - last_t > report_s + late_s:
-            end += report_s * math.floor((now - last_t - late_s) / report_s)
-        start = end - length_s
-        half = report_s / 2
-        for t, adj in reversed(hist):
-            if t <= start + half:
-                # A change near the start is that report; none: the value is flat there.
-                return last_adj - adj, length_s, end
-        first_t = hist[0][0]          # a series younger than the window
-        reports = max(1, round((end - first_t) / report_s))
-        return last_adj - hist[0][1], reports * report_s, end
-
-
 def _key(labels: dict, drop: str | None = None) -> tuple:
     return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
+
+
+#: A sample line's end: `} value` and the newline (Ray's Serve lines all have labels and
+#: no timestamp). A page split at these gives its series texts and its values.
+_SAMPLE_END = re.compile(r"\} ([^ \n]+)\n")
+_BAD = object()
+
+
+@dataclass(slots=True)
+class _PagePlan:
+    """What to do with each value of a page whose lines, up to their values, are those
+    of an earlier poll of the same node (WindowedSeries._read_pages)."""
+
+    heads: list[str]                  # the page split at _SAMPLE_END, values left out
+    cum_pos: np.ndarray               # positions of the counters' and buckets' values
+    cum_idx: np.ndarray               # their CumulativeColumns indices
+    others: list[tuple[int, tuple]]   # (position, route) of gauges, held models, GPUs
 
 
 class WindowedSeries:
@@ -289,12 +252,22 @@ class WindowedSeries:
         #: (False: always over the poll window, as before 2026-11-27; for comparison).
         self.whole_reports = whole_reports
         self._polls: deque[float] = deque()
-        # (family, deployment key, series labels without le) -> le -> _Cumulative;
-        # counters use le = None.
-        self._cum: dict[tuple[str, DeploymentKey, tuple], dict[float | None, _Cumulative]] = {}
-        # The same keys -> replica id, for the REPLICA_FAMILIES series with a replica
-        # label: worked out once per series, not per sample and poll.
-        self._replica_of: dict[tuple[str, DeploymentKey, tuple], str] = {}
+        # Counters and histogram buckets, one column index per series
+        # (family, deployment key, series labels without le, le or None for counters).
+        self._cols = CumulativeColumns()
+        # Per column index, what it is summed into (_register): its deployment-level
+        # group (family, deployment key, le) and, for REPLICA_FAMILIES series with a
+        # replica label, its replica counter group (family, replica key) or its row
+        # (replica key) and column (le) in the replicas' latency buckets.
+        self._gid: list[int] = []
+        self._rc: list[int] = []
+        self._rrow: list[int] = []
+        self._rcol: list[int] = []
+        self._groups: dict[tuple, int] = {}
+        self._rgroups: dict[tuple, int] = {}
+        self._rrows: dict[ReplicaKey, int] = {}
+        self._rcols: dict[float, int] = {}
+        self._arrays: tuple[np.ndarray, ...] | None = None
         #: {(app, dep, replica id): {series: value}} (REPLICA_SERIES) as of the newest
         #: ingest: a new dict each time, never changed afterwards, so other threads may
         #: read it without a lock.
@@ -307,6 +280,8 @@ class WindowedSeries:
         self.cadence = ReportCadence()
         # Series text -> what to do with its value (see _read_pages).
         self._routes: dict[str, tuple | None] = {}
+        # Page key (its URL) -> its plan as of the newest poll that read it line by line.
+        self._plans: dict[Hashable, _PagePlan] = {}
         #: Sample lines of the newest ingest that could not be read, per page:
         #: (page index, how many, the first of them).
         self.malformed: list[tuple[int, int, str]] = []
@@ -317,27 +292,30 @@ class WindowedSeries:
         #: values are as of the poll.
         self.data_t: float | None = None
 
-    def ingest(self, t: float, pages: Iterable[str]
+    def ingest(self, t: float, pages: Iterable[str], keys: list | None = None
                ) -> dict[DeploymentKey, dict[str, float]]:
         """One poll's pages (one node's text each, through exposition.prefilter) at time
         *t*, later than every earlier poll's: the values per deployment over the window
         that ends at *t*. replica_values, held_models, gpus and malformed are brought up
-        to date with them."""
+        to date with them. *keys* name the pages (their URLs; default their positions):
+        a page whose lines are those of the same key's previous page is read from the
+        plan made then."""
         t_base = self._advance_window(t)
         self.cadence.poll(t)
         self.data_t = None
         started = time.thread_time()
-        gauges, replica_ongoing = self._read_pages(t, pages)
+        gauges, replica_ongoing, ix, v = self._read_pages(t, list(pages), keys)
+        self._cols.take(t, ix, v, self.cadence.change_gap)
         self.read_s = time.thread_time() - started
         values: _Values = defaultdict(dict)
         span = t - t_base
-        increases, buckets, r_increases, r_buckets = self._window_increases(t_base, t)
+        increases, buckets, r_increases, r_latency = self._window_increases(t_base, t)
         if span > 0:
             self._rates(values, increases, span)
         self._latencies(values, buckets)
         self._pipeline_and_batches(values, increases, buckets, span)
         self._gauges(values, gauges)
-        self.replica_values = self._replica_values(span, r_increases, r_buckets,
+        self.replica_values = self._replica_values(span, r_increases, r_latency,
                                                    replica_ongoing)
         return {k: v for k, v in values.items() if v}
 
@@ -351,72 +329,135 @@ class WindowedSeries:
             self._polls.popleft()
         return self._polls[0]
 
-    def _read_pages(self, t: float, pages: Iterable[str]
-                    ) -> tuple[dict[str, dict[DeploymentKey, list[float]]],
-                               dict[ReplicaKey, float]]:
-        """Take in every sample line: counters and buckets into the window's history;
-        this poll's gauges (per family and deployment) and ongoing requests per replica
-        are returned; held models and GPUs are set from this poll alone.
+    # -- reading the pages -------------------------------------------------------------
+    def _read_pages(self, t: float, pages: list[str], keys: list | None):
+        """Take in every sample line: counters' and buckets' values are returned as
+        (column indices, values) for CumulativeColumns.take, with this poll's gauges
+        (per family and deployment) and ongoing requests per replica; held models and
+        GPUs are set from this poll alone.
 
-        A node's page repeats the same series poll after poll, only the values change:
-        each line's series text (all but the value) is looked up in `_routes`, which says
-        what to do with the value; only a series not seen before is parsed (`_route`)."""
+        A node's page repeats the same lines poll after poll, only the values change.
+        A page split at its values (_SAMPLE_END) whose other parts equal those of the
+        same node's page the poll before is read from that poll's plan: its values
+        converted at once, the counters' and buckets' handed over as arrays. Otherwise
+        its lines are read one by one (_read_lines), each line's series text (all but
+        the value) looked up in `_routes`, which says what to do with the value; only a
+        series not seen before is parsed (`_route`); a plan is made for the next poll."""
         gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
         replica_ongoing: dict[ReplicaKey, float] = defaultdict(float)
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         gpu_samples: list[ex.Sample] = []
-        routes = self._routes
-        if len(routes) > ROUTES_MAX:
-            routes.clear()
-        change_gap = self.cadence.change_gap
+
+        def other(route: tuple, value: float) -> None:
+            kind = route[0]
+            if kind == _GAUGE:
+                if not math.isnan(value):
+                    gauges[route[1]][route[2]].append(value)
+                    if route[3] is not None:
+                        replica_ongoing[route[3]] += value
+            elif kind == _HELD:
+                if value > 0:
+                    held[route[1]][route[2]].add(route[3])
+            else:  # _GPU: per node, no application label
+                gpu_samples.append(ex.Sample(route[1], route[2], value))
+
+        if len(self._routes) > ROUTES_MAX:
+            self._routes.clear()
         self.malformed = []
-        for page, text in enumerate(pages):
-            bad, example = 0, ""
-            for line in text.split("\n"):
-                if not line or line[0] == "#":
-                    continue
-                close = line.rfind("}")
-                if close < 0:
-                    close = line.find(" ") - 1
-                head, rest = line[:close + 1], line[close + 1:]
+        ix_parts: list[np.ndarray] = []
+        v_parts: list[np.ndarray] = []
+        names = keys if keys is not None else range(len(pages))
+        for page, (key, text) in enumerate(zip(names, pages)):
+            parts = _SAMPLE_END.split(text)
+            heads = parts[0::2]
+            plan = self._plans.get(key)
+            if plan is not None and plan.heads == heads:
                 try:
-                    try:
-                        value = float(rest)
-                    except ValueError:   # a timestamp after the value
-                        value = float(rest.split()[0])
-                    route = routes.get(head, _UNSEEN)
-                    if route is _UNSEEN:
-                        route = routes[head] = self._route(t, line)
-                except (ValueError, IndexError):
-                    bad += 1
-                    example = example or line[:120]
+                    vals = np.array(parts[1::2], dtype=float)
+                except ValueError:
+                    pass  # a value that is not a number: read line by line, say which
+                else:
+                    ix_parts.append(plan.cum_idx)
+                    v_parts.append(vals[plan.cum_pos])
+                    if plan.others:
+                        listed = vals.tolist()
+                        for pos, route in plan.others:
+                            other(route, listed[pos])
                     continue
-                if route is None:
-                    continue
-                kind = route[0]
-                if kind == _CUM:
-                    gap = route[1].add(t, value)
-                    if gap and route[2]:
-                        change_gap(gap)
-                elif kind == _GAUGE:
-                    if not math.isnan(value):
-                        gauges[route[1]][route[2]].append(value)
-                        if route[3] is not None:
-                            replica_ongoing[route[3]] += value
-                elif kind == _HELD:
-                    if value > 0:
-                        held[route[1]][route[2]].add(route[3])
-                else:  # _GPU: per node, no application label
-                    gpu_samples.append(ex.Sample(route[1], route[2], value))
-            if bad:
-                self.malformed.append((page, bad, example))
+            plan = self._read_lines(t, page, text, parts, other, ix_parts, v_parts)
+            if plan is None:
+                self._plans.pop(key, None)
+            else:
+                self._plans[key] = plan
+        if len(self._plans) > len(pages):
+            seen = set(names)
+            self._plans = {k: p for k, p in self._plans.items() if k in seen}
         self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
         self.gpus = gpu.from_samples(gpu_samples)
-        return gauges, replica_ongoing
+        ix = np.concatenate(ix_parts) if ix_parts else np.zeros(0, dtype=np.int64)
+        v = np.concatenate(v_parts) if v_parts else np.zeros(0)
+        return gauges, replica_ongoing, ix, v
+
+    def _read_lines(self, t: float, page: int, text: str, parts: list[str], other,
+                    ix_parts: list, v_parts: list) -> _PagePlan | None:
+        """Read *text* line by line (see _read_pages); the plan for its next poll, or
+        None where the split at the values (*parts*) does not give exactly its sample
+        lines (a line without labels or with a timestamp) or a line was unreadable."""
+        routes = self._routes
+        bad, example = 0, ""
+        ix: list[int] = []
+        vs: list[float] = []
+        seq: list = []          # per sample line: its route, None or _BAD
+        lines: list[str] = []
+        for line in text.split("\n"):
+            if not line or line[0] == "#":
+                continue
+            lines.append(line)
+            close = line.rfind("}")
+            if close < 0:
+                close = line.find(" ") - 1
+            head, rest = line[:close + 1], line[close + 1:]
+            try:
+                try:
+                    value = float(rest)
+                except ValueError:   # a timestamp after the value
+                    value = float(rest.split()[0])
+                route = routes.get(head, _UNSEEN)
+                if route is _UNSEEN:
+                    route = routes[head] = self._route(t, line)
+            except (ValueError, IndexError):
+                bad += 1
+                example = example or line[:120]
+                seq.append(_BAD)
+                continue
+            seq.append(route)
+            if route is None:
+                continue
+            if route[0] == _CUM:
+                ix.append(route[1])
+                vs.append(value)
+            else:
+                other(route, value)
+        if bad:
+            self.malformed.append((page, bad, example))
+        if ix:
+            ix_parts.append(np.array(ix, dtype=np.int64))
+            v_parts.append(np.array(vs, dtype=float))
+        heads, values = parts[0::2], parts[1::2]
+        if bad or len(values) != len(lines) or not all(
+                line == head[head.rfind("\n") + 1:] + "} " + value
+                for line, head, value in zip(lines, heads, values)):
+            return None
+        cum = [(pos, r[1]) for pos, r in enumerate(seq) if r is not None and r[0] == _CUM]
+        return _PagePlan(heads=heads,
+                         cum_pos=np.array([p for p, _ in cum], dtype=np.int64),
+                         cum_idx=np.array([i for _, i in cum], dtype=np.int64),
+                         others=[(pos, r) for pos, r in enumerate(seq)
+                                 if r is not None and r[0] != _CUM])
 
     def _route(self, t: float, line: str) -> tuple | None:
         """What to do with the values of the series on *line* (seen for the first time):
-        None to skip it, else (_CUM, its _Cumulative, is a counter), (_GAUGE, family,
+        None to skip it, else (_CUM, its column index, is a counter), (_GAUGE, family,
         deployment key, replica key for the ongoing-requests gauge else None), (_HELD,
         deployment key, replica, model id) or (_GPU, name, labels)."""
         [s] = ex.parse_samples(line)
@@ -458,95 +499,140 @@ class WindowedSeries:
             family = f"{family}|{labels.get('stage', '')}"
         elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
             family = f"{family}|{labels.get('mode', '')}"
-        ckey = (family, (app, dep), skey)
-        per_le = self._cum.get(ckey)
-        if per_le is None:
-            per_le = self._cum[ckey] = {}
-            rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
-            if rid:
-                self._replica_of[ckey] = rid
-        c = per_le.get(le_f)
-        if c is None:
-            c = per_le[le_f] = _Cumulative(t, s.value)
-        return (_CUM, c, le_f is None)
+        dkey = (app, dep)
+        rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
+        i = self._cols.index((family, dkey, skey, le_f), (family, dkey), le_f, rid or None,
+                             t, s.value)
+        if i == len(self._gid):
+            self._register(i)
+        return (_CUM, i, le_f is None)
 
-    def _window_increases(self, t_base: float, t: float
-                          ) -> tuple[_Increases, _Buckets, dict[str, dict[ReplicaKey, float]],
-                                     dict[ReplicaKey, dict[float, float]]]:
+    def _register(self, i: int) -> None:
+        """Column *i*'s groups (see __init__)."""
+        (family, dkey), le, rid = self._cols.meta[i]
+        self._gid.append(self._groups.setdefault((family, dkey, le), len(self._groups)))
+        rc = row = col = -1
+        if rid is not None:
+            rkey = (dkey[0], dkey[1], rid)
+            if le is None:
+                rc = self._rgroups.setdefault((family, rkey), len(self._rgroups))
+            else:  # the only histogram in REPLICA_FAMILIES: latency
+                row = self._rrows.setdefault(rkey, len(self._rrows))
+                col = self._rcols.setdefault(le, len(self._rcols))
+        self._rc.append(rc)
+        self._rrow.append(row)
+        self._rcol.append(col)
+        self._arrays = None
+
+    def _group_arrays(self) -> tuple[np.ndarray, ...]:
+        if self._arrays is None:
+            self._arrays = tuple(np.array(x, dtype=np.int64)
+                                 for x in (self._gid, self._rc, self._rrow, self._rcol))
+        return self._arrays
+
+    # -- the window ----------------------------------------------------------------------
+    def _window_increases(self, t_base: float, t: float):
         """Every series' increase since *t_base* (the poll window ending at *t*), summed
         per deployment (counters; and histograms per bucket) and per replica
-        (REPLICA_FAMILIES); a series not listed since the window's start is forgotten.
-        Where the pages change less often than every second poll, each series' increase
-        is over whole reports instead (see the module docstring), scaled to the window's
-        span so that dividing by it gives the rate over those reports."""
-        increase, keep_from = self._increase_rule(t_base, t)
-        increases: _Increases = defaultdict(lambda: defaultdict(float))
-        buckets: _Buckets = defaultdict(lambda: defaultdict(lambda: defaultdict(float)))
-        r_increases: dict[str, dict[ReplicaKey, float]] = defaultdict(lambda: defaultdict(float))
-        r_buckets: dict[ReplicaKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
-        dead = []
-        replica_of = self._replica_of
-        for ckey, per_le in self._cum.items():
-            family, dkey, _ = ckey
-            alive = False
-            rid = replica_of.get(ckey)
-            per_replica = rid is not None
-            if per_replica:
-                rkey = (dkey[0], dkey[1], rid)
-            dep_buckets = None
-            for le, c in per_le.items():
-                if increase is None:  # over the poll window (inlined: every series, every poll)
-                    hist = c.hist
-                    while len(hist) > 1 and hist[1][0] <= t_base:
-                        hist.popleft()
-                    inc = hist[-1][1] - hist[0][1]
-                else:
-                    inc = increase(c)
-                if c.seen >= keep_from:
-                    alive = True
-                if le is None:
-                    increases[family][dkey] += inc
-                    if per_replica:
-                        r_increases[family][rkey] += inc
-                else:
-                    if dep_buckets is None:
-                        dep_buckets = buckets[family][dkey]
-                    dep_buckets[le] += inc
-                    if per_replica:  # the only histogram in REPLICA_FAMILIES: latency
-                        r_buckets[rkey][le] += inc
-            if not alive:
-                dead.append(ckey)
-        if dead:
-            gone = set()
-            for k in dead:
-                gone.update(map(id, self._cum.pop(k).values()))
-                replica_of.pop(k, None)
-            self._routes = {head: r for head, r in self._routes.items()
-                            if r is None or r[0] != _CUM or id(r[1]) not in gone}
-        return increases, buckets, r_increases, r_buckets
-
-    def _increase_rule(self, t_base: float, t: float
-                       ) -> tuple[Callable[[_Cumulative], float] | None, float]:
-        """How a series' increase is taken at this poll (a function of the series, which
-        also prunes its history; None: over the poll window since *t_base*, as
-        _Cumulative.prune then increase, which the caller does inline), and since when a
-        series must have been listed to be kept."""
+        (REPLICA_FAMILIES: counters summed, latency quantiles); a series not listed since
+        the window's start is forgotten after this poll. Where the pages change less
+        often than every second poll, each series' increase is over whole reports
+        instead (see the module docstring), scaled to the window's span so that dividing
+        by it gives the rate over those reports."""
+        cols = self._cols
         report_s = self.cadence.slow_reports_s() if self.whole_reports else None
         if report_s is None:
-            return None, t_base
-        # Reports slower than the polls: whole reports, at least the window's length.
-        length = report_s * max(1, math.ceil(self.window_s / report_s - 1e-9))
-        late = (self.cadence.poll_interval_s() or 0.0) + 0.25 * report_s
-        keep_from = t - length - 2 * report_s - late
-        span = t - t_base
-
-        def over_reports(c: _Cumulative) -> float:
-            c.prune(keep_from)
-            inc, inc_span, end = c.report_increase(t, report_s, length, late)
-            if end is not None and (self.data_t is None or end > self.data_t):
+            inc = cols.increase_over_polls(t_base)
+            keep_from = t_base
+        else:
+            # Reports slower than the polls: whole reports, at least the window's length.
+            length = report_s * max(1, math.ceil(self.window_s / report_s - 1e-9))
+            late = (self.cadence.poll_interval_s() or 0.0) + 0.25 * report_s
+            keep_from = t - length - 2 * report_s - late
+            inc, inc_span, end = cols.increase_over_reports(t, report_s, length, late,
+                                                            keep_from)
+            if end is not None:
                 self.data_t = end
-            return inc * span / inc_span
-        return over_reports, keep_from
+            inc = inc * (t - t_base) / inc_span
+        live = cols.live_mask()
+        gid, rc, rrow, rcol = self._group_arrays()
+        increases: _Increases = defaultdict(dict)
+        buckets: _Buckets = defaultdict(lambda: defaultdict(dict))
+        group_keys = list(self._groups)
+        for g, total in _group_sums(gid, inc, live, len(group_keys)):
+            family, dkey, le = group_keys[g]
+            if le is None:
+                increases[family][dkey] = total
+            else:
+                buckets[family][dkey][le] = total
+        r_increases: dict[str, dict[ReplicaKey, float]] = defaultdict(dict)
+        rgroup_keys = list(self._rgroups)
+        for g, total in _group_sums(rc, inc, live & (rc >= 0), len(rgroup_keys)):
+            family, rkey = rgroup_keys[g]
+            r_increases[family][rkey] = total
+        r_latency = self._replica_latencies(inc, live & (rrow >= 0), rrow, rcol)
+        self._forget(keep_from)
+        return increases, buckets, r_increases, r_latency
+
+    def _replica_latencies(self, inc: np.ndarray, mask: np.ndarray, rrow: np.ndarray,
+                           rcol: np.ndarray) -> dict[ReplicaKey, dict[str, float]]:
+        """REPLICA_QUANTILES of each replica's latency buckets' increases: a matrix of
+        replicas × bucket bounds, its rows computed at once where a replica has every
+        bound (all do, unless bounds were changed between replicas)."""
+        rows, les = list(self._rrows), list(self._rcols)
+        out: dict[ReplicaKey, dict[str, float]] = {}
+        if not rows or not mask.any():
+            return out
+        flat = rrow[mask] * len(les) + rcol[mask]
+        size = len(rows) * len(les)
+        counts = np.bincount(flat, weights=inc[mask], minlength=size).reshape(len(rows), -1)
+        has = (np.bincount(flat, minlength=size) > 0).reshape(len(rows), -1)
+        order = np.argsort(les, kind="stable")
+        bounds = [les[j] for j in order.tolist()]
+        counts, has = counts[:, order], has[:, order]
+        full = has.all(axis=1)
+        full_rows = np.flatnonzero(full)
+        results = {label: histogram_quantiles(q, bounds, counts[full_rows])
+                   for label, q in REPLICA_QUANTILES.items()}
+        for k, r in enumerate(full_rows.tolist()):
+            vals = {f"latency_p{label}_ms": float(res[k]) for label, res in results.items()
+                    if not math.isnan(res[k])}
+            if vals:
+                out[rows[r]] = vals
+        for r in np.flatnonzero(has.any(axis=1) & ~full).tolist():
+            pairs = [(bounds[j], float(counts[r, j])) for j in np.flatnonzero(has[r]).tolist()]
+            vals = {}
+            for label, q in REPLICA_QUANTILES.items():
+                v = histogram_quantile(q, pairs)
+                if v is not None:
+                    vals[f"latency_p{label}_ms"] = v
+            if vals:
+                out[rows[r]] = vals
+        return out
+
+    def _forget(self, keep_from: float) -> None:
+        """Forget the series not listed since *keep_from*: their routes and the plans
+        that hold them go; a later listing is a new series. The columns are renumbered
+        once dead series hold more than half of them."""
+        dead = self._cols.drop(keep_from)
+        if not dead:
+            return
+        gone = set(dead)
+        self._routes = {head: r for head, r in self._routes.items()
+                        if r is None or r[0] != _CUM or r[1] not in gone}
+        dead_arr = np.array(dead, dtype=np.int64)
+        self._plans = {k: p for k, p in self._plans.items()
+                       if not np.isin(p.cum_idx, dead_arr).any()}
+        if self._cols.wasted() > max(10_000, self._cols.n // 2):
+            remap = self._cols.compact()
+            self._routes = {head: (r if r is None or r[0] != _CUM
+                                   else (_CUM, int(remap[r[1]]), r[2]))
+                            for head, r in self._routes.items()}
+            self._plans = {}
+            self._gid, self._rc, self._rrow, self._rcol = [], [], [], []
+            self._groups, self._rgroups, self._rrows, self._rcols = {}, {}, {}, {}
+            for i in range(self._cols.n):
+                self._register(i)
 
     @staticmethod
     def _rates(values: _Values, increases: _Increases, span: float) -> None:
@@ -646,7 +732,7 @@ class WindowedSeries:
 
     @staticmethod
     def _replica_values(span: float, increases: dict[str, dict[ReplicaKey, float]],
-                        buckets: dict[ReplicaKey, dict[float, float]],
+                        latencies: dict[ReplicaKey, dict[str, float]],
                         ongoing: dict[ReplicaKey, float]) -> dict[ReplicaKey, dict[str, float]]:
         """REPLICA_SERIES per replica, with the per-deployment rules (errors 0 where
         requests were counted; no latency without requests in the window)."""
@@ -657,16 +743,23 @@ class WindowedSeries:
                     out[rkey][name] = inc / span
             for rkey in increases.get(ex.REQUESTS, {}):
                 out[rkey].setdefault("errors_per_s", 0.0)
-        for rkey, per_le in buckets.items():
-            pairs = list(per_le.items())
-            for label, q in REPLICA_QUANTILES.items():
-                v = histogram_quantile(q, pairs)
-                if v is not None:
-                    out[rkey][f"latency_p{label}_ms"] = v
+        for rkey, vals in latencies.items():
+            out[rkey].update(vals)
         for rkey, v in ongoing.items():
             out[rkey]["ongoing_requests"] = v
         return {k: v for k, v in out.items() if v and alive_replica(v)}
 
+
+
+def _group_sums(gid: np.ndarray, values: np.ndarray, mask: np.ndarray, groups: int):
+    """(group, sum of *values* over its members) for every group with a member where
+    *mask* holds, in group order; sums in member order (as a loop would add them)."""
+    g = gid[mask]
+    if not len(g):
+        return []
+    sums = np.bincount(g, weights=values[mask], minlength=groups)
+    present = np.flatnonzero(np.bincount(g, minlength=groups))
+    return zip(present.tolist(), sums[present].tolist())
 
 class DirectScrapeSource:
     """Scrape every node's metrics endpoint and compute the named series.
@@ -803,7 +896,7 @@ class DirectScrapeSource:
         # Wall-clock time for the plots; never equal to or before the previous poll.
         t = max(time.time(), self._last_t + 1e-6)
         self._last_t = t
-        values = self._window.ingest(t, pages)
+        values = self._window.ingest(t, pages, page_urls)
         stats.parse_ms = self._window.read_s * 1000
         for page, bad, example in self._window.malformed:
             url = page_urls[page]
@@ -840,7 +933,7 @@ class DirectScrapeSource:
             body = r.raw.read(decode_content=False)
             encoding = r.headers.get("Content-Encoding", "").strip().lower()
         if encoding == "gzip":
-            body = zlib.decompress(body, 16 + zlib.MAX_WBITS)
+            body = _inflate(body, 16 + zlib.MAX_WBITS)
         elif encoding not in ("", "identity"):
             raise ValueError(f"the metrics page came {encoding}-encoded; "
                              "only gzip or none is understood")
