@@ -63,6 +63,7 @@ from __future__ import annotations
 
 import logging
 import math
+import os
 import re
 import threading
 import time
@@ -105,6 +106,8 @@ _AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
 #: Route kinds (WindowedSeries._route): a counter or bucket, a gauge, a held model, a GPU.
 _CUM, _GAUGE, _HELD, _GPU = range(4)
 _UNSEEN = object()
+#: Nodes whose connections are kept between polls.
+POOLS = 1024
 #: Series texts remembered with their routes; emptied when full (a 1,000-replica fleet
 #: has ~70,000).
 ROUTES_MAX = 400_000
@@ -780,10 +783,18 @@ class DirectScrapeSource:
         self._own_session = session is None
         if session is None:
             session = requests.Session()
-            adapter = requests.adapters.HTTPAdapter(pool_maxsize=max(4, max_workers))
+            # A pool per node (requests keeps 10 by default: at more nodes each poll
+            # evicted them all and connected anew to every node).
+            adapter = requests.adapters.HTTPAdapter(pool_connections=POOLS,
+                                                    pool_maxsize=max(4, max_workers))
             session.mount("http://", adapter)
             session.mount("https://", adapter)
+            # The environment's proxy and CA settings are read once per node (_env_for),
+            # not on every request: requests walks os.environ twice per request, ~0.4 ms
+            # each time, 20 ms a poll at 50 nodes.
+            session.trust_env = False
         self._session = session
+        self._env: dict[str, dict] = {}
         self.timeout_s = timeout_s
         self.headers = dict(headers or {})
         self.refresh_s = refresh_s
@@ -927,11 +938,18 @@ class DirectScrapeSource:
         75 MB of page text a second at fleet size). The page is cut as bytes and only
         the kept part decoded."""
         headers = {"Accept-Encoding": "gzip", **self.headers}
-        with self._session.get(url, headers=headers, timeout=self.timeout_s,
-                               stream=True) as r:
+        r = self._session.get(url, headers=headers, timeout=self.timeout_s, stream=True,
+                              **self._env_for(url))
+        try:
             r.raise_for_status()
             body = r.raw.read(decode_content=False)
             encoding = r.headers.get("Content-Encoding", "").strip().lower()
+        except BaseException:
+            r.close()
+            raise
+        # Read to the end: the connection goes back to the pool for the next poll
+        # (Response.close would close it, a new connection to every node every poll).
+        r.raw.release_conn()
         if encoding == "gzip":
             body = _inflate(body, 16 + zlib.MAX_WBITS)
         elif encoding not in ("", "identity"):
@@ -940,6 +958,23 @@ class DirectScrapeSource:
         a = time.thread_time()
         filtered = ex.prefilter(body).decode("utf-8", "replace")
         return filtered, len(body), time.thread_time() - a
+
+    def _env_for(self, url: str) -> dict:
+        """What requests would take from the environment for *url* (proxies, the CA
+        bundle), worked out once per node for a session of our own; nothing for a
+        session that was given (it keeps its own trust_env)."""
+        if not self._own_session:
+            return {}
+        found = self._env.get(url)
+        if found is None:
+            if len(self._env) > 4096:
+                self._env.clear()
+            found = {"proxies": requests.utils.get_environ_proxies(url)}
+            ca = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
+            if ca:
+                found["verify"] = ca
+            self._env[url] = found
+        return found
 
     def _fetch_safe(self, url: str):
         try:
