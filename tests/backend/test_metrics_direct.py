@@ -434,6 +434,54 @@ def test_a_page_in_an_encoding_not_asked_for_is_a_problem_that_says_so(page_serv
     assert "br-encoded" in problem.message and "only gzip or none" in problem.message
 
 
+class _KeepAlivePages(_Pages):
+    protocol_version = "HTTP/1.1"   # keeps the connection open, as Ray's node agent does
+    peers: list[tuple[str, int]] = []
+
+    def do_GET(self):  # noqa: N802
+        type(self).peers.append(self.client_address)
+        super().do_GET()
+
+
+def test_the_connection_to_each_node_is_kept_between_polls():
+    # More nodes than requests' default of 10 kept pools: each poll used to evict them
+    # all and connect anew to every node.
+    handler = type("K", (_KeepAlivePages,), {"pages": ["\n".join(counter(ex.REQUESTS, 1))
+                                                         + "\n"], "hits": [], "peers": []})
+    servers = [http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler) for _ in range(12)]
+    for srv in servers:
+        threading.Thread(target=srv.serve_forever, daemon=True).start()
+    urls = [f"http://127.0.0.1:{srv.server_address[1]}/metrics" for srv in servers]
+    try:
+        with DirectScrapeSource(lambda: urls, window_s=5.0, refresh_s=3600) as src:
+            for _ in range(3):
+                src.poll()
+                assert src.last_stats.ok == 12
+    finally:
+        for srv in servers:
+            srv.shutdown()
+            srv.server_close()
+    assert len(handler.peers) == 36
+    assert len(set(handler.peers)) == 12, "a new connection per poll"
+
+
+def test_the_environments_proxy_is_used_and_its_no_proxy_list_too(page_server, monkeypatch):
+    handler, proxy_url = page_server   # a proxy that answers every request itself
+    handler.pages = ["\n".join(counter(ex.REQUESTS, 1)) + "\n"]
+    proxy = proxy_url.rsplit("/", 1)[0]
+    monkeypatch.setenv("HTTP_PROXY", proxy)
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1")
+    unreachable = "http://node-behind-the-proxy.invalid:8080/metrics"
+    with DirectScrapeSource(lambda: [unreachable, _dead_url()], window_s=5.0,
+                            timeout_s=2.0) as src:
+        src.poll()
+        # The first node's page came through the proxy; the second (127.0.0.1, in
+        # NO_PROXY) was asked directly, and nothing listens there.
+        assert src.last_stats.ok == 1
+        assert "127.0.0.1" in src.last_error and "invalid" not in src.last_error
+    assert len(handler.hits) == 1
+
+
 def test_a_malformed_line_is_left_out_and_named_not_the_whole_page(page_server):
     handler, url = page_server
     good = counter(ex.REQUESTS, 10) + counter(ex.REQUESTS, 5, replica="r2")
