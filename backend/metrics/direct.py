@@ -63,11 +63,9 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import threading
 import time
-import zlib
 from collections import defaultdict, deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -77,15 +75,11 @@ import numpy as np
 
 import requests
 
-try:  # ISA-L's inflate, ~4x zlib's on these pages; zlib where it is not installed
-    from isal.isal_zlib import decompress as _inflate
-except ImportError:  # pragma: no cover
-    from zlib import decompress as _inflate
-
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
 from backend.metrics.cumulative import CumulativeColumns, histogram_quantiles
 from backend.metrics.report_cadence import ReportCadence
+from backend.metrics.page_fetch import PageFetcher
 from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
                                     node_where)
 from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
@@ -106,8 +100,6 @@ _AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
 #: Route kinds (WindowedSeries._route): a counter or bucket, a gauge, a held model, a GPU.
 _CUM, _GAUGE, _HELD, _GPU = range(4)
 _UNSEEN = object()
-#: Nodes whose connections are kept between polls.
-POOLS = 1024
 #: Series texts remembered with their routes; emptied when full (a 1,000-replica fleet
 #: has ~70,000).
 ROUTES_MAX = 400_000
@@ -240,7 +232,10 @@ class _PagePlan:
     heads: list[str]                  # the page split at _SAMPLE_END, values left out
     cum_pos: np.ndarray               # positions of the counters' and buckets' values
     cum_idx: np.ndarray               # their CumulativeColumns indices
-    others: list[tuple[int, tuple]]   # (position, route) of gauges, held models, GPUs
+    gauge_pos: np.ndarray             # positions of the gauges' values
+    gauge_slot: np.ndarray            # their (family, deployment) slots
+    gauge_rslot: np.ndarray           # their replica slots (ongoing requests), else -1
+    others: list[tuple[int, tuple]]   # (position, route) of held models and GPUs
 
 
 class WindowedSeries:
@@ -271,6 +266,11 @@ class WindowedSeries:
         self._rrows: dict[ReplicaKey, int] = {}
         self._rcols: dict[float, int] = {}
         self._arrays: tuple[np.ndarray, ...] | None = None
+        # Gauges' slots: (family, deployment key) -> slot; replica key -> slot (the
+        # ongoing-requests gauge per replica). Kept for the source's life (one per
+        # deployment or replica ever seen; a few bytes each).
+        self._gauge_slots: dict[tuple[str, DeploymentKey], int] = {}
+        self._ongoing_slots: dict[ReplicaKey, int] = {}
         #: {(app, dep, replica id): {series: value}} (REPLICA_SERIES) as of the newest
         #: ingest: a new dict each time, never changed afterwards, so other threads may
         #: read it without a lock.
@@ -346,19 +346,11 @@ class WindowedSeries:
         its lines are read one by one (_read_lines), each line's series text (all but
         the value) looked up in `_routes`, which says what to do with the value; only a
         series not seen before is parsed (`_route`); a plan is made for the next poll."""
-        gauges: dict[str, dict[DeploymentKey, list[float]]] = defaultdict(lambda: defaultdict(list))
-        replica_ongoing: dict[ReplicaKey, float] = defaultdict(float)
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         gpu_samples: list[ex.Sample] = []
 
         def other(route: tuple, value: float) -> None:
-            kind = route[0]
-            if kind == _GAUGE:
-                if not math.isnan(value):
-                    gauges[route[1]][route[2]].append(value)
-                    if route[3] is not None:
-                        replica_ongoing[route[3]] += value
-            elif kind == _HELD:
+            if route[0] == _HELD:
                 if value > 0:
                     held[route[1]][route[2]].add(route[3])
             else:  # _GPU: per node, no application label
@@ -369,6 +361,8 @@ class WindowedSeries:
         self.malformed = []
         ix_parts: list[np.ndarray] = []
         v_parts: list[np.ndarray] = []
+        # Gauges: (slots, replica slots, values) per page.
+        g_parts: tuple[list, list, list] = ([], [], [])
         names = keys if keys is not None else range(len(pages))
         for page, (key, text) in enumerate(zip(names, pages)):
             parts = _SAMPLE_END.split(text)
@@ -382,12 +376,15 @@ class WindowedSeries:
                 else:
                     ix_parts.append(plan.cum_idx)
                     v_parts.append(vals[plan.cum_pos])
+                    g_parts[0].append(plan.gauge_slot)
+                    g_parts[1].append(plan.gauge_rslot)
+                    g_parts[2].append(vals[plan.gauge_pos])
                     if plan.others:
                         listed = vals.tolist()
                         for pos, route in plan.others:
                             other(route, listed[pos])
                     continue
-            plan = self._read_lines(t, page, text, parts, other, ix_parts, v_parts)
+            plan = self._read_lines(t, page, text, parts, other, ix_parts, v_parts, g_parts)
             if plan is None:
                 self._plans.pop(key, None)
             else:
@@ -399,10 +396,44 @@ class WindowedSeries:
         self.gpus = gpu.from_samples(gpu_samples)
         ix = np.concatenate(ix_parts) if ix_parts else np.zeros(0, dtype=np.int64)
         v = np.concatenate(v_parts) if v_parts else np.zeros(0)
+        gauges, replica_ongoing = self._gauge_totals(*(
+            np.concatenate(p) if p else np.zeros(0, dtype=np.int64 if k < 2 else float)
+            for k, p in enumerate(g_parts)))
         return gauges, replica_ongoing, ix, v
 
+    def _gauge_totals(self, slots: np.ndarray, rslots: np.ndarray, values: np.ndarray):
+        """This poll's gauges per (family, deployment) as (sum, count, max) of the
+        values that are numbers, and the ongoing requests summed per replica (sums in
+        the pages' order, as a loop would add them)."""
+        ok = ~np.isnan(values)
+        slots, rslots, values = slots[ok], rslots[ok], values[ok]
+        gauges: dict[str, dict[DeploymentKey, tuple[float, int, float]]] = defaultdict(dict)
+        keys = list(self._gauge_slots)
+        if len(slots):
+            n = len(keys)
+            sums = np.bincount(slots, weights=values, minlength=n)
+            counts = np.bincount(slots, minlength=n)
+            maxes = np.full(n, -np.inf)
+            np.maximum.at(maxes, slots, values)
+            present = np.flatnonzero(counts)
+            for k, total, count, top in zip(present.tolist(), sums[present].tolist(),
+                                            counts[present].tolist(),
+                                            maxes[present].tolist()):
+                family, dkey = keys[k]
+                gauges[family][dkey] = (total, count, top)
+        replica_ongoing: dict[ReplicaKey, float] = {}
+        has = rslots >= 0
+        if has.any():
+            rkeys = list(self._ongoing_slots)
+            n = len(rkeys)
+            sums = np.bincount(rslots[has], weights=values[has], minlength=n)
+            present = np.flatnonzero(np.bincount(rslots[has], minlength=n))
+            for k, total in zip(present.tolist(), sums[present].tolist()):
+                replica_ongoing[rkeys[k]] = total
+        return gauges, replica_ongoing
+
     def _read_lines(self, t: float, page: int, text: str, parts: list[str], other,
-                    ix_parts: list, v_parts: list) -> _PagePlan | None:
+                    ix_parts: list, v_parts: list, g_parts: tuple) -> _PagePlan | None:
         """Read *text* line by line (see _read_pages); the plan for its next poll, or
         None where the split at the values (*parts*) does not give exactly its sample
         lines (a line without labels or with a timestamp) or a line was unreadable."""
@@ -410,6 +441,9 @@ class WindowedSeries:
         bad, example = 0, ""
         ix: list[int] = []
         vs: list[float] = []
+        gs: list[int] = []
+        grs: list[int] = []
+        gvs: list[float] = []
         seq: list = []          # per sample line: its route, None or _BAD
         lines: list[str] = []
         for line in text.split("\n"):
@@ -439,6 +473,10 @@ class WindowedSeries:
             if route[0] == _CUM:
                 ix.append(route[1])
                 vs.append(value)
+            elif route[0] == _GAUGE:
+                gs.append(route[4])
+                grs.append(route[5])
+                gvs.append(value)
             else:
                 other(route, value)
         if bad:
@@ -446,22 +484,32 @@ class WindowedSeries:
         if ix:
             ix_parts.append(np.array(ix, dtype=np.int64))
             v_parts.append(np.array(vs, dtype=float))
+        if gs:
+            g_parts[0].append(np.array(gs, dtype=np.int64))
+            g_parts[1].append(np.array(grs, dtype=np.int64))
+            g_parts[2].append(np.array(gvs, dtype=float))
         heads, values = parts[0::2], parts[1::2]
         if bad or len(values) != len(lines) or not all(
                 line == head[head.rfind("\n") + 1:] + "} " + value
                 for line, head, value in zip(lines, heads, values)):
             return None
         cum = [(pos, r[1]) for pos, r in enumerate(seq) if r is not None and r[0] == _CUM]
+        gauge = [(pos, r[4], r[5]) for pos, r in enumerate(seq)
+                 if r is not None and r[0] == _GAUGE]
         return _PagePlan(heads=heads,
                          cum_pos=np.array([p for p, _ in cum], dtype=np.int64),
                          cum_idx=np.array([i for _, i in cum], dtype=np.int64),
+                         gauge_pos=np.array([g[0] for g in gauge], dtype=np.int64),
+                         gauge_slot=np.array([g[1] for g in gauge], dtype=np.int64),
+                         gauge_rslot=np.array([g[2] for g in gauge], dtype=np.int64),
                          others=[(pos, r) for pos, r in enumerate(seq)
-                                 if r is not None and r[0] != _CUM])
+                                 if r is not None and r[0] not in (_CUM, _GAUGE)])
 
     def _route(self, t: float, line: str) -> tuple | None:
         """What to do with the values of the series on *line* (seen for the first time):
         None to skip it, else (_CUM, its column index, is a counter), (_GAUGE, family,
-        deployment key, replica key for the ongoing-requests gauge else None), (_HELD,
+        deployment key, replica key for the ongoing-requests gauge else None, its slot,
+        its replica slot or -1), (_HELD,
         deployment key, replica, model id) or (_GPU, name, labels)."""
         [s] = ex.parse_samples(line)
         name, labels = s.name, s.labels
@@ -495,7 +543,10 @@ class WindowedSeries:
             rkey = None
             if name == ex.REPLICA_ONGOING and labels.get("replica"):
                 rkey = (dkey[0], dkey[1], replica_id(labels["replica"]))
-            return (_GAUGE, name, dkey, rkey)
+            slot = self._gauge_slots.setdefault((name, dkey), len(self._gauge_slots))
+            rslot = -1 if rkey is None else \
+                self._ongoing_slots.setdefault(rkey, len(self._ongoing_slots))
+            return (_GAUGE, name, dkey, rkey, slot, rslot)
         dep = "" if family in (ex.HTTP_LATENCY, ex.HTTP_REQUESTS, ex.HTTP_ERRORS) \
             else labels.get("deployment", "")
         if family == ex.PIPELINE_CHUNKS:
@@ -713,21 +764,23 @@ class WindowedSeries:
                     values[dkey][name] = v
 
     @staticmethod
-    def _gauges(values: _Values, gauges: dict[str, dict[DeploymentKey, list[float]]]) -> None:
-        """This poll's gauges: summed over the series of a deployment, averaged (models
-        per replica) or the max (the controller's _AUTOSCALER_GAUGES)."""
+    def _gauges(values: _Values,
+                gauges: dict[str, dict[DeploymentKey, tuple[float, int, float]]]) -> None:
+        """This poll's gauges ((sum, count, max) per family and deployment): summed over
+        the series of a deployment, averaged (models per replica) or the max (the
+        controller's _AUTOSCALER_GAUGES)."""
         for family, name in ((ex.QUEUED, "queued_requests"),
                              (ex.REPLICA_ONGOING, "ongoing_requests"),
                              (ex.REPLICA_HEALTHY, "replicas_running"),
                              (ex.TARGET_REPLICAS, "replicas_target"),
                              (ex.BATCH_QUEUE, "batch_queue_length")):
-            for dkey, vs in gauges.get(family, {}).items():
-                values[dkey][name] = float(sum(vs))
-        for dkey, vs in gauges.get(ex.MUX_MODELS, {}).items():
-            values[dkey]["models_loaded_per_replica"] = float(sum(vs)) / len(vs)
+            for dkey, (total, _, _) in gauges.get(family, {}).items():
+                values[dkey][name] = float(total)
+        for dkey, (total, count, _) in gauges.get(ex.MUX_MODELS, {}).items():
+            values[dkey]["models_loaded_per_replica"] = float(total) / count
         for family, name in _AUTOSCALER_GAUGES:
-            for dkey, vs in gauges.get(family, {}).items():
-                values[dkey][name] = max(vs)
+            for dkey, (_, _, top) in gauges.get(family, {}).items():
+                values[dkey][name] = top
         for dkey, v in values.items():
             total, running = v.get("autoscaler_total_requests"), v.get("replicas_running")
             if total is not None and running:
@@ -775,28 +828,13 @@ class DirectScrapeSource:
     """
 
     def __init__(self, targets: Callable[[], list[str]],
-                 session: requests.Session | None = None,
                  window_s: float = 5.0, timeout_s: float = 2.0,
                  headers: dict[str, str] | None = None,
                  refresh_s: float = 5.0, max_workers: int = 4) -> None:
         self._targets_fn = targets
-        self._own_session = session is None
-        if session is None:
-            session = requests.Session()
-            # A pool per node (requests keeps 10 by default: at more nodes each poll
-            # evicted them all and connected anew to every node).
-            adapter = requests.adapters.HTTPAdapter(pool_connections=POOLS,
-                                                    pool_maxsize=max(4, max_workers))
-            session.mount("http://", adapter)
-            session.mount("https://", adapter)
-            # The environment's proxy and CA settings are read once per node (_env_for),
-            # not on every request: requests walks os.environ twice per request, ~0.4 ms
-            # each time, 20 ms a poll at 50 nodes.
-            session.trust_env = False
-        self._session = session
-        self._env: dict[str, dict] = {}
         self.timeout_s = timeout_s
         self.headers = dict(headers or {})
+        self._fetcher = PageFetcher(timeout_s, self.headers, per_node=max(4, max_workers))
         self.refresh_s = refresh_s
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
                                         thread_name_prefix="metrics-scrape")
@@ -930,51 +968,13 @@ class DirectScrapeSource:
         return t, values
 
     def _fetch(self, url: str):
-        """(the page's wanted lines, the page's size, CPU s spent cutting it).
-
-        Gzip is asked for (a ~1.4 MB page is ~40 kB on the wire, which matters on a
-        remote cluster) and inflated in one call: urllib3's streaming decoder, chunk by
-        chunk, cost ~3x more CPU than the inflating itself (benchmarks/fleet_scale.py,
-        75 MB of page text a second at fleet size). The page is cut as bytes and only
-        the kept part decoded."""
-        headers = {"Accept-Encoding": "gzip", **self.headers}
-        r = self._session.get(url, headers=headers, timeout=self.timeout_s, stream=True,
-                              **self._env_for(url))
-        try:
-            r.raise_for_status()
-            body = r.raw.read(decode_content=False)
-            encoding = r.headers.get("Content-Encoding", "").strip().lower()
-        except BaseException:
-            r.close()
-            raise
-        # Read to the end: the connection goes back to the pool for the next poll
-        # (Response.close would close it, a new connection to every node every poll).
-        r.raw.release_conn()
-        if encoding == "gzip":
-            body = _inflate(body, 16 + zlib.MAX_WBITS)
-        elif encoding not in ("", "identity"):
-            raise ValueError(f"the metrics page came {encoding}-encoded; "
-                             "only gzip or none is understood")
+        """(the page's wanted lines, the page's size, CPU s spent cutting it). The page
+        is fetched gzipped over a kept connection (page_fetch.PageFetcher), cut as bytes
+        and only the kept part decoded."""
+        body = self._fetcher.get(url)
         a = time.thread_time()
         filtered = ex.prefilter(body).decode("utf-8", "replace")
         return filtered, len(body), time.thread_time() - a
-
-    def _env_for(self, url: str) -> dict:
-        """What requests would take from the environment for *url* (proxies, the CA
-        bundle), worked out once per node for a session of our own; nothing for a
-        session that was given (it keeps its own trust_env)."""
-        if not self._own_session:
-            return {}
-        found = self._env.get(url)
-        if found is None:
-            if len(self._env) > 4096:
-                self._env.clear()
-            found = {"proxies": requests.utils.get_environ_proxies(url)}
-            ca = os.environ.get("REQUESTS_CA_BUNDLE") or os.environ.get("CURL_CA_BUNDLE")
-            if ca:
-                found["verify"] = ca
-            self._env[url] = found
-        return found
 
     def _fetch_safe(self, url: str):
         try:
@@ -984,8 +984,7 @@ class DirectScrapeSource:
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
-        if self._own_session:
-            self._session.close()
+        self._fetcher.close()
 
     def __enter__(self) -> "DirectScrapeSource":
         return self
