@@ -340,3 +340,41 @@ def test_the_filter_matches_status_and_holds_across_updates(tree):
                                     target_num_replicas=1),)),)
     tree.set_status(ServeStatus(applications=apps, serve_running=True))
     assert _shown(tree) == {"other", "other/Sick"}
+
+
+def test_an_unchanged_deployment_is_not_revisited_but_a_new_theme_restyles_it(tree,
+                                                                              monkeypatch):
+    from widgets import theme
+
+    visited: list[tuple] = []
+    real = AppTree._update_replica
+
+    def counting(self, parent, dep, rep):
+        visited.append((dep.name, rep.replica_id))
+        real(self, parent, dep, rep)
+
+    monkeypatch.setattr(AppTree, "_update_replica", counting)
+    tree.set_status(status(running=2, target=2, model_status="UNHEALTHY",
+                           model_message="boom"))
+    assert len(visited) == 3          # Ingress r0, Model r0 and r1
+    visited.clear()
+    tree.set_status(status(running=2, target=2, model_status="UNHEALTHY",
+                           model_message="boom"))
+    assert visited == []              # the same snapshot: no row visited
+    tree.set_status(status(running=3, target=2, model_status="UNHEALTHY",
+                           model_message="boom"))
+    assert {d for d, _ in visited} == {"Model"}   # only the deployment that changed
+    model = tree.deployment_item("batched", "Model")
+    before = theme.current()
+    other = theme.LIGHT_THEME if before is theme.DARK_THEME else theme.DARK_THEME
+    theme.apply_theme(other)
+    try:
+        assert other.status["failed"].lower() != before.status["failed"].lower()
+        tree.set_status(status(running=3, target=2, model_status="UNHEALTHY",
+                               model_message="boom"))
+        assert QColor(model.foreground(COL_STATUS).color()).name().lower() == \
+            QColor(status_color("failed")).name().lower()
+        assert QColor(model.foreground(COL_MESSAGE).color()).name().lower() == \
+            QColor(status_color("failed")).name().lower()
+    finally:
+        theme.apply_theme(before)
