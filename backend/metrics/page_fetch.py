@@ -51,6 +51,11 @@ class PageFetcher:
         self._route: dict[str, str | None] = {}   # url -> proxy url (None: direct)
 
     def get(self, url: str) -> bytes:
+        return self.inflate(*self.fetch(url))
+
+    def fetch(self, url: str) -> tuple[bytes, str]:
+        """(the body as sent, its Content-Encoding): the part that waits on the network
+        (a pool's threads do this), inflate() being the part that uses the CPU."""
         manager = self._manager(url)
         try:
             r = manager.request("GET", url, headers=self.headers, timeout=self.timeout,
@@ -74,8 +79,11 @@ class PageFetcher:
             response.reason = r.reason
             raise requests.HTTPError(f"{r.status} {r.reason} for url: {url}",
                                      response=response)
-        body = r.data
-        encoding = (r.headers.get("Content-Encoding") or "").strip().lower()
+        return r.data, (r.headers.get("Content-Encoding") or "").strip().lower()
+
+    @staticmethod
+    def inflate(body: bytes, encoding: str) -> bytes:
+        """The page's text from a fetch()ed body."""
         if encoding == "gzip":
             return _inflate(body, 16 + zlib.MAX_WBITS)
         if encoding not in ("", "identity"):

@@ -166,3 +166,29 @@ def test_the_fast_death_check_asks_about_every_replica_of_a_large_fleet(client, 
     assert client.dead_replica_actors(actors, limit=len(actors)) == []
     after = requests.get(f"{fleet_url}/fleet/info", timeout=10).json()
     assert after["refused_long_request_lines"] == before["refused_long_request_lines"]
+
+
+def test_an_unchanged_serve_answer_is_not_parsed_again_and_details_are_the_callers(fleet_url):
+    client = ClusterClient(fleet_url)
+    first = client.serve_status()
+    again = client.serve_status()
+    # The same bytes: the parsed snapshot again (its objects shared), as of now.
+    assert again.applications is first.applications
+    assert again.fetched_at >= first.fetched_at
+    # serve_details gives a copy that its caller may change (a read-modify-write does):
+    # the next status is still the cluster's.
+    mine = client.serve_details()
+    app = next(iter(mine["applications"].values()))
+    app["deployed_app_config"]["deployments"] = []
+    dep = next(iter(app["deployments"].values()))
+    dep["deployment_config"]["max_ongoing_requests"] = 12345
+    later = client.serve_status()
+    assert later.applications == first.applications
+    assert all(d.config.get("max_ongoing_requests") != 12345
+               for a in later.applications for d in a.deployments)
+    assert client.serve_details() != mine
+    # A changed answer is parsed anew.
+    apply_changes(client, "app03", "Batched4", {"max_ongoing_requests": 7}, timeout_s=20)
+    changed = client.serve_status()
+    assert changed.applications is not first.applications
+    assert changed.deployment("app03", "Batched4").config["max_ongoing_requests"] == 7
