@@ -192,3 +192,28 @@ def test_an_unchanged_serve_answer_is_not_parsed_again_and_details_are_the_calle
     changed = client.serve_status()
     assert changed.applications is not first.applications
     assert changed.deployment("app03", "Batched4").config["max_ongoing_requests"] == 7
+
+
+def test_every_replica_of_a_large_fleet_is_asked_about_within_two_polls(fleet_url):
+    from backend.scaling.replica_watch import (DEATH_CHECKS_PER_POLL, ReplicaWatcher,
+                                               poll_replica_events)
+
+    class Recording(ClusterClient):
+        asked: list[list[str]] = []
+
+        def dead_replica_actors(self, actor_ids, limit=500):
+            ids = list(actor_ids)
+            self.asked.append(ids)
+            return super().dead_replica_actors(ids, limit)
+
+    client = Recording(fleet_url)
+    watcher = ReplicaWatcher()
+    poll_replica_events(client, watcher)          # learns the replicas
+    running = set(watcher.watched_actor_ids())
+    assert len(running) > DEATH_CHECKS_PER_POLL   # a fleet larger than one poll's check
+    client.asked.clear()
+    polls = -(-len(running) // DEATH_CHECKS_PER_POLL)
+    for _ in range(polls):
+        poll_replica_events(client, watcher)
+    assert all(len(ids) <= DEATH_CHECKS_PER_POLL for ids in client.asked)
+    assert set().union(*client.asked) == running
