@@ -103,8 +103,9 @@ class AppTree(QTreeWidget):
         # finding one deployment's among all of them cost 100 × 1,000 comparisons).
         self._replicas_of: dict[tuple[str, str], set[tuple[str, str, str]]] = {}
         self._emitted: tuple[str, str] | None = None
-        # What each deployment's rows show: (its info, the theme's status colours).
-        self._shown: dict[tuple[str, str], tuple] = {}
+        # The theme's status colours each deployment's rows were last styled with (with
+        # _deployment_infos: what they show).
+        self._styled_with: dict[tuple[str, str], tuple] = {}
         self._colours: tuple = ()
         self._placeholder: QTreeWidgetItem | None = None
         self._filter = ""  # casefolded; see set_filter
@@ -311,7 +312,8 @@ class AppTree(QTreeWidget):
 
     def _update_deployment(self, parent: QTreeWidgetItem, dep: DeploymentInfo) -> None:
         item = self._deployments.get(dep.key)
-        if item is not None and self._shown.get(dep.key) == (dep, self._colours):
+        if (item is not None and self._deployment_infos.get(dep.key) == dep
+                and self._styled_with.get(dep.key) == self._colours):
             return  # as shown (its other inputs have setters that redescribe it)
         if item is None:
             item = QTreeWidgetItem()
@@ -325,7 +327,7 @@ class AppTree(QTreeWidget):
         _set_text(item, COL_REPLICAS, _counts_text(counts))
         self._deployment_infos[dep.key] = dep
         self._describe_deployment(item, dep)
-        self._shown[dep.key] = (dep, self._colours)
+        self._styled_with[dep.key] = self._colours
 
         seen: set[str] = set()
         for rep in dep.replicas:
@@ -456,7 +458,7 @@ class AppTree(QTreeWidget):
             self._replicas.pop(rkey, None)
         item = self._deployments.pop(key)
         self._deployment_infos.pop(key, None)
-        self._shown.pop(key, None)
+        self._styled_with.pop(key, None)
         self._remove_model_row(key)
         self._remove_note_row(key)
         parent = item.parent()

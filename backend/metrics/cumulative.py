@@ -186,8 +186,8 @@ class CumulativeColumns:
             return []
         self.dead[:n] |= gone
         out = np.flatnonzero(gone).tolist()
-        dead_keys = {i for i in out}
-        self._by_key = {k: i for k, i in self._by_key.items() if i not in dead_keys}
+        dead = set(out)
+        self._by_key = {k: i for k, i in self._by_key.items() if i not in dead}
         return out
 
     def live_mask(self) -> np.ndarray:
