@@ -270,7 +270,7 @@ class ClusterClient:
             return cached
         details = check_serve_details(self._decode(r, "GET", SERVE_PATH), self.url)
         self._note_controller(details)
-        self._serve_cache = (r.content, details, None) if r.ok else None
+        self._serve_cache = (r.content, details, None)
         return r.content, details, None
 
     def dead_replica_actors(self, actor_ids: Iterable[str], limit: int = 500

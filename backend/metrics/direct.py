@@ -100,6 +100,9 @@ _AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
 #: Route kinds (WindowedSeries._route): a counter or bucket, a gauge, a held model, a GPU.
 _CUM, _GAUGE, _HELD, _GPU = range(4)
 _UNSEEN = object()
+#: Dead series' column indices tolerated before the columns are renumbered (and more
+#: than half of them dead).
+COMPACT_AFTER = 10_000
 #: Series texts remembered with their routes; emptied when full (a 1,000-replica fleet
 #: has ~70,000).
 ROUTES_MAX = 400_000
@@ -677,7 +680,7 @@ class WindowedSeries:
         dead_arr = np.array(dead, dtype=np.int64)
         self._plans = {k: p for k, p in self._plans.items()
                        if not np.isin(p.cum_idx, dead_arr).any()}
-        if self._cols.wasted() > max(10_000, self._cols.n // 2):
+        if self._cols.wasted() > max(COMPACT_AFTER, self._cols.n // 2):
             remap = self._cols.compact()
             self._routes = {head: (r if r is None or r[0] != _CUM
                                    else (_CUM, int(remap[r[1]]), r[2]))

@@ -233,7 +233,7 @@ def _ends_with_its_own(text, header_end: int, end: int, samples, syn: _Syntax) -
     return name_end > last_start and text[last_start:name_end] in samples
 
 
-def _only_its_own(text, header_end: int, end: int, family, syn: _Syntax = _STR) -> bool:
+def _only_its_own(text, header_end: int, end: int, family, syn: _Syntax) -> bool:
     """Whether the block text[header_end:end] after a family's comment line holds only
     that family's lines. A family's lines come together, so its last line tells: one of
     another name there is an untyped family (no comment lines of its own) that follows,

@@ -39,7 +39,7 @@ POOLS = 1024
 
 
 class PageFetcher:
-    """GET a metrics page and return its bytes (inflated). Thread-safe."""
+    """GET a metrics page (fetch) and inflate its body (inflate). Thread-safe."""
 
     def __init__(self, timeout_s: float, headers: dict[str, str] | None = None,
                  per_node: int = 4) -> None:
@@ -49,9 +49,6 @@ class PageFetcher:
         self._lock = threading.Lock()
         self._managers: dict[str | None, urllib3.PoolManager] = {}
         self._route: dict[str, str | None] = {}   # url -> proxy url (None: direct)
-
-    def get(self, url: str) -> bytes:
-        return self.inflate(*self.fetch(url))
 
     def fetch(self, url: str) -> tuple[bytes, str]:
         """(the body as sent, its Content-Encoding): the part that waits on the network

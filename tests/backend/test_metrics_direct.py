@@ -607,3 +607,28 @@ def test_values_over_whole_reports_are_as_of_the_newest_report():
     for t in range(0, 20):
         feed(w2, float(t), counter(ex.REQUESTS, 20 * t))
     assert w2.data_t is None  # pages that change every poll: as of the poll
+
+
+def test_renumbering_the_columns_after_replica_churn_changes_no_value(monkeypatch):
+    # Replicas come and go (each lives 4 polls); one source renumbers its columns as soon
+    # as any series is dead, the other never: every poll's values must be the same.
+    from backend.metrics import direct
+
+    eager, never = WindowedSeries(window_s=3.0), WindowedSeries(window_s=3.0)
+    for t in range(30):
+        lines = []
+        for r in range(t // 2, t // 2 + 3):
+            if t - 2 * r > 4:
+                continue
+            age = t - 2 * r + 1
+            lines += counter(ex.REQUESTS, 10 * age, replica=f"r{r}")
+            lines += histogram(ex.PROCESSING_LATENCY, {1: age, 10: 3 * age, INF: 4 * age},
+                               replica=f"r{r}")
+        for w, after in ((eager, 0), (never, 10**9)):
+            monkeypatch.setattr(direct, "COMPACT_AFTER", after)
+            got = feed(w, float(t), lines)
+            if w is eager:
+                want_values, want_replicas = got, w.replica_values
+        assert got == want_values and never.replica_values == want_replicas, t
+    assert eager._cols.n < never._cols.n   # it did renumber
+    assert want_values[KEY]["requests_per_s"] > 0
