@@ -141,8 +141,7 @@ def prefilter(text: str | bytes, families: frozenset[str] = NEEDED_FAMILIES) -> 
     lines but not a hypothetical `ray_serve_batch_wait_time_ms_max`.
 
     The text format keeps a family's lines together after its `# HELP`/`# TYPE` lines,
-    so the page is walked from comment to comment (C-level `find`; a family's `# HELP`
-    and `# TYPE` lines, one after the other, count as one): a block headed by a
+    so the page is walked from comment to comment (C-level `find`): a block headed by a
     wanted family whose last line is one of its samples (so every line is: a family's
     lines come together) is kept whole (an empty line inside it too, which readers
     skip; a Ray page has none); other blocks headed by a
@@ -176,17 +175,6 @@ def prefilter(text: str | bytes, families: frozenset[str] = NEEDED_FAMILIES) -> 
             if name_end < 0 or name_end > line_end:
                 name_end = line_end
             family = text[start + 7:name_end]
-            if pos == line_end:
-                # "# HELP name" then "# TYPE name" (or the other way): one header.
-                other = syn.prefixes[1] if text.startswith(syn.prefixes[0], start) \
-                    else syn.prefixes[0]
-                if text.startswith(other + family + syn.space, line_end + 1):
-                    line_end = text.find(nl, line_end + 1)
-                    if line_end < 0:
-                        line_end = len(text)
-                    pos = _next_comment(text, line_end - 1, syn) if line_end < len(text) \
-                        else -1
-                    end = pos if pos >= 0 else len(text)
             if family not in wanted:
                 if _only_its_own(text, line_end, end, family, syn):
                     continue
