@@ -11,7 +11,9 @@ os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 
 @pytest.fixture(autouse=True)
 def _dark_theme():
-    from widgets.theme import DARK_THEME, apply_theme
+    from widgets.theme import DARK_THEME, apply_theme, current
 
-    apply_theme(DARK_THEME)
+    # Only when another theme was left: applying restyles every top-level widget there is.
+    if current() is not DARK_THEME:
+        apply_theme(DARK_THEME)
     yield
