@@ -52,10 +52,22 @@ def pytest_runtest_teardown(item, nextitem):
     module (its module- and package-scoped fixtures have just been finalised), everything
     is unfrozen and collected once, so a window a module kept is freed here too."""
     yield
+    _delete_closed_widgets()
     if nextitem is None or nextitem.module is not item.module:
         gc.unfreeze()
     gc.collect()
     gc.freeze()
+
+
+def _delete_closed_widgets() -> None:
+    """The widgets pytest-qt closed with deleteLater() are deleted now, not at the next
+    test's first event loop: what they held is garbage for this collection, not frozen
+    alive."""
+    import sys
+
+    qtcore = sys.modules.get("PySide6.QtCore")
+    if qtcore is not None and qtcore.QCoreApplication.instance() is not None:
+        qtcore.QCoreApplication.sendPostedEvents(None, qtcore.QEvent.Type.DeferredDelete)
 
 
 def _raylets() -> int:

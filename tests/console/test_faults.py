@@ -270,12 +270,12 @@ def test_exit_after_with_a_deploy_pending_on_a_full_cluster(tmp_path, full_clust
     before = declarative(client)
     t0 = time.monotonic()
     r = subprocess.run([str(EXE), "--address", cluster.dashboard_url, "--token", cluster.token,
-                        "--demo", "batched", "--exit-after", "20", "--log-events"],
+                        "--demo", "batched", "--exit-after", "10", "--log-events"],
                        env=console_env(tmp_path), capture_output=True, text=True, timeout=90)
     took = time.monotonic() - t0
-    figure(f"--exit-after 20 with a deploy pending: exited after {took:.1f} s, "
+    figure(f"--exit-after 10 with a deploy pending: exited after {took:.1f} s, "
            f"code {r.returncode}")
-    assert took <= 25, (took, r.stdout[-2000:], r.stderr[-2000:])
+    assert took <= 15, (took, r.stdout[-2000:], r.stderr[-2000:])
     assert r.returncode != 0
     assert "still pending at exit: deploy of batched" in r.stderr, r.stderr[-2000:]
     # The event log reached stdout, and it said why the demo could not be placed.

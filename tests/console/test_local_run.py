@@ -20,7 +20,7 @@ def test_local_cluster_started_and_stopped_with_the_console(tmp_path, ray_cluste
     env = dict(os.environ, QT_QPA_PLATFORM="offscreen",
                SERVE_CONSOLE_SETTINGS=str(tmp_path / "s.ini"))
     env.pop("RAY_AUTH_TOKEN", None)
-    r = subprocess.run([str(exe), "--num-cpus", "1", "--exit-after", "25"], env=env,
+    r = subprocess.run([str(exe), "--num-cpus", "1", "--exit-after", "15"], env=env,
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-3000:]
     m = re.search(r"started local Ray cluster (\S+) \(process group (\d+)\)", r.stdout)
