@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Set up (first time) and run the whole test suite: real Ray head, real Serve, Qt offscreen.
 #
-# Three passes. First the tests marked `timing` (wall-clock accuracy of the load
-# generator) alone, on a quiet machine. Then most of the rest on SERVE_CONSOLE_TEST_WORKERS
+# Three passes. First, alone on a quiet machine, the tests marked `timing` (wall-clock
+# accuracy of the load generator) and `alone` (two metrics sources compared, figures that
+# move with any other work). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS
 # pytest-xdist workers (default 2): much of a real-cluster test is waiting for Ray (a head
 # starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
-# worker takes work units whole (tests/parallel.py). Last, alone again, the tests marked
-# `quiet`: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
-# under load, which two workers' heads on 2 cores would stretch.
+# worker takes work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
+# a time: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
+# under load, which the parallel pass's heads on 2 cores would stretch, but one other
+# quiet test beside them does not (load average 2-9; their figures held in 4 runs).
 # SERVE_CONSOLE_TEST_WORKERS=1 runs everything after the first pass in this process.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -20,15 +22,15 @@ workers="${SERVE_CONSOLE_TEST_WORKERS:-2}"
 start=$SECONDS
 
 run() { .venv/bin/python -m pytest "$@"; }
-run -p no:xdist -m timing "$@"
+run -p no:xdist -m "timing or alone" "$@"
 rc_timing=$?
 if [ "$workers" -gt 1 ]; then
-  run -m "not timing and not quiet" -n "$workers" --no-loadscope-reorder "$@"
+  run -m "not timing and not alone and not quiet" -n "$workers" --no-loadscope-reorder "$@"
   rc_rest=$?
-  run -p no:xdist -m "quiet and not timing" "$@"
+  run -m "quiet and not timing and not alone" -n 2 --no-loadscope-reorder "$@"
   rc_quiet=$?
 else
-  run -p no:xdist -m "not timing" "$@"
+  run -p no:xdist -m "not timing and not alone" "$@"
   rc_rest=$?
   rc_quiet=5
 fi
