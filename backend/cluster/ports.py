@@ -17,8 +17,9 @@ import socket
 
 LOW = 20_000                     # above Ray's default worker ports (10002-19999)
 PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
-_random = random.SystemRandom()  # not the seedable module-level generator: two test
-                                 # processes seeded alike would draw the same ports
+# Not the seedable module-level generator: two processes seeded alike would draw the
+# same ports.
+_random = random.SystemRandom()
 
 
 def ephemeral_range() -> tuple[int, int] | None:
