@@ -9,7 +9,7 @@
 # worker takes work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
 # a time: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
 # under load, which the parallel pass's heads on 2 cores would stretch, but one other
-# quiet test beside them does not (load average 2-9; their figures held in 4 runs).
+# quiet test beside them does not (load average 2-9; every bar held in 5 runs, 2026-11-28).
 # SERVE_CONSOLE_TEST_WORKERS=1 runs everything after the first pass in this process.
 set -uo pipefail
 cd "$(dirname "$0")"

@@ -9,6 +9,7 @@ import gc
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -63,8 +64,6 @@ def _delete_closed_widgets() -> None:
     """The widgets pytest-qt closed with deleteLater() are deleted now, not at the next
     test's first event loop: what they held is garbage for this collection, not frozen
     alive."""
-    import sys
-
     qtcore = sys.modules.get("PySide6.QtCore")
     if qtcore is not None and qtcore.QCoreApplication.instance() is not None:
         qtcore.QCoreApplication.sendPostedEvents(None, qtcore.QEvent.Type.DeferredDelete)

@@ -71,7 +71,7 @@ class LocalCluster:
             self.node_manager_port,
             self.object_manager_port,
             self.serve_http_port,
-        ) = free_ports(10, self.host)
+        ) = free_ports(10)
 
     @property
     def dashboard_url(self) -> str:

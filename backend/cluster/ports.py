@@ -32,19 +32,20 @@ def ephemeral_range() -> tuple[int, int] | None:
         return None
 
 
-def _bound(host: str, port: int) -> socket.socket | None:
+def _bound(port: int) -> socket.socket | None:
+    """A socket bound to *port* on every interface, or None where it is taken."""
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     try:
-        s.bind((host, port))
+        s.bind(("", port))
         return s
     except OSError:
         s.close()
         return None
 
 
-def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
-    """Return *count* distinct ports that were free a moment ago, on every interface
-    (Ray binds some of a head's ports to the node's address, not only to *host*).
+def free_ports(count: int) -> list[int]:
+    """Return *count* distinct ports that were free a moment ago on every interface (Ray
+    binds some of a head's ports to the node's address, not only to its host).
 
     All sockets are held open until every port is chosen, so the same port is never
     returned twice in one call.
@@ -56,12 +57,13 @@ def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
             tries = 0
             while len(socks) < count and tries < 200 * count:
                 tries += 1
-                s = _bound("", _random.randrange(LOW, span[0]))
+                s = _bound(_random.randrange(LOW, span[0]))
                 if s is not None:
                     socks.append(s)
         while len(socks) < count:
-            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            s.bind((host, 0))
+            s = _bound(0)  # the kernel's choice
+            if s is None:
+                raise OSError("no free TCP port")
             socks.append(s)
         return [s.getsockname()[1] for s in socks]
     finally:
