@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import statistics
 import time
 
 import pytest
@@ -98,13 +99,17 @@ def test_pipeline_metrics_reach_the_live_view(streaming_demo, cluster_client):
     src = DirectScrapeSource(cluster_client.metrics_targets, window_s=5.0,
                              headers=cluster_client.auth_headers)
     seen: dict[str, float] = {}
-    latest: dict[str, float] = {}   # the last window: warm replicas, not the first calls
+    # Each window's first-output time per mode. One 5 s window on a loaded machine can
+    # hold one streaming request stalled for a CPU (a clean-clone run read 200 ms against
+    # naive's 150 in its last window), so the premise is judged on the median of windows.
+    ttfo_windows: dict[str, list[float]] = {"naive": [], "streaming": []}
     try:
         with ThreadPoolExecutor(1) as pool:
             deadline = time.monotonic() + 60
             rates = ("decode_chunks_per_s", "detect_encode_chunks_per_s", "concat_chunks_per_s")
             while time.monotonic() < deadline and not (
-                    wanted <= seen.keys() and all(seen[k] > 0 for k in rates)):
+                    wanted <= seen.keys() and all(seen[k] > 0 for k in rates)
+                    and min(len(w) for w in ttfo_windows.values()) >= 5):
                 # 96 frames in chunks of 8: naive (all frames before any output) lands
                 # buckets above streaming's first chunk even when a busy machine slows
                 # both (and the requests stay short on the tests' shared cluster).
@@ -113,16 +118,19 @@ def test_pipeline_metrics_reach_the_live_view(streaming_demo, cluster_client):
                 modes = {f.result()[0][-1]["mode"] for f in futures}
                 assert modes == {"naive", "streaming"}, modes  # alternate: one of each
                 _, values = src.poll()
+                app = values.get(("streaming", ""), {})
                 # The largest value each series showed (a rate can be 0 in one window).
-                for name, v in values.get(("streaming", ""), {}).items():
+                for name, v in app.items():
                     seen[name] = max(v, seen.get(name, v))
-                    latest[name] = v
+                if all(f"pipeline_ttfo_{m}_ms" in app for m in ttfo_windows):
+                    for m, w in ttfo_windows.items():
+                        w.append(app[f"pipeline_ttfo_{m}_ms"])
                 time.sleep(0.5)
     finally:
         src.close()
     assert wanted <= seen.keys(), (sorted(seen), src.last_error)
-    ttfo = {m: latest.get(f"pipeline_ttfo_{m}_ms", seen[f"pipeline_ttfo_{m}_ms"])
-            for m in ("naive", "streaming")}
-    assert ttfo["streaming"] < ttfo["naive"], ttfo
+    assert ttfo_windows["naive"], "no window held both modes' first-output times"
+    ttfo = {m: statistics.median(w) for m, w in ttfo_windows.items()}
+    assert ttfo["streaming"] < ttfo["naive"], ttfo_windows
     assert all(seen[k] > 0 for k in ("decode_chunks_per_s", "detect_encode_chunks_per_s",
                                       "concat_chunks_per_s"))
