@@ -221,7 +221,7 @@ class ScriptedRun:
         s.deploys.finished.connect(self._on_deploy_finished)
         s.deploys.config_file_done.connect(self._on_config_file_done)
         if self.args.exit_after is not None:
-            QTimer.singleShot(int(self.args.exit_after * 1000), self._finish)
+            QTimer.singleShot(int(self.args.exit_after * 1000), self._exit_after_reached)
         if self.args.open_session:
             self._open_session(self.args.open_session)
         elif self.args.address:
@@ -321,6 +321,13 @@ class ScriptedRun:
     def _finish(self) -> None:
         self.take_screenshot()
         self.quit()
+
+    def _exit_after_reached(self) -> None:
+        # Said as it happens: a script (or a test) sees the run end on time, and how long
+        # the exit itself then takes.
+        print(f"serve-console: --exit-after {self.args.exit_after:g} s reached: exiting",
+              flush=True)
+        self._finish()
 
     def report_pending(self) -> None:
         """At exit: say what was still under way (a deploy waiting for room, an apply

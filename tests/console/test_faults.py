@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -269,13 +270,42 @@ def test_exit_after_with_a_deploy_pending_on_a_full_cluster(tmp_path, full_clust
     cluster, client = full_cluster
     before = declarative(client)
     t0 = time.monotonic()
-    r = subprocess.run([str(EXE), "--address", cluster.dashboard_url, "--token", cluster.token,
-                        "--demo", "batched", "--exit-after", "10", "--log-events"],
-                       env=console_env(tmp_path), capture_output=True, text=True, timeout=90)
+    proc = subprocess.Popen([str(EXE), "--address", cluster.dashboard_url, "--token",
+                             cluster.token, "--demo", "batched", "--exit-after", "10",
+                             "--log-events"],
+                            env=console_env(tmp_path), stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    lines: list[tuple[float, str]] = []  # stdout as it arrives, with when
+
+    def read_stdout() -> None:
+        for line in proc.stdout:
+            lines.append((time.monotonic() - t0, line))
+
+    reader = threading.Thread(target=read_stdout, daemon=True)
+    reader.start()
+    try:
+        stderr = proc.stderr.read()
+        proc.wait(timeout=90)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
     took = time.monotonic() - t0
-    figure(f"--exit-after 10 with a deploy pending: exited after {took:.1f} s, "
-           f"code {r.returncode}")
-    assert took <= 15, (took, r.stdout[-2000:], r.stderr[-2000:])
+    reader.join(10)
+    stdout = "".join(line for _, line in lines)
+    r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
+    # The timer runs from when the console is up (its imports and window first: ~1 s
+    # here, longer on a loaded machine); what is measured against the bar is the exit
+    # after it, which must not wait on the pending deploy. (Until 2026-11-28 the bar was
+    # 15 s from launch, which a clean clone's quiet pass at load average ~10 missed once,
+    # 19.6 s, without saying which part was slow.)
+    reached = [t for t, line in lines if "--exit-after 10 s reached: exiting" in line]
+    assert reached, (r.stdout[-2000:], r.stderr[-2000:])
+    exit_s = took - reached[0]
+    figure(f"--exit-after 10 with a deploy pending: exited {exit_s:.1f} s after the 10 s "
+           f"were up ({took:.1f} s after launch), code {r.returncode}")
+    assert reached[0] >= 10, reached  # the 10 s count from the console's start
+    assert exit_s <= 5, (exit_s, took, r.stdout[-2000:], r.stderr[-2000:])
     assert r.returncode != 0
     assert "still pending at exit: deploy of batched" in r.stderr, r.stderr[-2000:]
     # The event log reached stdout, and it said why the demo could not be placed.
