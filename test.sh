@@ -2,8 +2,7 @@
 # Set up (first time) and run the whole test suite: real Ray head, real Serve, Qt offscreen.
 #
 # Three passes. First, alone on a quiet machine, the tests marked `timing` (wall-clock
-# accuracy of the load generator) and `alone` (two metrics sources compared, figures that
-# move with any other work). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS
+# accuracy of the load generator). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS
 # pytest-xdist workers (default 2): much of a real-cluster test is waiting for Ray (a head
 # starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
 # worker takes work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
@@ -22,15 +21,15 @@ workers="${SERVE_CONSOLE_TEST_WORKERS:-2}"
 start=$SECONDS
 
 run() { .venv/bin/python -m pytest "$@"; }
-run -p no:xdist -m "timing or alone" "$@"
+run -p no:xdist -m "timing" "$@"
 rc_timing=$?
 if [ "$workers" -gt 1 ]; then
-  run -m "not timing and not alone and not quiet" -n "$workers" --no-loadscope-reorder "$@"
+  run -m "not timing and not quiet" -n "$workers" --no-loadscope-reorder "$@"
   rc_rest=$?
-  run -m "quiet and not timing and not alone" -n 2 --no-loadscope-reorder "$@"
+  run -m "quiet and not timing" -n 2 --no-loadscope-reorder "$@"
   rc_quiet=$?
 else
-  run -p no:xdist -m "not timing and not alone" "$@"
+  run -p no:xdist -m "not timing" "$@"
   rc_rest=$?
   rc_quiet=5
 fi

@@ -7,6 +7,8 @@ under load, scraped directly and through a real Prometheus.
 
 from __future__ import annotations
 
+import bisect
+import re
 import statistics
 import time
 
@@ -25,11 +27,13 @@ from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps, scaling_app
 from tests.support.metric_families import AUTOSCALING_FAMILIES
 
-# Per-replica latencies and rates, and the autoscaler's metrics delay, from two sources
-# sampling at different moments: they agree on a machine doing nothing else. Beside one
-# other quiet test (test.sh's last pass, two at a time) the autoscaler's delay p99 read
-# 162 ms from one source and 479 ms from the other, so these run alone, in the first pass.
-pytestmark = pytest.mark.alone
+# Per-replica latencies from a replica sleeping 100 ms, and rates: a machine loaded by the
+# parallel pass stretches the sleeps, so these run in test.sh's quiet pass. (They ran
+# alone in the first pass for a while, after the autoscaler's delay p99 read 162 ms from
+# one source and 479 ms from the other; it then failed alone too, 18 vs 49 ms: each time
+# the two sources a bucket apart in a histogram of a few dozen reports, which the
+# comparison below now allows.)
+pytestmark = pytest.mark.quiet
 
 # Its own head: the agreement between sources is measured on a page the size of a user's,
 # not on the package head's, which by then carries every earlier test's series
@@ -407,11 +411,33 @@ def test_prometheus_and_direct_agree_per_replica(prometheus_url, cluster_client,
     per_p, per_d = (dep_med(s, "autoscaler_ongoing_per_replica") for s in ("prom", "direct"))
     assert abs(per_p - per_d) <= max(1.0, 0.3 * max(per_p, per_d)), (per_p, per_d)
     # The autoscaler's metrics health (p99 of its inputs' delay to the controller): a
-    # histogram, so both give a quantile interpolated in the same buckets (1, 2, 5, 10,
-    # 20, 50, 100 … ms); on a busy machine the reports' delays move, so the same order.
+    # histogram of a few reports a second, so its p99 is its slowest report or two, and
+    # one report more or less in a source's window (they sample at different moments)
+    # moves it a whole bucket: 18 vs 49 ms ((10, 20] and (20, 50]) in one run, 162 vs
+    # 479 ms in another. So: the same bucket or the next one, of the buckets Ray's page
+    # uses (a wrong series or unit lands buckets away).
     delay_p, delay_d = (dep_med(s, "autoscaler_metrics_delay_p99_ms") for s in ("prom", "direct"))
     assert 0 <= delay_p < 10_000 and 0 <= delay_d < 10_000, (delay_p, delay_d)
-    assert abs(delay_p - delay_d) <= max(20.0, 0.5 * max(delay_p, delay_d)), (delay_p, delay_d)
+    bounds = _bucket_bounds(cluster_client,
+                            (ex.AUTOSCALER_REPLICA_DELAY, ex.AUTOSCALER_HANDLE_DELAY))
+    assert abs(_bucket(bounds, delay_p) - _bucket(bounds, delay_d)) <= 1, \
+        (delay_p, delay_d, bounds)
+
+
+def _bucket_bounds(client, families: tuple[str, ...]) -> list[float]:
+    """The finite upper bounds (le) of the buckets of *families* (the series reads
+    whichever the cluster has) on the nodes' metrics pages."""
+    pattern = "(?:" + "|".join(map(re.escape, families)) + r')_bucket\{[^}]*\ble="([0-9.e+]+)"'
+    found: set[str] = set()
+    for target in client.metrics_targets():
+        found |= set(re.findall(pattern, requests.get(target, timeout=10).text))
+    assert found, f"no {families} buckets on the pages"
+    return sorted(float(le) for le in found)
+
+
+def _bucket(bounds: list[float], value: float) -> int:
+    """The index of the bucket holding *value* (len(bounds) for the +Inf one)."""
+    return bisect.bisect_left(bounds, value)
 
 
 def test_a_stopped_replica_leaves_both_sources(prometheus_url, cluster_client, ray_cluster,
