@@ -276,23 +276,26 @@ def test_exit_after_with_a_deploy_pending_on_a_full_cluster(tmp_path, full_clust
                             env=console_env(tmp_path), stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
     lines: list[tuple[float, str]] = []  # stdout as it arrives, with when
+    errors: list[str] = []
 
     def read_stdout() -> None:
         for line in proc.stdout:
             lines.append((time.monotonic() - t0, line))
 
-    reader = threading.Thread(target=read_stdout, daemon=True)
-    reader.start()
+    readers = [threading.Thread(target=read_stdout, daemon=True),
+               threading.Thread(target=lambda: errors.append(proc.stderr.read()), daemon=True)]
+    for reader in readers:
+        reader.start()
     try:
-        stderr = proc.stderr.read()
         proc.wait(timeout=90)
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     took = time.monotonic() - t0
-    reader.join(10)
-    stdout = "".join(line for _, line in lines)
+    for reader in readers:
+        reader.join(10)
+    stdout, stderr = "".join(line for _, line in lines), "".join(errors)
     r = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     # The timer runs from when the console is up (its imports and window first: ~1 s
     # here, longer on a loaded machine); what is measured against the bar is the exit
