@@ -8,7 +8,6 @@ under load, scraped directly and through a real Prometheus.
 from __future__ import annotations
 
 import bisect
-import re
 import statistics
 import time
 
@@ -426,13 +425,18 @@ def test_prometheus_and_direct_agree_per_replica(prometheus_url, cluster_client,
 
 def _bucket_bounds(client, families: tuple[str, ...]) -> list[float]:
     """The finite upper bounds (le) of the buckets of *families* (the series reads
-    whichever the cluster has) on the nodes' metrics pages."""
-    pattern = "(?:" + "|".join(map(re.escape, families)) + r')_bucket\{[^}]*\ble="([0-9.e+]+)"'
-    found: set[str] = set()
+    whichever the cluster has) on the nodes' metrics pages, read as the console reads
+    them (backend.metrics.exposition)."""
+    names = {f"{family}_bucket" for family in families}
+    found: set[float] = set()
     for target in client.metrics_targets():
-        found |= set(re.findall(pattern, requests.get(target, timeout=10).text))
+        text = requests.get(target, timeout=10).text
+        found |= {float(s.labels["le"])
+                  for s in ex.parse_samples(ex.prefilter(text, frozenset(families)))
+                  if s.name in names}
+    found.discard(float("inf"))
     assert found, f"no {families} buckets on the pages"
-    return sorted(float(le) for le in found)
+    return sorted(found)
 
 
 def _bucket(bounds: list[float], value: float) -> int:
