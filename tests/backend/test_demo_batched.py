@@ -78,6 +78,11 @@ def test_the_request_body_names_the_prompt():
         assert tokens is None and why, bad
 
 
+# A wall-clock measurement of the model, so it runs in the first pass, on a machine no Ray
+# head of the suite loads yet: on 2 cores shared with the parallel pass every call is
+# time-sliced, and even the fastest of 40 read 1.08-1.38x where a quiet core reads
+# 1.26x (2026-11-28; CI's parallel pass read 1.31x and failed the 1.3x bar).
+@pytest.mark.timing
 def test_the_premise_holds_on_this_machines_device():
     device = "cuda" if CUDA else "cpu"
     saved = torch.get_num_threads()
