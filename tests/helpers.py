@@ -259,18 +259,3 @@ class DashboardProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
-
-
-def may_raise_priority() -> bool:
-    """Whether a process here may lower its niceness again (root, CAP_SYS_NICE or an
-    RLIMIT_NICE that allows it): what a cluster's load worker needs to run at normal
-    priority (backend.load.ray_worker.unnice)."""
-    import subprocess
-    import sys
-
-    try:
-        return subprocess.run([sys.executable, "-c", "import os; os.nice(1); "
-                               "os.setpriority(os.PRIO_PROCESS, 0, 0)"],
-                              capture_output=True, timeout=30).returncode == 0
-    except subprocess.SubprocessError:
-        return False

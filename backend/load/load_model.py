@@ -458,7 +458,6 @@ class WorkerState:
     ok: int = 0
     pid: int | None = None  # its process on its node
     error: str | None = None
-    nice: int | None = None  # its scheduling niceness once started (Ray starts workers at 15)
 
 
 @dataclass(frozen=True)

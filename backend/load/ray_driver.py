@@ -152,15 +152,13 @@ class Driver:
                 raise RuntimeError(_placement_error(ray, e, k, cluster)) from None
             self.states[k] = replace(self.states[k], state="running", node_id=r["node_id"],
                                      node_ip=r["node_ip"], pid=r["pid"], url=r["url"],
-                                     via=r["via"], offered_rps=_rate(split(model, k, n)),
-                                     nice=r.get("nice"))
+                                     via=r["via"], offered_rps=_rate(split(model, k, n)))
         timings = ", ".join(t for t in (self.timings, f"workers placed and started in "
                                                       f"{time.monotonic() - t0:.1f} s") if t)
         nodes = sorted({(s.node_ip or s.node_id or "?") for s in self.states.values()})
         via = sorted({s.via for s in self.states.values() if s.via})
         self.event(f"load from the cluster: {n} worker{'s' if n != 1 else ''} on "
-                   f"{', '.join(nodes)}, sending to {' and '.join(via)} ({timings})"
-                   + _niceness_text(self.states.values()))
+                   f"{', '.join(nodes)}, sending to {' and '.join(via)} ({timings})")
 
     # -- while running -------------------------------------------------------------------
     def apply(self, model: LoadModel) -> None:
@@ -254,18 +252,6 @@ class Driver:
             except Exception:  # noqa: BLE001
                 pass
         self.workers.clear()
-
-
-def _niceness_text(states) -> str:
-    """What the start event adds about the workers' CPU priority: nothing when each runs
-    at normal priority; else that Ray's niceness stayed (no permission to raise it), so
-    their latencies read high while the node's cores are busy."""
-    niced = sorted({s.nice for s in states if s.nice})
-    if not niced:
-        return ""
-    return (f"; the workers run at nice {', '.join(map(str, niced))} (Ray starts workers "
-            f"niced and they may not raise their priority here): while the node's CPUs "
-            f"are busy their latencies include waits for a CPU")
 
 
 def _rate(m: LoadModel) -> float:

@@ -33,33 +33,6 @@ SILENCE_S = 5.0  # no call from the driver for this long: stop and exit
 _PROBE_TIMEOUT_S = 0.5
 
 
-def unnice(target: int = 0, tasks_dir: str = "/proc/self/task") -> tuple[int, int]:
-    """Give every thread of this process the scheduling niceness *target*; returns
-    (niceness before, niceness after) of the calling thread.
-
-    Ray starts its worker processes niced (`RAY_worker_niceness`, 15 by default), so that
-    they yield the CPU to the node's own daemons. A load worker is a client that
-    measures: on a node whose cores are busy (the server under test on them), each of its
-    sends and completions waited behind every process of normal priority, and the
-    waits read as latency — the merged p99 of 2 workers read 3-17 % above the console's
-    own generator's on a 2-core machine (benchmarks/cluster_load.py, 2026-11-27). Linux
-    keeps the niceness per thread, so each one is set (new threads inherit the creating
-    thread's). Raising priority needs CAP_SYS_NICE or an RLIMIT_NICE that allows it (root
-    in Ray's containers by default); without it the niceness stays as Ray set it, and the
-    caller says so."""
-    before = os.getpriority(os.PRIO_PROCESS, 0)
-    try:
-        tids = [int(t) for t in os.listdir(tasks_dir)]
-    except OSError:  # not Linux: the process is one unit
-        tids = [0]
-    for tid in tids:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, target)
-        except OSError:  # no permission, or the thread ended meanwhile
-            pass
-    return before, os.getpriority(os.PRIO_PROCESS, 0)
-
-
 def own_proxy_url(url: str, node_ip: str | None,
                   connect=socket.create_connection) -> tuple[str, str]:
     """The target's URL moved to the Serve proxy of this node, and how it was reached.
@@ -131,9 +104,7 @@ class LoadWorker:
         with self._lock:
             self._gen, self._cursor = gen, None
         gen.start()
-        # After the engine's thread exists: it is set too (unnice sets every thread).
-        nice_was, nice = unnice()
-        return dict(where, url=target.url, via=via, nice=nice, nice_was=nice_was)
+        return dict(where, url=target.url, via=via)
 
     def apply(self, model: LoadModel) -> None:
         self._beat()

@@ -10,7 +10,6 @@ import pytest
 from backend.load.load_model import CLOSED, OPEN, ClusterLoad, LoadModel, Profile
 from backend.load.ray_driver import split
 from backend.load.ray_worker import own_proxy_url
-from tests.helpers import may_raise_priority
 
 
 def test_a_worker_sends_to_the_proxy_listening_on_its_own_node():
@@ -48,52 +47,3 @@ def test_a_plan_from_the_cluster_says_so_in_its_description():
     assert src.describe() == "the cluster: 3 workers (0.5 CPU each), spread over the nodes"
     with pytest.raises(ValueError):
         ClusterLoad(workers=0)
-
-
-# Run in a child process: niceness is per thread and a lowered one cannot be raised back
-# without privilege, so the test worker's own threads are left as they are.
-_UNNICE_CHILD = r"""
-import json, os, sys, threading
-sys.path.insert(0, sys.argv[1])
-from backend.load.ray_worker import unnice
-
-def nice_of(tid):
-    with open(f"/proc/self/task/{tid}/stat") as f:
-        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
-
-os.nice(12)  # as Ray starts a worker (RAY_worker_niceness, 15 by default)
-ready, done = threading.Event(), threading.Event()
-other = {}
-def body():
-    other["tid"] = threading.get_native_id()
-    ready.set()
-    done.wait()
-t = threading.Thread(target=body)
-t.start()
-ready.wait()
-before, after = unnice()
-print(json.dumps(dict(before=before, after=after, main=nice_of(threading.get_native_id()),
-                      other=nice_of(other["tid"]))))
-done.set()
-t.join()
-"""
-
-
-def test_a_worker_takes_back_normal_priority_for_every_thread_where_allowed():
-    import json
-    import os
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    root = str(Path(__file__).resolve().parents[2])
-    out = subprocess.run([sys.executable, "-c", _UNNICE_CHILD, root], capture_output=True,
-                         text=True, timeout=30)
-    assert out.returncode == 0, out.stderr
-    got = json.loads(out.stdout)
-    base = os.getpriority(os.PRIO_PROCESS, 0)  # what the child started from, before +12
-    assert got["before"] == base + 12
-    want = 0 if may_raise_priority() else base + 12
-    # Both threads: the one that called and one that already ran (the engine's, in a
-    # worker); where raising is not allowed nothing fails and the niceness stays.
-    assert (got["after"], got["main"], got["other"]) == (want, want, want), got
