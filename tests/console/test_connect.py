@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.server
+import os
 import socket
 import threading
 import time
@@ -19,29 +20,63 @@ from widgets.connect_dialog import ConnectDialog
 class StallMeter:
     """Measures the longest gap between 10 ms timer ticks: a blocked event loop shows.
 
-    LIMIT_S tells a blocked loop from a busy machine: a network call on the GUI thread
-    stalls it for the whole call (the hung server below: the 5 s timeout; the slow
-    dashboard of the tuning test: 0.7 s a call), while a 2-core machine beside a Ray
-    cluster that is redeploying deschedules the test process for up to ~0.2 s (seen in
-    clean CI runs) with the loop free."""
+    A network call on the GUI thread stalls the loop for the whole call (the hung server
+    below: the 5 s timeout; the slow dashboard of the tuning test: 0.7 s a call). A
+    2-core machine beside Ray clusters that are redeploying also leaves the test process
+    waiting for a CPU, with the loop free: ~0.2 s in clean CI runs, 0.57 s once in a
+    parallel pass at load average 13. So each gap is taken less the time the GUI thread
+    spent runnable but waiting for a CPU meanwhile (Linux schedstat run delay, as
+    benchmarks/gui_stall.py does): `max_stall`, what the loop itself lost. A thread
+    blocked in a call, or waiting for the GIL, is asleep, not runnable: that still counts
+    whole. `max_gap` is the raw gap, for the message."""
 
     LIMIT_S = 0.5
 
     def __init__(self) -> None:
         self.max_gap = 0.0
+        self.max_stall = 0.0
+        try:  # this (the GUI) thread's scheduler statistics
+            self._sched = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat",
+                                  os.O_RDONLY)
+        except OSError:
+            self._sched = None
         self._last = time.monotonic()
+        self._delay = self._run_delay_s()
         self._timer = QTimer()
         self._timer.setInterval(10)
         self._timer.timeout.connect(self._tick)
         self._timer.start()
 
+    def _run_delay_s(self) -> float:
+        if self._sched is None:
+            return 0.0
+        return int(os.pread(self._sched, 128, 0).split()[1]) / 1e9
+
     def _tick(self) -> None:
-        now = time.monotonic()
-        self.max_gap = max(self.max_gap, now - self._last)
-        self._last = now
+        now, delay = time.monotonic(), self._run_delay_s()
+        gap = now - self._last
+        self.max_gap = max(self.max_gap, gap)
+        self.max_stall = max(self.max_stall, gap - (delay - self._delay))
+        self._last, self._delay = now, delay
 
     def stop(self) -> None:
         self._timer.stop()
+        if self._sched is not None:
+            os.close(self._sched)
+            self._sched = None
+
+    def says(self) -> str:
+        return (f"event loop stalled {self.max_stall * 1000:.0f} ms "
+                f"(longest gap {self.max_gap * 1000:.0f} ms, with the waits for a CPU)")
+
+
+def test_the_stall_meter_sees_a_loop_blocked_in_a_call(qtbot):
+    # What the meter must catch: the GUI thread asleep in a call (as in a network read).
+    meter = StallMeter()
+    QTimer.singleShot(50, lambda: time.sleep(0.6))
+    qtbot.wait(900)
+    meter.stop()
+    assert meter.max_stall >= 0.55 > StallMeter.LIMIT_S, meter.says()
 
 
 @pytest.fixture
@@ -85,7 +120,7 @@ def connect_and_wait(qtbot, session: Session, url: str, token=None, timeout_ms=1
         session.connect_remote(url, token)
     elapsed = time.monotonic() - started
     meter.stop()
-    return messages[0], elapsed, meter.max_gap
+    return messages[0], elapsed, meter
 
 
 @pytest.fixture
@@ -100,7 +135,7 @@ def test_nothing_listening(qtbot, session):
     message, elapsed, stall = connect_and_wait(qtbot, session, f"http://127.0.0.1:{port}")
     assert "Connection refused" in message and "nothing is listening" in message
     assert elapsed < 5
-    assert stall < StallMeter.LIMIT_S
+    assert stall.max_stall < StallMeter.LIMIT_S, stall.says()
 
 
 def test_web_server_that_is_not_ray(qtbot, session, not_ray_server):
@@ -126,7 +161,7 @@ def test_hung_server_times_out_without_freezing_the_gui(qtbot, session, black_ho
     assert "timeout" in message
     assert elapsed < 8
     # The event loop kept turning the whole time.
-    assert stall < StallMeter.LIMIT_S
+    assert stall.max_stall < StallMeter.LIMIT_S, stall.says()
 
 
 def test_token_required_and_wrong_token(qtbot, session, ray_cluster):
@@ -169,7 +204,7 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         assert "Connection refused" in dialog.findChild(QLabel, "status").text()
         assert not dialog.findChild(QProgressBar, "progress").isVisibleTo(dialog)  # not busy
         assert dialog.isVisible()
-        assert meter.max_gap < StallMeter.LIMIT_S
+        assert meter.max_stall < StallMeter.LIMIT_S, meter.says()
 
         dialog.set_url(ray_cluster.dashboard_url)
         dialog.set_token(ray_cluster.token)

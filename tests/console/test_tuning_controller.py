@@ -96,9 +96,9 @@ def test_gui_stays_responsive_while_a_slow_cluster_applies(qtbot, ray_cluster, t
             s.tuning.request(app, dep, "max_ongoing_requests", current + 1)
         meter.stop()
         figure(f"apply through a dashboard slowed by 0.7 s a call: {time.monotonic() - t0:.1f} "
-               f"s, GUI loop's longest gap {meter.max_gap * 1000:.0f} ms")
-        assert meter.max_gap < StallMeter.LIMIT_S, \
-            f"event loop stalled {meter.max_gap * 1000:.0f} ms"
+               f"s, GUI loop's longest stall {meter.max_stall * 1000:.0f} ms (longest gap "
+               f"{meter.max_gap * 1000:.0f} ms)")
+        assert meter.max_stall < StallMeter.LIMIT_S, meter.says()
         # Slow is not gone: the connection was never reported lost.
         assert ConnectionState.LOST not in states, states
     finally:
