@@ -42,7 +42,6 @@ import os
 import statistics
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 
@@ -55,6 +54,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.load.load_model import LoadModel, LoadPlan, LoadTarget  # noqa: E402
 from tests.support.reference_server import ReferenceServer  # noqa: E402
+from tests.support.run_delay import RunDelay  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -82,16 +82,10 @@ class LagProbe(QObject):
         self._running = False
         self.samples: list[float] = []
         self.cpu_wait: list[float] = []
-        try:  # the GUI (main) thread's scheduler statistics
-            self._sched = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat",
-                                  os.O_RDONLY)
-        except OSError:
-            self._sched = None
+        self._run_delay = RunDelay()  # the GUI (main) thread's
 
     def _run_delay_ns(self) -> int:
-        if self._sched is None:
-            return 0
-        return int(os.pread(self._sched, 128, 0).split()[1])
+        return self._run_delay.ns()
 
     def start(self) -> None:
         self.samples, self.cpu_wait = [], []

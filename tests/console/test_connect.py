@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import http.server
-import os
 import socket
 import threading
 import time
@@ -14,6 +13,7 @@ from PySide6.QtWidgets import QLabel, QLineEdit, QProgressBar, QPushButton
 
 from backend.cluster.ports import free_ports
 from console.model.live_session import Session
+from tests.support.run_delay import RunDelay
 from widgets.connect_dialog import ConnectDialog
 
 
@@ -35,25 +35,16 @@ class StallMeter:
     def __init__(self) -> None:
         self.max_gap = 0.0
         self.max_stall = 0.0
-        try:  # this (the GUI) thread's scheduler statistics
-            self._sched = os.open(f"/proc/self/task/{threading.get_native_id()}/schedstat",
-                                  os.O_RDONLY)
-        except OSError:
-            self._sched = None
+        self._run_delay = RunDelay()  # this (the GUI) thread's
         self._last = time.monotonic()
-        self._delay = self._run_delay_s()
+        self._delay = self._run_delay.ns() / 1e9
         self._timer = QTimer()
         self._timer.setInterval(10)
         self._timer.timeout.connect(self._tick)
         self._timer.start()
 
-    def _run_delay_s(self) -> float:
-        if self._sched is None:
-            return 0.0
-        return int(os.pread(self._sched, 128, 0).split()[1]) / 1e9
-
     def _tick(self) -> None:
-        now, delay = time.monotonic(), self._run_delay_s()
+        now, delay = time.monotonic(), self._run_delay.ns() / 1e9
         gap = now - self._last
         self.max_gap = max(self.max_gap, gap)
         self.max_stall = max(self.max_stall, gap - (delay - self._delay))
@@ -61,9 +52,7 @@ class StallMeter:
 
     def stop(self) -> None:
         self._timer.stop()
-        if self._sched is not None:
-            os.close(self._sched)
-            self._sched = None
+        self._run_delay.close()
 
     def says(self) -> str:
         return (f"event loop stalled {self.max_stall * 1000:.0f} ms "
