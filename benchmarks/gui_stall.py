@@ -84,9 +84,6 @@ class LagProbe(QObject):
         self.cpu_wait: list[float] = []
         self._run_delay = RunDelay()  # the GUI (main) thread's
 
-    def _run_delay_ns(self) -> int:
-        return self._run_delay.ns()
-
     def start(self) -> None:
         self.samples, self.cpu_wait = [], []
         self._running = True
@@ -98,13 +95,13 @@ class LagProbe(QObject):
         return self.samples
 
     def _arm(self) -> None:
-        self._delay0 = self._run_delay_ns()
+        self._delay0 = self._run_delay.ns()
         self._armed = time.perf_counter()
         self._timer.start(PROBE_MS)
 
     def _on_timer_timeout(self) -> None:
         late = (time.perf_counter() - self._armed) * 1000.0 - PROBE_MS
-        waited = (self._run_delay_ns() - self._delay0) / 1e6
+        waited = (self._run_delay.ns() - self._delay0) / 1e6
         self.samples.append(max(0.0, late))
         self.cpu_wait.append(waited)
         if self._running:
