@@ -86,7 +86,7 @@ from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel,  # n
 from tests.helpers import own_cluster  # noqa: E402
 from tests.support.reference_server import ReferenceServer  # noqa: E402
 from tests.support.load_workers import alive_workers, quiet_since, seen, wait_no_workers  # noqa: E402
-from tests.support.worker_node import kill_worker_node, start_worker_node  # noqa: E402
+from tests.support.worker_node import join_worker_node, kill_worker_node  # noqa: E402
 
 PCT_BAR = 0.05
 CAPACITY_BAR = 0.9
@@ -123,20 +123,14 @@ def attempt(run, cluster):
 def two_nodes(stack: ExitStack):
     """(cluster, access): a 2-CPU head and a second 2-CPU raylet, both alive."""
     cluster = stack.enter_context(own_cluster(num_cpus=2))
-    proc, _ = start_worker_node(cluster, num_cpus=2)
-    stack.callback(kill_worker_node, proc)
     client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
-    deadline = time.monotonic() + 120
-    while True:
-        nodes = [n for n in client.node_summary()
-                 if (n.get("raylet") or {}).get("state") == "ALIVE"]
-        if len(nodes) == 2:
-            break
-        if proc.poll() is not None:
-            raise RuntimeError("the worker node's `ray start` exited")
-        if time.monotonic() > deadline:
-            raise RuntimeError("the second node never joined")
-        time.sleep(0.5)
+
+    def both_alive(_port) -> bool:
+        return len([n for n in client.node_summary()
+                    if (n.get("raylet") or {}).get("state") == "ALIVE"]) == 2
+
+    proc, _ = join_worker_node(cluster, both_alive, num_cpus=2)
+    stack.callback(kill_worker_node, proc)
     access = ClusterAccess(f"ray://127.0.0.1:{cluster.client_port}", cluster.dashboard_url,
                            cluster.token)
     return cluster, access

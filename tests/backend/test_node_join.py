@@ -13,7 +13,7 @@ from backend.cluster.client import ClusterClient
 from backend.metrics.direct import DirectScrapeSource
 from tests.figures import figure
 from tests.helpers import own_cluster
-from tests.support.worker_node import kill_worker_node, start_worker_node
+from tests.support.worker_node import join_worker_node, kill_worker_node
 
 PICKUP_S = 10.0  # the README's claim
 
@@ -52,13 +52,11 @@ def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s():
             assert _scraped_ports(source) == {cluster.metrics_port}
 
             # -- joins -------------------------------------------------------------------
-            proc, worker_port = start_worker_node(cluster)
-            deadline = time.monotonic() + 120
-            while worker_port not in _alive_metrics_ports(client):
-                assert proc.poll() is None, "the worker's `ray start` exited"
-                assert time.monotonic() < deadline, "the dashboard never listed the worker"
+            def is_listed(port: int) -> bool:
                 source.poll()
-                time.sleep(0.5)
+                return port in _alive_metrics_ports(client)
+
+            proc, worker_port = join_worker_node(cluster, is_listed)
             listed = time.monotonic()
             while worker_port not in _scraped_ports(source) or source.last_stats.ok < 2:
                 assert time.monotonic() - listed < 30, (source.last_error, source.targets())
