@@ -219,7 +219,16 @@ class PrometheusSource:
             n, n_r = len(self._queries), len(self._replica_queries)
             queries = (self._queries + self._replica_queries + [self._held_query]
                        + self._gpu_queries)
-            results = list(self._pool.map(lambda q: self._run(q, unreachable), queries))
+            # Every query of the poll is evaluated at one instant of the server's clock
+            # (its own, so a remote server's skew does not matter): a series derived
+            # from two others (ongoing per replica = total / healthy) then agrees with
+            # them, where queries each at their own "now" could straddle a report.
+            at, time_error = self._server_time(unreachable)
+            if unreachable.error is not None:  # down: every query fails as that one did
+                results = [(None, time_error)] * len(queries)
+            else:
+                results = list(self._pool.map(lambda q: self._run(q, unreachable, at),
+                                              queries))
             values: dict[DeploymentKey, dict[str, float]] = {}
             errors = [err for _, err in results if err and err is not _SKIPPED]
             self._health.report(self._failures(results, errors, unreachable), t)
@@ -271,11 +280,25 @@ class PrometheusSource:
         window ≥ 4 scrape intervals), unlike DirectScrapeSource.slow_reports_s."""
         return None
 
-    def _run(self, q: SeriesQuery, unreachable: "_Unreachable | None" = None):
+    def _server_time(self, unreachable: "_Unreachable") -> tuple[float | None, str | None]:
+        """(the server's current time (`time()`), the query's error): the instant for the
+        poll's queries; None where the server cannot say (they then use their own
+        "now")."""
+        rows, err = self._run(SeriesQuery("time", "time()", ""), unreachable)
+        try:
+            return (float(rows[0]) if err is None else None), err
+        except (TypeError, ValueError, IndexError):
+            return None, err
+
+    def _run(self, q: SeriesQuery, unreachable: "_Unreachable | None" = None,
+             at: float | None = None):
         if unreachable is not None and unreachable.error is not None:
             return None, _SKIPPED
+        params = {"timeout": f"{max(1, int(self.timeout_s))}s"}
+        if at is not None:
+            params["time"] = f"{at:.3f}"
         try:
-            return self._prom.custom_query(q.promql, params={"timeout": f"{max(1, int(self.timeout_s))}s"}), None
+            return self._prom.custom_query(q.promql, params=params), None
         except Exception as e:  # one failed query costs one series, not the poll
             if unreachable is not None and _is_connection_error(e):
                 unreachable.error = unreachable.error or e

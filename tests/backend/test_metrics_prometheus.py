@@ -81,3 +81,30 @@ def test_promql_can_be_copied_per_deployment(prometheus_url):
         assert r.json()["status"] == "success"
     finally:
         prom.close()
+
+
+def test_a_polls_queries_are_evaluated_at_one_instant_of_the_servers_clock(prometheus_url):
+    # A series derived from two others (ongoing per replica = total / healthy) agrees
+    # with them only when all three are read at one instant: each query at its own
+    # "now" straddled a 1 s report once (4.1 per replica vs a total of 5.0 over 2).
+    src = PrometheusSource(prometheus_url, window_s=10)
+    sent: list[tuple[str, dict]] = []
+    real = src._prom.custom_query
+
+    def recording(query, params=None):
+        sent.append((query, dict(params or {})))
+        return real(query, params=params)
+
+    src._prom.custom_query = recording
+    try:
+        before = time.time()
+        src.poll()
+        after = time.time()
+    finally:
+        src.close()
+    assert src.last_error is None, src.last_error
+    assert sent[0][0] == "time()" and "time" not in sent[0][1]
+    instants = {params.get("time") for _, params in sent[1:]}
+    assert len(sent) > 20 and len(instants) == 1, instants
+    # The server's clock: this machine's here, read between the poll's start and end.
+    assert before - 1 <= float(instants.pop()) <= after + 1
