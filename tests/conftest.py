@@ -83,7 +83,14 @@ def _raylets() -> int:
     return n
 
 
-MODULES: list[tuple[float, str, float, int]] = []  # (seconds, module, load average, raylets)
+# (seconds, module, load average, raylets, CPU seconds of its process tree or -1)
+MODULES: list[tuple[float, str, float, int, float]] = []
+# SERVE_CONSOLE_TEST_CPU=1: what each module costs the machine (tests/support/tree_cpu.py).
+TREE_CPU = None
+if os.environ.get("SERVE_CONSOLE_TEST_CPU") == "1" and os.path.isdir("/proc"):
+    from tests.support.tree_cpu import TreeCpu
+
+    TREE_CPU = TreeCpu().start()
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -91,9 +98,13 @@ def _module_machine(request):
     """Each module's wall time and the machine it left behind (load average, Ray nodes
     still running), printed at the end: a slow or oversubscribed CI run says where."""
     t0 = time.monotonic()
+    module = request.node.nodeid
+    if TREE_CPU is not None:
+        TREE_CPU.current = module
     yield
-    MODULES.append((time.monotonic() - t0, request.node.nodeid,
-                    os.getloadavg()[0], _raylets() if os.path.isdir("/proc") else -1))
+    MODULES.append((time.monotonic() - t0, module,
+                    os.getloadavg()[0], _raylets() if os.path.isdir("/proc") else -1,
+                    TREE_CPU.charged[module] if TREE_CPU is not None else -1.0))
 
 
 PROMETHEUS = shutil.which("prometheus")
@@ -227,7 +238,11 @@ def pytest_terminal_summary(terminalreporter):
     for line in FIGURES:
         terminalreporter.write_line(f"figure: {line}")
     cores = os.cpu_count() or 1
-    for seconds, module, load, raylets in sorted(MODULES, reverse=True)[:12]:
+    for seconds, module, load, raylets, cpu in sorted(MODULES, reverse=True)[:12]:
         terminalreporter.write_line(
             f"module: {seconds:6.0f} s  {module}  (load average after it {load:.1f} "
             f"on {cores} cores, Ray nodes running {raylets})")
+    if TREE_CPU is not None or any(m[4] >= 0 for m in MODULES):
+        for seconds, module, load, raylets, cpu in sorted(MODULES, key=lambda m: -m[4]):
+            terminalreporter.write_line(
+                f"module cpu: {cpu:7.1f} s of CPU in {seconds:6.0f} s  {module}")
