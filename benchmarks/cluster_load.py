@@ -8,7 +8,8 @@ tests/support/worker_node.py) and the reference HTTP server (tests/support/refer
 its own process; it counts every request and when the last one came, `/seen`). The server
 is not a Serve proxy, so the cluster's workers send to the console's URL
 (`ClusterLoad(own_proxy=False)`). Then, the two variants in pairs whose order alternates
-(A B, B A, …; --repeats pairs of each):
+(A B, B A, …; --repeats pairs of each; the percentile runs add a control, "local again",
+and the three rotate):
 
   * percentiles: one open-loop schedule (constant arrivals, --rate req/s for --seconds
     of sending, then a drain, `offer_for`) against `/sleep/10` (a latency the server sets,
@@ -414,12 +415,20 @@ def main() -> int:
 
         starts: list[dict] = []
         pct_pairs: list[tuple[dict, dict]] = []
+        aa_pairs: list[tuple[dict, dict]] = []
         print(f"\npercentiles: open loop {args.rate:g} req/s to {SLEEP_ROUTE}, "
               f"{args.seconds:g} s of sending", flush=True)
+        order = ("local", "cluster", "local again")
         for i in range(args.repeats):
-            local = cl = None
-            for variant in (("local", "cluster") if i % 2 == 0 else ("cluster", "local")):
-                if variant == "local":
+            local = cl = again = None
+            # The three rotate (L C L', C L' L, L' L C, …); "local again" is the control:
+            # how far two runs of the same local generator differ (the noise floor that
+            # a 2-worker figure is read against).
+            for variant in order[i % 3:] + order[:i % 3]:
+                if variant == "local again":
+                    again, _ = percentile_run(local_gen(server, SLEEP_ROUTE, sleep_model),
+                                              server, args.seconds)
+                elif variant == "local":
                     local, _ = percentile_run(local_gen(server, SLEEP_ROUTE, sleep_model),
                                               server, args.seconds)
                 else:
@@ -429,11 +438,13 @@ def main() -> int:
                     starts.append(marks)
                     wait_no_workers(cluster)
             pct_pairs.append((local, cl))
+            aa_pairs.append((local, again))
             print(f"  pair {i + 1}: local p50 {local['p50']:.2f} p90 {local['p90']:.2f} "
                   f"p99 {local['p99']:.2f} ms ({local['timed']} timed, "
                   f"{local['achieved_rps']:.0f} req/s); 2 workers p50 {cl['p50']:.2f} "
                   f"p90 {cl['p90']:.2f} p99 {cl['p99']:.2f} ms ({cl['timed']} timed, "
-                  f"{cl['achieved_rps']:.0f} req/s)", flush=True)
+                  f"{cl['achieved_rps']:.0f} req/s); local again p50 {again['p50']:.2f} "
+                  f"p99 {again['p99']:.2f} ms", flush=True)
 
         print(f"\ncapacity: closed loop {args.users} users to /fast, "
               f"{cap_s + 1.2:g} s a run", flush=True)
@@ -503,13 +514,15 @@ def main() -> int:
     load_after = machine_load()
 
     # -- figures ----------------------------------------------------------------------
-    def rel(key):
-        return [abs(c[key] - loc[key]) / loc[key] for loc, c in pct_pairs]
+    def rel(key, pairs=pct_pairs):
+        return [abs(c[key] - loc[key]) / loc[key] for loc, c in pairs]
 
-    def signed(key):
-        return [(c[key] - loc[key]) / loc[key] for loc, c in pct_pairs]
+    def signed(key, pairs=pct_pairs):
+        return [(c[key] - loc[key]) / loc[key] for loc, c in pairs]
 
     p50_err, p99_err = Spread.of(rel("p50")), Spread.of(rel("p99"))
+    # The control: the same local generator run twice (not a bar; the noise floor).
+    aa_p50, aa_p99 = Spread.of(rel("p50", aa_pairs)), Spread.of(rel("p99", aa_pairs))
     ratios = [w / loc for w, loc in zip(cap_worker, cap_local)]
     ratio = Spread.of(ratios)
     start = Spread.of([m["server"] for m in starts])
@@ -545,6 +558,10 @@ def main() -> int:
           f"bar ≤ 5 %: {ok(p50_err.median <= PCT_BAR)}")
     print(f"  merged p99 error   {p99_err.text('{:.1%}')}  (signed "
           f"{[f'{x:+.1%}' for x in signed('p99')]})  bar ≤ 5 %: {ok(p99_err.median <= PCT_BAR)}")
+    print(f"  control: local vs local again  p50 {aa_p50.text('{:.1%}')}, p99 "
+          f"{aa_p99.text('{:.1%}')}  (signed p99 "
+          f"{[f'{x:+.1%}' for x in signed('p99', aa_pairs)]}: how far two runs of one "
+          f"generator differ; an error below this is not resolved by {args.seconds:g} s runs)")
     tail = statistics.median(loc["p99"] / loc["p50"] for loc, _ in pct_pairs)
     if tail > 2.0:
         print(f"                     (the local p99 is {tail:.1f}x its p50: a tail far above "
@@ -589,6 +606,10 @@ def main() -> int:
         "p50_signed_errors": [round(x, 4) for x in signed("p50")],
         "p99_signed_errors": [round(x, 4) for x in signed("p99")],
         "percentile_pairs": [{"local": loc, "cluster": c} for loc, c in pct_pairs],
+        "local_vs_local_p50_error": round(aa_p50.median, 4),
+        "local_vs_local_p99_error": round(aa_p99.median, 4),
+        "local_vs_local_p99_error_spread": aa_p99.json(4),
+        "local_again_runs": [again for _, again in aa_pairs],
         "capacity_ratio": round(ratio.median, 3),
         "capacity_ratio_spread": ratio.json(3),
         "capacity_worker_rps": [round(x, 1) for x in cap_worker],
