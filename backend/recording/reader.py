@@ -6,6 +6,8 @@ plots show them; everything else is plain lists of the recorder's own types.
 
 from __future__ import annotations
 
+import copy
+
 import json
 import os
 import sqlite3
@@ -100,13 +102,49 @@ class SessionData:
         return self.store.keys()
 
     def config_at(self, t: float) -> dict | None:
-        """The Serve config the cluster ran at *t* (the newest recorded at or before)."""
-        current = None
+        """The Serve config the cluster ran at *t*: the newest recorded at or before it,
+        with the knob changes applied after that record and by *t* laid over it.
+
+        A config is recorded from the status poll that first sees it, up to a poll (or,
+        on a loaded machine, a few seconds) after the change was applied; a range that
+        starts right after a change would otherwise read the config before it (a clean
+        clone's comparison showed no config change for a range 1.5 s long)."""
+        current, since = None, None
         for ct, config in self.configs:
             if ct > t:
                 break
-            current = config
-        return current
+            current, since = config, ct
+        later = sorted((k for k in self.knob_changes
+                        if k.state == "applied" and k.applied_t is not None
+                        and k.applied_t <= t and (since is None or k.applied_t > since)),
+                       key=lambda k: k.applied_t)
+        if current is None or not later:
+            return current
+        config = copy.deepcopy(current)
+        for k in later:
+            _set_knob(config, k.app, k.deployment, k.path, k.new)
+        return config
+
+
+def _set_knob(config: dict, app: str, deployment: str, path: str, value) -> None:
+    """Set *path* ("user_config.max_batch_size") of one deployment in a Serve config;
+    a deployment the config does not list yet is added to its application."""
+    for a in config.get("applications") or []:
+        if a.get("name") != app:
+            continue
+        deps = a.setdefault("deployments", [])
+        dep = next((d for d in deps if d.get("name") == deployment), None)
+        if dep is None:
+            dep = {"name": deployment}
+            deps.append(dep)
+        *parents, leaf = path.split(".")
+        node = dep
+        for part in parents:
+            if not isinstance(node.get(part), dict):
+                node[part] = {}
+            node = node[part]
+        node[leaf] = value
+        return
 
 
 def _connect_migrated(path: str) -> tuple[sqlite3.Connection, int]:

@@ -475,3 +475,40 @@ def test_a_set_of_series_that_keeps_changing_reads_back_in_time_order(tmp_path):
     with sqlite3.connect(path) as c:
         assert c.execute("SELECT COUNT(*) FROM sample_batches").fetchone()[0] == polls
         assert c.execute("SELECT COUNT(*) FROM samples").fetchone()[0] == 0
+
+
+def test_the_config_at_a_time_includes_changes_applied_before_the_next_record(tmp_path):
+    # A config is recorded from the status poll that first sees it, which can come
+    # seconds after the change was applied: in between, the applied knob change says
+    # what the cluster ran.
+    path = tmp_path / "s.db"
+    rec = Recorder(str(path), flush_s=0.05)
+    app = {"name": "tuning", "route_prefix": "/tuning",
+           "deployments": [{"name": "BatchedGenerator",
+                            "user_config": {"max_batch_size": 8, "batch_wait_timeout_s": 0.01}}]}
+    c1 = {"applications": [app, {"name": "other", "deployments": [{"name": "D"}]}]}
+    c2 = {"applications": [{**app, "deployments": [{
+        "name": "BatchedGenerator", "user_config": {"max_batch_size": 16,
+                                                    "batch_wait_timeout_s": 0.01}}]},
+        c1["applications"][1]]}
+    rec.config(T0, c1)
+    rec.knob_change(KnobChange("tuning", "BatchedGenerator", "user_config.max_batch_size",
+                               8, 16, T0 + 0.8, T0 + 1.0, "applied", "slider"))
+    rec.knob_change(KnobChange("tuning", "BatchedGenerator", "max_ongoing_requests",
+                               None, 64, T0 + 1.1, None, "failed", "slider", "refused"))
+    rec.knob_change(KnobChange("tuning", "BatchedGenerator", "max_ongoing_requests",
+                               None, 48, T0 + 1.2, T0 + 1.5, "applied", "slider"))
+    rec.config(T0 + 4.0, c2)  # the status poll saw the first change only later
+    rec.close()
+    data = open_session(str(path))
+
+    assert data.config_at(T0 + 0.9) == c1                      # before the change
+    mid = data.config_at(T0 + 1.2)                             # applied, not yet recorded
+    assert mid["applications"][0]["deployments"][0]["user_config"] == {
+        "max_batch_size": 16, "batch_wait_timeout_s": 0.01}
+    assert "max_ongoing_requests" not in mid["applications"][0]["deployments"][0]
+    assert mid["applications"][1] == c1["applications"][1]     # other apps as recorded
+    later = data.config_at(T0 + 2.0)
+    assert later["applications"][0]["deployments"][0]["max_ongoing_requests"] == 48
+    assert data.config_at(T0 + 4.5) == c2                      # the record wins after it
+    assert data.configs[0][1] == c1                            # the record is not changed
