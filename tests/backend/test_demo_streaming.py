@@ -55,7 +55,10 @@ def test_streaming_and_naive_give_the_same_video(streaming_demo, cluster_client)
     # Deflate of the same frames, chunked or not: the concatenated outputs match in size.
     assert s_done["output_bytes"] == n_done["output_bytes"] > 0
     assert s_done["ttfo_ms"] < s_done["total_ms"]
-    assert n_done["ttfo_ms"] == pytest.approx(n_done["total_ms"], abs=5)
+    # Naive: the first output is the whole video, so it comes at the end. (Not within a
+    # fixed 5 ms: after the one chunk's line the demo resumes only once that line is sent,
+    # and a loaded clean clone read 302.7 of 308.2 ms.)
+    assert 0.9 * n_done["total_ms"] <= n_done["ttfo_ms"] <= n_done["total_ms"]
 
 
 def test_streaming_route_streams_progress_before_the_end(streaming_demo):
