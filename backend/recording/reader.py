@@ -7,7 +7,6 @@ plots show them; everything else is plain lists of the recorder's own types.
 from __future__ import annotations
 
 import copy
-
 import json
 import os
 import sqlite3

@@ -45,14 +45,16 @@ class TreeCpu:
         self._thread = threading.Thread(target=self._run, daemon=True, name="tree-cpu")
 
     def start(self) -> "TreeCpu":
-        self._sample()
+        self._sample(charge=False)  # what the tree used before: nobody's
         self._thread.start()
         return self
 
     def stop(self) -> None:
+        """Stop sampling (the suite's meter never stops: it dies with the worker)."""
         self._stop.set()
+        self._thread.join()
 
-    def _sample(self) -> None:
+    def _sample(self, charge: bool = True) -> None:
         table = _table()
         children = collections.defaultdict(list)
         for pid, (ppid, _) in table.items():
@@ -66,11 +68,12 @@ class TreeCpu:
         grown = 0.0
         for pid in tree:
             cpu = table[pid][1]
-            grown += max(0.0, cpu - self._last.get(pid, cpu if not self._last else 0.0))
+            grown += max(0.0, cpu - self._last.get(pid, 0.0))  # a new process: all of it
             self._last[pid] = cpu
         for pid in [p for p in self._last if p not in tree]:
             del self._last[pid]
-        self.charged[self.current] += grown
+        if charge:
+            self.charged[self.current] += grown
 
     def _run(self) -> None:
         while not self._stop.wait(SAMPLE_S):
