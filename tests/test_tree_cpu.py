@@ -27,7 +27,7 @@ def test_a_busy_child_is_charged_to_the_current_label():
         assert meter.charged["busy"] >= 0.9, meter.charged
         meter.current = "idle"
         time.sleep(3 * SAMPLE_S)  # the child sleeps now: next to nothing is charged
-        assert meter.charged["idle"] < 0.3, meter.charged
+        assert meter.charged["idle"] < 0.5, meter.charged
     finally:
         meter.stop()
         child.kill()
