@@ -87,7 +87,7 @@ from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel,  # n
 from tests.helpers import own_cluster  # noqa: E402
 from tests.support.reference_server import ReferenceServer  # noqa: E402
 from tests.support.load_workers import alive_workers, quiet_since, seen, wait_no_workers  # noqa: E402
-from tests.support.worker_node import join_worker_node, kill_worker_node  # noqa: E402
+from tests.support.worker_node import alive_nodes, join_worker_node, kill_worker_node  # noqa: E402
 
 PCT_BAR = 0.05
 CAPACITY_BAR = 0.9
@@ -125,12 +125,8 @@ def two_nodes(stack: ExitStack):
     """(cluster, access): a 2-CPU head and a second 2-CPU raylet, both alive."""
     cluster = stack.enter_context(own_cluster(num_cpus=2))
     client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
-
-    def both_alive(_port) -> bool:
-        return len([n for n in client.node_summary()
-                    if (n.get("raylet") or {}).get("state") == "ALIVE"]) == 2
-
-    proc, _ = join_worker_node(cluster, both_alive, num_cpus=2)
+    proc, _ = join_worker_node(cluster, lambda _port: len(alive_nodes(client)) == 2,
+                               num_cpus=2)
     stack.callback(kill_worker_node, proc)
     access = ClusterAccess(f"ray://127.0.0.1:{cluster.client_port}", cluster.dashboard_url,
                            cluster.token)

@@ -19,6 +19,7 @@ import numpy as np
 from backend.metrics.series import SeriesStore
 from backend.recording import schema
 from backend.recording.recorder import DEPLOYMENT, REPLICA, KnobChange, Marker
+from backend.tuning.knobs import KnobValueError, patch_app_config
 
 
 @dataclass(frozen=True)
@@ -121,29 +122,24 @@ class SessionData:
             return current
         config = copy.deepcopy(current)
         for k in later:
-            _set_knob(config, k.app, k.deployment, k.path, k.new)
+            _with_change(config, k)
         return config
 
 
-def _set_knob(config: dict, app: str, deployment: str, path: str, value) -> None:
-    """Set *path* ("user_config.max_batch_size") of one deployment in a Serve config;
-    a deployment the config does not list yet is added to its application."""
-    for a in config.get("applications") or []:
-        if a.get("name") != app:
-            continue
-        deps = a.setdefault("deployments", [])
-        dep = next((d for d in deps if d.get("name") == deployment), None)
-        if dep is None:
-            dep = {"name": deployment}
-            deps.append(dep)
-        *parents, leaf = path.split(".")
-        node = dep
-        for part in parents:
-            if not isinstance(node.get(part), dict):
-                node[part] = {}
-            node = node[part]
-        node[leaf] = value
-        return
+def _with_change(config: dict, change: KnobChange) -> None:
+    """Make an applied knob change to *config* in place, as the console made it on the
+    cluster (`patch_app_config`: only that deployment's entry of its application). A
+    change that is not a knob the console could send (an imported file's other fields)
+    is left out: the next recorded config has it."""
+    apps = config.get("applications") or []
+    for i, app in enumerate(apps):
+        if app.get("name") == change.app:
+            try:
+                apps[i] = patch_app_config(app, {}, change.deployment,
+                                           {change.path: change.new})
+            except KnobValueError:
+                pass
+            return
 
 
 def _connect_migrated(path: str) -> tuple[sqlite3.Connection, int]:

@@ -27,7 +27,7 @@ from tests.figures import figure
 from tests.helpers import own_cluster
 from tests.support.reference_server import ReferenceServer
 from tests.support.load_workers import alive_workers, quiet_since, seen, wait_no_workers
-from tests.support.worker_node import join_worker_node, kill_worker_node
+from tests.support.worker_node import alive_nodes, join_worker_node, kill_worker_node
 
 QUIET_BAR_S = 10.0  # issue 25: after a SIGKILL of the console, no request later than this
 
@@ -37,15 +37,10 @@ def two_nodes():
     """(cluster, access, head node id, worker node id)."""
     with own_cluster(num_cpus=2) as cluster:
         client = ClusterClient(cluster.dashboard_url, cluster.token, timeout_s=10)
-        nodes: list = []
-
-        def both_alive(_port) -> bool:
-            nodes[:] = [n for n in client.node_summary()
-                        if (n.get("raylet") or {}).get("state") == "ALIVE"]
-            return len(nodes) == 2
-
-        proc, _ = join_worker_node(cluster, both_alive, num_cpus=2)
+        proc, _ = join_worker_node(cluster, lambda _port: len(alive_nodes(client)) == 2,
+                                   num_cpus=2)
         try:
+            nodes = alive_nodes(client)
             head = next(n["raylet"]["nodeId"] for n in nodes if n["raylet"].get("isHeadNode"))
             worker = next(n["raylet"]["nodeId"] for n in nodes
                           if not n["raylet"].get("isHeadNode"))

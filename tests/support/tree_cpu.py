@@ -5,7 +5,8 @@ was running: what a module costs the machine, not only how long it took.
 Linux only (/proc). A thread samples the process tree every SAMPLE_S and charges each
 process's growth since the last sample to the module running then; a process that ends
 between two samples loses at most its last SAMPLE_S. On with SERVE_CONSOLE_TEST_CPU=1
-(the walk over /proc costs ~1 % of a core), printed in test.sh's "module:" lines.
+(the walk over /proc costs ~1 % of a core), printed as "module cpu:" lines after the
+module times.
 """
 
 from __future__ import annotations

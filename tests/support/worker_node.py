@@ -50,6 +50,12 @@ def start_worker_node(cluster, num_cpus: float = 1) -> tuple[subprocess.Popen, i
     return proc, metrics
 
 
+def alive_nodes(client) -> list[dict]:
+    """The dashboard's nodes whose raylet is ALIVE (a ClusterClient's node summary)."""
+    return [n for n in client.node_summary()
+            if (n.get("raylet") or {}).get("state") == "ALIVE"]
+
+
 def output_of(proc: subprocess.Popen, chars: int = 2000) -> str:
     """The end of what the node's `ray start` printed (for a failure's message)."""
     try:
