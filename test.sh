@@ -5,12 +5,10 @@
 # accuracy of the load generator). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS
 # pytest-xdist workers (default 2): much of a real-cluster test is waiting for Ray (a head
 # starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
-# worker takes work units whole (tests/parallel.py). Beside them, at a lower priority,
-# one process runs the light tests (tests/light.py), in the CPU the heads leave idle.
-# Last the tests marked `quiet`, two at a time: they measure a time bar (a death seen
-# within 2 s, an exit within 7 s) or rates under load, which the parallel pass's heads on
-# 2 cores would stretch, but one other quiet test beside them does not (load average
-# 2-9; every bar held in 5 runs, 2026-11-28).
+# worker takes work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
+# a time: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
+# under load, which the parallel pass's heads on 2 cores would stretch, but one other
+# quiet test beside them does not (load average 2-9; every bar held in 5 runs, 2026-11-28).
 # SERVE_CONSOLE_TEST_WORKERS=1 runs everything after the first pass in this process.
 set -uo pipefail
 cd "$(dirname "$0")"
@@ -30,29 +28,13 @@ run() { .venv/bin/python -m pytest "$@"; }
 run -p no:xdist -m "timing" "$@"
 rc_timing=$?
 if [ "$workers" -gt 1 ]; then
-  # The light tests (tests/light.py: no head, no process of their own) in a process of
-  # their own at nice 10 beside the parallel pass: they take the CPU its heads leave
-  # idle. Own sessions folder and settings file, its output shown after the pass.
-  light_dir="$(mktemp -d)"
-  mkdir -p "$SERVE_CONSOLE_SESSIONS/light"
-  SERVE_CONSOLE_SESSIONS="$SERVE_CONSOLE_SESSIONS/light" \
-    SERVE_CONSOLE_SETTINGS="$light_dir/settings.ini" \
-    nice -n 10 .venv/bin/python -m pytest -p no:xdist -m "light and not timing and not quiet" \
-    "$@" > "$light_dir/out" 2>&1 &
-  light_pid=$!
-  run -m "not timing and not quiet and not light" -n "$workers" --no-loadscope-reorder "$@"
+  run -m "not timing and not quiet" -n "$workers" --no-loadscope-reorder "$@"
   rc_rest=$?
-  wait "$light_pid"
-  rc_light=$?
-  echo "test.sh: the light tests, run beside that pass at nice 10:"
-  cat "$light_dir/out"
-  rm -rf "$light_dir"
   run -m "quiet and not timing" -n 2 --no-loadscope-reorder "$@"
   rc_quiet=$?
 else
   run -p no:xdist -m "not timing" "$@"
   rc_rest=$?
-  rc_light=5
   rc_quiet=5
 fi
 echo "test.sh: the passes took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - start) % 60 )) s"
@@ -60,11 +42,11 @@ echo "test.sh: the passes took $(( (SECONDS - start) / 60 )) min $(( (SECONDS - 
 # pytest's 5 means "no tests collected". One pass may select nothing (a filter that names
 # only timing tests, say); every pass selecting nothing is a mistake in the command, not
 # a pass, so say it plainly and fail.
-if [ $rc_timing -eq 5 ] && [ $rc_rest -eq 5 ] && [ $rc_light -eq 5 ] && [ $rc_quiet -eq 5 ]; then
+if [ $rc_timing -eq 5 ] && [ $rc_rest -eq 5 ] && [ $rc_quiet -eq 5 ]; then
   echo "test.sh: no tests were collected (pytest exit 5)" >&2
   exit 5
 fi
-for rc in $rc_timing $rc_rest $rc_light $rc_quiet; do
+for rc in $rc_timing $rc_rest $rc_quiet; do
   if [ "$rc" -ne 0 ] && [ "$rc" -ne 5 ]; then
     exit "$rc"
   fi

@@ -34,7 +34,7 @@ import pytest
 import requests
 
 from backend.cluster.ports import free_ports
-from tests import light, parallel
+from tests import parallel
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -159,15 +159,6 @@ def launch_prometheus(scrape_configs: str, root) -> tuple[subprocess.Popen, str]
             raise AssertionError("Prometheus did not become ready: "
                                  + (root / "prometheus.log").read_text()[-2000:])
         time.sleep(0.3)
-
-
-@pytest.hookimpl(tryfirst=True)  # before -m deselects by it
-def pytest_itemcollected(item):
-    """Tests in a light module (tests/light.py) are marked `light`: test.sh runs them
-    beside the parallel pass at a lower priority."""
-    path = getattr(item, "path", None)
-    if path is not None and light.module_is_light(str(path)):
-        item.add_marker(pytest.mark.light)
 
 
 @pytest.hookimpl(trylast=True)  # after -m/-k deselect: the units hold only what runs
