@@ -41,15 +41,21 @@ import dataclasses
 import math
 import time
 
+from typing import TYPE_CHECKING
+
 import numpy as np
-import torch
 from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import FEATURES
-from demo_apps.decoder import BUCKETS, DecoderSpec, Generator
+from demo_apps.decoder_spec import BUCKETS, DecoderSpec
 from demo_apps.device import replica_device
+from demo_apps.inputs import FEATURES
+
+if TYPE_CHECKING:  # torch and the model load in the replica, not with this module
+    import torch
+
+    from demo_apps.decoder import Generator
 
 PROBE_BATCHES = (1, 8, 16, 32)  # the batch sizes a replica times at start
 PROBE_CALLS = 7  # timed calls per batch size, sizes in turn (the fastest is reported)
@@ -63,6 +69,8 @@ CPU = DecoderSpec(width=32, depth=6, heads=1, dtype="float32", vocab=256,
 def spec_for(device: torch.device | str, bf16: bool | None = None) -> DecoderSpec:
     """The model a replica on *device* serves (see the module docstring); a GPU without
     bf16 (before Ampere) computes in fp16."""
+    import torch
+
     if torch.device(device).type != "cuda":
         return CPU
     if bf16 is None:
@@ -106,6 +114,8 @@ def prompt_from_body(body: dict, spec: DecoderSpec) -> tuple[list[int] | None, s
 
 def describe_model(gen: Generator, timings: dict[int, float]) -> dict:
     """The "model" object of responses and of GET."""
+    import torch
+
     spec, device = gen.spec, gen.device
     info = {"name": spec.name, "kind": "decoder", "device": device.type,
             "dtype": spec.dtype, "params": gen.params, "weights_mb": gen.weights_mb,
@@ -128,6 +138,8 @@ def _replica_names() -> tuple[str | None, str | None]:
 @serve.deployment
 class BatchedGenerator:
     def __init__(self) -> None:
+        from demo_apps.decoder import Generator
+
         self.device = replica_device()
         self.gen = Generator(spec_for(self.device), self.device)
         self.gen.warm(BUCKETS)  # every bucket's buffers (and graph) before any request
@@ -153,7 +165,7 @@ class BatchedGenerator:
         # the requests arriving meanwhile make the next batch full. (Run in a thread,
         # @serve.batch cuts the next batches during the compute, each after its wait
         # with the few requests there are then: batches of 1–2 and half the throughput.)
-        tokens = self.gen.generate(torch.tensor(prompts, dtype=torch.long)).tolist()
+        tokens = self.gen.generate(self.gen.token_tensor(prompts)).tolist()
         compute_ms = (time.perf_counter() - started) * 1000
         return [{"tokens": row, "batch_size": len(prompts), "compute_ms": compute_ms,
                  "device": self.device.type, "model": self.model_info}

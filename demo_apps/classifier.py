@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from demo_apps.adapters import CLASSES, FEATURES
+from demo_apps.inputs import CLASSES, FEATURES
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,10 @@ import asyncio
 import time
 
 import numpy as np
-import torch
 from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import build_base, load_adapted
 from demo_apps.device import replica_device
 from demo_apps.multiplex_http import cache_size_from_args, read_multiplexed_request
 
@@ -32,6 +30,10 @@ def make_deployment(max_num_models_per_replica: int):
     @serve.deployment(name=DEPLOYMENT)
     class BatchedMultiplexed:
         def __init__(self) -> None:
+            # torch and the model load here, in the replica: building the application
+            # (Serve imports this module in a task of its own) needs neither.
+            from demo_apps.adapters import build_base
+
             self.device = replica_device()
             self.base = build_base()
             self.loads = 0
@@ -44,6 +46,8 @@ def make_deployment(max_num_models_per_replica: int):
 
         @serve.multiplexed(max_num_models_per_replica=max_num_models_per_replica)
         async def get_model(self, model_id: str):
+            from demo_apps.adapters import load_adapted
+
             model = await asyncio.get_running_loop().run_in_executor(
                 None, load_adapted, model_id, self.base, self.device)
             self.loads += 1
@@ -52,6 +56,8 @@ def make_deployment(max_num_models_per_replica: int):
         @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.01)
         async def predict(self, rows: list[np.ndarray]) -> list[dict]:
             # Ray has split the batch by model id: one model serves the whole batch.
+            import torch
+
             model_id = serve.get_multiplexed_model_id()
             model = await self.get_model(model_id)
             loaded = model.uses == 0

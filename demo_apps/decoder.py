@@ -24,48 +24,11 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 
-BUCKETS = (1, 2, 4, 8, 16, 32, 64)  # batch sizes with their own buffers (and graphs)
-
-
-@dataclass(frozen=True)
-class DecoderSpec:
-    """A decoder-only transformer (`depth` layers of `width`, `heads` heads) and how much
-    a request generates: a prompt of `prompt_tokens`, then `new_tokens` new ones."""
-
-    width: int
-    depth: int
-    heads: int
-    dtype: str  # a torch dtype's name
-    vocab: int = 4096
-    prompt_tokens: int = 8
-    new_tokens: int = 64
-    graphs: bool = True  # capture a step as a CUDA graph (CUDA only)
-
-    @property
-    def max_len(self) -> int:
-        return self.prompt_tokens + self.new_tokens
-
-    @property
-    def torch_dtype(self) -> torch.dtype:
-        return getattr(torch, self.dtype)
-
-    @property
-    def name(self) -> str:
-        return (f"decoder {self.depth}×{self.width}, {self.prompt_tokens}+{self.new_tokens} "
-                "tokens")
-
-
-def bucket_for(n: int) -> int:
-    """The smallest bucket holding a batch of n (1 ≤ n ≤ the largest bucket)."""
-    for b in BUCKETS:
-        if n <= b:
-            return b
-    raise ValueError(f"a batch of {n} is larger than the largest bucket ({BUCKETS[-1]})")
+from demo_apps.decoder_spec import BUCKETS, DecoderSpec, bucket_for  # noqa: F401
 
 
 class _Dense(torch.nn.Module):
@@ -238,6 +201,11 @@ class Generator:
             # A copy: on the CPU .cpu() would hand out the bucket's own buffer, which the
             # next batch of this size overwrites.
             return buf.tokens[:n, self.spec.prompt_tokens:].to("cpu", copy=True)
+
+    @staticmethod
+    def token_tensor(prompts: list[list[int]]) -> torch.Tensor:
+        """Prompts as token ids (lists of ints) in the tensor `generate` takes."""
+        return torch.tensor(prompts, dtype=torch.long)
 
     def prompts_from_seeds(self, seeds: list[int]) -> torch.Tensor:
         """A prompt per seed: the same seed, the same prompt (and so the same answer)."""

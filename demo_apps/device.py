@@ -1,11 +1,18 @@
-"""Pick the torch device a replica computes on: CUDA when Ray gave it a GPU."""
+"""Pick the torch device a replica computes on: CUDA when Ray gave it a GPU.
+
+torch is imported when a device is picked, not with this module: the demos' application
+modules import it, and building an application (Serve imports the module in a task of
+its own) or running its ingress needs no torch (~1.3 s of a core to import)."""
 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 import ray
-import torch
+
+if TYPE_CHECKING:
+    import torch
 
 
 def assigned_gpu_ids() -> list | None:
@@ -27,6 +34,8 @@ def cpu_threads() -> int:
 
 
 def replica_device() -> torch.device:
+    import torch
+
     # Ray 2.60 leaves CUDA_VISIBLE_DEVICES alone for a replica that asked for no GPU
     # (it no longer sets it to ""), so such a replica still sees every GPU: torch's
     # own check would put it on a device the scheduler never gave it. Ask Ray instead.

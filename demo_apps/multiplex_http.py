@@ -8,7 +8,7 @@ from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import row_from_request
+from demo_apps.inputs import row_from_request
 
 DEFAULT_MAX_MODELS = 4
 MISSING_MODEL_ID = "name the model in the 'serve_multiplexed_model_id' header"

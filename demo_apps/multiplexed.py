@@ -21,12 +21,10 @@ import asyncio
 import os
 import time
 
-import torch
 from ray import serve
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import build_base, load_adapted
 from demo_apps.device import replica_device
 from demo_apps.multiplex_http import cache_size_from_args, read_multiplexed_request
 
@@ -46,6 +44,10 @@ def make_deployment(max_num_models_per_replica: int):
     @serve.deployment(name=DEPLOYMENT)
     class MultiplexedAdapters:
         def __init__(self) -> None:
+            # torch and the model load here, in the replica: building the application
+            # (Serve imports this module in a task of its own) needs neither.
+            from demo_apps.adapters import build_base
+
             self.device = replica_device()
             self.base = build_base()
             self.replica = _replica_tag()
@@ -61,6 +63,8 @@ def make_deployment(max_num_models_per_replica: int):
         async def get_model(self, model_id: str):
             # Blocking file I/O and the merge run off the event loop, so requests for
             # models already held keep being served while one loads.
+            from demo_apps.adapters import load_adapted
+
             model = await asyncio.get_running_loop().run_in_executor(
                 None, load_adapted, model_id, self.base, self.device, self._on_unload)
             self.loads += 1
@@ -71,6 +75,8 @@ def make_deployment(max_num_models_per_replica: int):
             model_id, row, refusal = await read_multiplexed_request(request)
             if refusal is not None:
                 return refusal
+            import torch
+
             started = time.perf_counter()
             model = await self.get_model(model_id)
             loaded = model.uses == 0

@@ -45,7 +45,6 @@ import zlib
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-import torch
 from ray import serve
 from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
@@ -103,27 +102,6 @@ def render_frames(start: int, count: int, seed: int = 0) -> np.ndarray:
     return out
 
 
-class Detector(torch.nn.Module):
-    """A small fixed-weight conv net producing a coarse objectness heat map."""
-
-    def __init__(self, widths: tuple[int, int, int] = DETECTOR_WIDTHS["cuda"]) -> None:
-        super().__init__()
-        torch.manual_seed(0)
-        a, b, c = widths
-        self.body = torch.nn.Sequential(
-            torch.nn.Conv2d(3, a, 3, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(a, b, 3, stride=2, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(b, c, 3, stride=2, padding=1), torch.nn.ReLU(),
-            torch.nn.Conv2d(c, 1, 1),
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        # Bright, saturated pixels are "objects": add that to the learned-looking map so
-        # the boxes follow the shapes.
-        saliency = torch.nn.functional.avg_pool2d(x.max(dim=1, keepdim=True).values, 4)
-        return self.body(x) + 4.0 * saliency
-
-
 # Pipeline metrics (exported by Ray as ray_serve_pipeline_*; ray.serve.metrics adds the
 # application/deployment/replica tags). The console plots them per stage and per mode.
 TIME_BUCKETS_MS = [5, 10, 20, 50, 100, 200, 300, 500, 750, 1000, 1500, 2000, 3000, 5000,
@@ -165,6 +143,14 @@ class VideoDecoder:
 @serve.deployment
 class DetectEncode:
     def __init__(self) -> None:
+        # torch and the net load here, in this stage's replicas: the ingress's and the
+        # decoder's replicas and the build of the application (all import this module)
+        # need neither.
+        import torch
+
+        from demo_apps.detector import Detector
+
+        self.torch = torch
         self.device = replica_device()
         self.net = Detector(DETECTOR_WIDTHS[self.device.type]).to(self.device).eval()
         self.deflate_level = DEFLATE_LEVELS[self.device.type]
@@ -182,6 +168,7 @@ class DetectEncode:
 
     def _detect_encode(self, frames: np.ndarray) -> dict:
         heat = np.empty((len(frames), HEIGHT // 4, WIDTH // 4), dtype=np.float32)
+        torch = self.torch
         with torch.inference_mode():
             for i in range(0, len(frames), DETECT_BATCH):
                 batch = torch.from_numpy(frames[i:i + DETECT_BATCH]).to(self.device)

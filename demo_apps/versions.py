@@ -33,9 +33,8 @@ from ray.serve.handle import DeploymentHandle
 from starlette.requests import Request
 from starlette.responses import JSONResponse
 
-from demo_apps.adapters import row_from_request
-from demo_apps.classifier import ModelSpec, build_model, classify
 from demo_apps.device import replica_device
+from demo_apps.inputs import row_from_request
 from demo_apps.traffic_split import SHARD_KEY_HEADER, check_weights, pick
 
 VERSION_HEADER = "x-serve-version"
@@ -51,6 +50,11 @@ class InjectedError(RuntimeError):
 @serve.deployment
 class ModelVersion:
     def __init__(self, width: int = 512, depth: int = 2) -> None:
+        # torch and the model load here, in the version's replicas: the router's replica
+        # and the build of the application (both import this module) need neither.
+        from demo_apps.classifier import ModelSpec, build_model, classify
+
+        self.classify = classify
         self.device = replica_device()
         self.spec = ModelSpec("mlp", "float32", width=int(width), depth=int(depth))
         self.model = build_model(self.spec, self.device)
@@ -76,7 +80,7 @@ class ModelVersion:
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
     async def predict(self, rows: list[np.ndarray]) -> list[dict]:
         started = time.perf_counter()
-        probs = classify(self.model, self.spec, self.device, rows)
+        probs = self.classify(self.model, self.spec, self.device, rows)
         score, label = probs.max(dim=1)
         compute_ms = (time.perf_counter() - started) * 1000
         return [{"version": self.name, "label": int(label[i]), "score": float(score[i]),
