@@ -64,6 +64,10 @@ def parser() -> argparse.ArgumentParser:
                    help="time budget of the search in seconds (default %(default)s)")
     p.add_argument("--start-rate", type=float, default=10.0,
                    help="first rate offered to the starting config (req/s)")
+    p.add_argument("--precision", type=float, default=0.1,
+                   help="how close the rate search brackets each config's highest rate, "
+                        "relative; a candidate must beat the best by as much to count "
+                        "(default %(default)s; 0.25 runs fewer trials per config)")
     p.add_argument("--trial-s", type=float, default=4.0,
                    help="shortest trial (seconds of load per measured rate)")
     p.add_argument("--trial-requests", type=int, default=200,
@@ -115,6 +119,8 @@ def build_request(args: argparse.Namespace) -> TuneRequest:
         raise ValueError("--budget-s must be > 0")
     if args.start_rate <= 0 or args.trial_s <= 0 or args.trial_requests < 1:
         raise ValueError("--start-rate, --trial-s and --trial-requests must be > 0")
+    if not 0.01 <= args.precision <= 1:
+        raise ValueError("--precision must be in [0.01, 1] (0.1: within 10 %)")
     knobs = tuple(dict.fromkeys(_knob_path(k) for k in args.knobs.split(",") if k.strip()))
     if not knobs:
         raise ValueError("--knobs names no knob")
@@ -136,7 +142,8 @@ def build_request(args: argparse.Namespace) -> TuneRequest:
                        objective=Objective(args.slo_p99_ms, args.max_error_rate,
                                            args.at_rate),
                        knobs=knobs, ranges=ranges, budget_s=args.budget_s,
-                       start_rate=args.start_rate, trial_seconds=args.trial_s,
+                       start_rate=args.start_rate, precision=args.precision,
+                       trial_seconds=args.trial_s,
                        trial_requests=args.trial_requests)
 
 

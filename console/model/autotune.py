@@ -87,6 +87,8 @@ class AutoTuneController(QObject):
         return TuneRequest(app, dep, objective, knobs=tuple(spec["knobs"]),
                            ranges=dict(spec.get("ranges") or {}),
                            budget_s=float(spec.get("budget_s") or 300),
+                           start_rate=float(spec.get("start_rate") or 10.0),
+                           precision=float(spec.get("precision") or 0.1),
                            trial_seconds=float(spec.get("trial_s") or 4.0),
                            trial_requests=int(spec.get("trial_requests") or 200))
 

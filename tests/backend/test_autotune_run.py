@@ -146,7 +146,11 @@ def put_back(client: ClusterClient) -> None:
 def cli(cluster, *extra: str) -> list[str]:
     return [sys.executable, "-m", "console.app", "--address", cluster.dashboard_url,
             "--token", cluster.token, "--autotune", "sleepy/Sleepy", "--slo-p99-ms", "400",
-            "--trial-s", "2", "--trial-requests", "60", *extra]
+            "--trial-s", "2", "--trial-requests", "60",
+            # A coarser bracket than the default 10 %: ~2 trials fewer a config. What
+            # these tests check is the CLI's run on a real cluster; the search's
+            # precision is tests/backend/test_autotune_search.py's.
+            "--precision", "0.25", *extra]
 
 
 def test_the_cli_finds_a_better_batch_size_and_leaves_it_applied(served):
@@ -169,11 +173,11 @@ def test_the_cli_finds_a_better_batch_size_and_leaves_it_applied(served):
         print(proc.stderr[-3000:])
         assert {"best", "best_rps", "p99_ms", "trials", "elapsed_s"} <= result.keys()
         # Batching a fixed 40 ms cost: the best batches, and sustains more than one at a
-        # time (by the search's own rule, at least its precision more: 10 %). How much
+        # time (by the search's own rule, at least its precision more: 25 %). How much
         # more depends on the machine (Serve's Python per request caps it on 2 busy cores).
         assert result["best"][MAX_BATCH_SIZE] >= 2, result
         assert result["best"]["user_config.batch_wait_timeout_s"] > 0, result
-        assert result["best_rps"] >= 1.1 * result["start_rps"], result
+        assert result["best_rps"] >= 1.25 * result["start_rps"], result
         assert result["p99_ms"] <= 400
         assert result["restarts"] == 0
         # The cluster runs the best, on the same replica, and the other app is untouched.
@@ -237,7 +241,7 @@ def test_losing_the_cluster_mid_run_puts_the_starting_config_back(served):
         run = TuneRun(gated, TuneRequest(
             "sleepy", "Sleepy", Objective(slo_p99_ms=400), knobs=(MAX_BATCH_SIZE,),
             ranges={MAX_BATCH_SIZE: (1, 16)}, budget_s=300, trial_seconds=2,
-            trial_requests=60), on_event=on_event)
+            trial_requests=60, precision=0.25), on_event=on_event)
         report = run.run()
         assert report.outcome.ended.startswith("failed"), report.outcome.ended
         assert report.left_on == START and report.left_ok, report.summary()
