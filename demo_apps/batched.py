@@ -40,7 +40,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -150,7 +150,6 @@ class DetectEncode:
 
         from demo_apps.detector import Detector
 
-        self.torch = torch
         self.device = replica_device()
         self.net = Detector(DETECTOR_WIDTHS[self.device.type]).to(self.device).eval()
         self.deflate_level = DEFLATE_LEVELS[self.device.type]
@@ -168,7 +167,8 @@ class DetectEncode:
 
     def _detect_encode(self, frames: np.ndarray) -> dict:
         heat = np.empty((len(frames), HEIGHT // 4, WIDTH // 4), dtype=np.float32)
-        torch = self.torch
+        import torch  # loaded by __init__ already
+
         with torch.inference_mode():
             for i in range(0, len(frames), DETECT_BATCH):
                 batch = torch.from_numpy(frames[i:i + DETECT_BATCH]).to(self.device)
