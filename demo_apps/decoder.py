@@ -28,7 +28,7 @@ import time
 import torch
 import torch.nn.functional as F
 
-from demo_apps.decoder_spec import BUCKETS, DecoderSpec, bucket_for  # noqa: F401
+from demo_apps.decoder_spec import BUCKETS, DecoderSpec, bucket_for
 
 
 class _Dense(torch.nn.Module):

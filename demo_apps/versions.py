@@ -52,9 +52,8 @@ class ModelVersion:
     def __init__(self, width: int = 512, depth: int = 2) -> None:
         # torch and the model load here, in the version's replicas: the router's replica
         # and the build of the application (both import this module) need neither.
-        from demo_apps.classifier import ModelSpec, build_model, classify
+        from demo_apps.classifier import ModelSpec, build_model
 
-        self.classify = classify
         self.device = replica_device()
         self.spec = ModelSpec("mlp", "float32", width=int(width), depth=int(depth))
         self.model = build_model(self.spec, self.device)
@@ -80,7 +79,9 @@ class ModelVersion:
     @serve.batch(max_batch_size=8, batch_wait_timeout_s=0.005)
     async def predict(self, rows: list[np.ndarray]) -> list[dict]:
         started = time.perf_counter()
-        probs = self.classify(self.model, self.spec, self.device, rows)
+        from demo_apps.classifier import classify  # loaded by __init__ already
+
+        probs = classify(self.model, self.spec, self.device, rows)
         score, label = probs.max(dim=1)
         compute_ms = (time.perf_counter() - started) * 1000
         return [{"version": self.name, "label": int(label[i]), "score": float(score[i]),

@@ -18,7 +18,8 @@ import torch
 
 from backend.metrics.demo_info import fetch_model_info
 from demo_apps.batched import CPU, FEATURES, GPU, prompt_from_body, spec_for
-from demo_apps.decoder import BUCKETS, Generator, bucket_for
+from demo_apps.decoder import Generator
+from demo_apps.decoder_spec import BUCKETS, bucket_for
 from demo_apps.device import cpu_threads
 
 CUDA = torch.cuda.is_available()
