@@ -161,6 +161,13 @@ def launch_prometheus(scrape_configs: str, root) -> tuple[subprocess.Popen, str]
         time.sleep(0.3)
 
 
+def pytest_itemcollected(item):
+    """Mark the light tests (tests/parallel.py, is_light) before -m selects by marks:
+    test.sh runs them beside the timing tests."""
+    if parallel.is_light(item):
+        item.add_marker(parallel.LIGHT_MARK)
+
+
 @pytest.hookimpl(trylast=True)  # after -m/-k deselect: the units hold only what runs
 def pytest_collection_modifyitems(session, config, items):
     """Tests marked `timing` run first, in their collected order.

@@ -1,5 +1,10 @@
 """How test.sh's second pass shares the suite between pytest-xdist workers.
 
+test.sh's first pass runs the *light* tests (`is_light`: no Ray cluster, no process of
+their own — widgets and logic) on two workers of their own, at a lower priority, beside
+the timing tests: those use about a quarter of one core for ~95 s (wall-clock runs at
+modest rates), so the light tests' ~75 CPU-s come off the CPU-bound second pass.
+
 A *work unit* runs whole, in a row, on one worker:
 
 - the tests of a package that use the package's real cluster (tests/cluster_fixtures.py),
@@ -37,6 +42,35 @@ DURATIONS = Path(__file__).with_name("durations.json")
 DEFAULT_S = 0.5
 CLUSTER_START_S = 30.0   # a head and the batched demo on it (tests/cluster_fixtures.py)
 UNIT_TARGET_S = 300.0
+
+
+LIGHT_MARK = "light"
+# What a light test must not use: a Ray cluster (every cluster fixture of
+# tests/cluster_fixtures.py stands on ray_cluster) ...
+_HEAVY_FIXTURES = frozenset({"ray_cluster"})
+# ... nor start anything of its own that runs beside it (a head, a console process, the
+# load generator's process, a server, Prometheus), which its module's text names.
+_HEAVY_WORDS = ("own_cluster", "LocalCluster", "subprocess", "Popen", "LoadGenerator",
+                "ReferenceServer", "fleet_server", "FleetServer", "start_prometheus",
+                "DashboardProxy", "ray.init", "multiprocessing", "ClusterLoad", "child_server")
+_MODULE_HEAVY: dict[str, bool] = {}
+
+
+def is_light(item) -> bool:
+    """Whether *item* is a light test: not timing or quiet, no Ray cluster among its
+    fixtures, and its module starts no process (`_HEAVY_WORDS`)."""
+    if item.get_closest_marker("timing") or item.get_closest_marker("quiet"):
+        return False
+    if _HEAVY_FIXTURES & set(getattr(item, "fixturenames", ())):
+        return False
+    path = str(getattr(item, "path", "") or "")
+    if path not in _MODULE_HEAVY:
+        try:
+            text = Path(path).read_text()
+        except OSError:
+            text = _HEAVY_WORDS[0]
+        _MODULE_HEAVY[path] = any(w in text for w in _HEAVY_WORDS)
+    return not _MODULE_HEAVY[path]
 
 
 def _uses_package_cluster(item) -> bool:
