@@ -59,3 +59,28 @@ def test_durations_are_summed_per_test_from_a_pytest_log():
            "0.20s teardown tests/x/test_a.py::t1\n"
            "0.10s call     tests/x/test_b.py::t1\n")
     assert parallel.durations_from_log(log) == {"tests/x/test_a.py::t1": 15.7}
+
+
+class Marked(Item):
+    """An item with marks, fixtures and a module file, as is_light reads them."""
+
+    def __init__(self, path, marks=(), fixtures=()):
+        super().__init__(f"{path.name}::t")
+        self.path, self._marks, self.fixturenames = path, set(marks), list(fixtures)
+
+    def get_closest_marker(self, name):
+        return name if name in self._marks else None
+
+
+def test_light_means_no_cluster_prometheus_or_load_of_its_own(tmp_path, monkeypatch):
+    monkeypatch.setattr(parallel, "_MODULE_HEAVY", {})
+    plain = tmp_path / "test_plain.py"
+    plain.write_text("import subprocess\ndef test_t(): pass\n")  # a small process is fine
+    heavy = {w: tmp_path / f"test_{n}.py" for n, w in enumerate(parallel._HEAVY_WORDS)}
+    for word, path in heavy.items():
+        path.write_text(f"from x import {word}\n")
+    assert parallel.is_light(Marked(plain))
+    assert not any(parallel.is_light(Marked(p)) for p in heavy.values())
+    assert not parallel.is_light(Marked(plain, fixtures=["ray_cluster"]))
+    assert not parallel.is_light(Marked(plain, marks=["timing"]))
+    assert not parallel.is_light(Marked(plain, marks=["quiet"]))
