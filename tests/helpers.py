@@ -53,8 +53,12 @@ def own_cluster(**options):
     stopped — asserting that nothing of its process group is left behind."""
     from backend.cluster.local import LocalCluster
 
-    cluster = LocalCluster(**options)
     with one_head_starting():
+        # Its ports are drawn here, under the lock, not before it: drawn while another
+        # worker's head was starting, a port that head had drawn but not yet bound looked
+        # free, and the raylet that came second failed to bind it and took its head down
+        # (a clean clone, 2026-11-28: the backend package's head, 17 errors).
+        cluster = LocalCluster(**options)
         cluster.start(timeout_s=120)
     pgid = cluster.pid
     try:

@@ -8,6 +8,7 @@ import requests
 
 from backend.cluster.client import ClusterClient
 from backend.cluster.local import LocalCluster
+from tests.helpers import one_head_starting
 
 
 def _group_alive(pgid: int) -> bool:
@@ -20,9 +21,10 @@ def _group_alive(pgid: int) -> bool:
 
 def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
     # One logical GPU (Ray schedules by resource counts; no device needed to list it).
-    other = LocalCluster(num_cpus=1, num_gpus=1)
-    try:
+    with one_head_starting():  # its ports drawn and bound while no other head starts
+        other = LocalCluster(num_cpus=1, num_gpus=1)
         url = other.start(timeout_s=120)
+    try:
         # Asked at once, while the dashboard lists no node yet: the answer waits for the
         # node instead of saying 0 (a demo deployed now would otherwise get no GPU).
         assert ClusterClient(url, other.token, timeout_s=10).cluster_gpus() == 1

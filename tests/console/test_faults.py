@@ -29,7 +29,8 @@ from console.model.live_session import Session
 from console.settings import Settings
 from console.windows.main_window import MainWindow
 from tests.figures import figure
-from tests.helpers import batched_copy, connect_remote_and_wait, group_gone, own_cluster
+from tests.helpers import (batched_copy, connect_remote_and_wait, group_gone,
+                           one_head_starting, own_cluster)
 
 # Detection and exit times at their bars: measured on a quiet machine, in test.sh's
 # last pass (tests/parallel.py).
@@ -105,8 +106,9 @@ def test_sigterm_during_an_apply_exits_quickly(tmp_path, full_cluster):
 
 
 def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
-    cluster = LocalCluster(num_cpus=1)
-    cluster.start(timeout_s=120)
+    with one_head_starting():  # its ports drawn and bound while no other head starts
+        cluster = LocalCluster(num_cpus=1)
+        cluster.start(timeout_s=120)
     restarted: LocalCluster | None = None
     session = Session()
     win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
