@@ -4,9 +4,9 @@
 # Three passes. First the tests marked `timing` (wall-clock accuracy of the load
 # generator) on a machine no Ray head loads; they use about a quarter of one core, so
 # beside them, at a lower priority and on two workers, run the tests marked `light` (no
-# Ray cluster, no process of their own: widgets and logic; tests/parallel.py). Then most
-# of the rest on SERVE_CONSOLE_TEST_WORKERS pytest-xdist workers (default 2): much of a real-cluster test is waiting for Ray (a head
-# starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
+# Ray cluster, Prometheus or load generator of their own: widgets, logic, stub servers;
+# tests/parallel.py). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS pytest-xdist
+# workers (default 2): much of a real-cluster test is waiting for Ray (a head starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
 # worker takes work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
 # a time: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
 # under load, which the parallel pass's heads on 2 cores would stretch, but one other
