@@ -6,8 +6,9 @@
 # beside them, at a lower priority and on two workers, run the tests marked `light` (no
 # Ray cluster, Prometheus or load generator of their own: widgets, logic, stub servers;
 # tests/parallel.py). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS pytest-xdist
-# workers (default 2): much of a real-cluster test is waiting for Ray (a head starting, replicas deploying, a metrics report), so two overlap even on 2 cores; each
-# worker takes work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
+# workers (default 2): much of a real-cluster test is waiting for Ray (a head starting,
+# replicas deploying, a metrics report), so two overlap even on 2 cores; each worker takes
+# work units whole (tests/parallel.py). Last the tests marked `quiet`, two at
 # a time: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
 # under load, which the parallel pass's heads on 2 cores would stretch, but one other
 # quiet test beside them does not (load average 2-9; every bar held in 5 runs, 2026-11-28).
