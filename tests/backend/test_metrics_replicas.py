@@ -382,13 +382,20 @@ def test_prometheus_and_direct_agree_per_replica(prometheus_url, cluster_client,
         assert vals, f"{source} has no {series} for {rid}"
         return statistics.median(vals)
 
-    # Tolerances as in test_metrics_prometheus.py's agreement test.
+    # Tolerances as in test_metrics_prometheus.py's agreement test, except a replica's
+    # p99: over 20 s at ~20 req/s it is its 4th-slowest request or so, and a stall that
+    # falls in one source's window and not the other's (they are offset) moves it a
+    # bucket: 519 vs 295 ms in one quiet pass (2026-11-28). So the same bucket or the
+    # next, of the buckets Ray's page uses, as for the autoscaler's delay below.
+    latency_bounds = _bucket_bounds(cluster_client, (ex.PROCESSING_LATENCY,))
     for rid in ids:
         rate_p, rate_d = med("prom", rid, "requests_per_s"), med("direct", rid, "requests_per_s")
         assert abs(rate_p - rate_d) / rate_d < 0.15, (rid, rate_p, rate_d)
-        for series, rel, abs_ms in (("latency_p50_ms", 0.3, 5), ("latency_p99_ms", 0.5, 25)):
-            p, d = med("prom", rid, series), med("direct", rid, series)
-            assert abs(p - d) <= max(abs_ms, rel * d), (rid, series, p, d)
+        p, d = med("prom", rid, "latency_p50_ms"), med("direct", rid, "latency_p50_ms")
+        assert abs(p - d) <= max(5, 0.3 * d), (rid, "latency_p50_ms", p, d)
+        p, d = med("prom", rid, "latency_p99_ms"), med("direct", rid, "latency_p99_ms")
+        assert abs(_bucket(latency_bounds, p) - _bucket(latency_bounds, d)) <= 1, \
+            (rid, "latency_p99_ms", p, d, latency_bounds)
         q_p, q_d = med("prom", rid, "ongoing_requests"), med("direct", rid, "ongoing_requests")
         assert abs(q_p - q_d) <= 3, (rid, q_p, q_d)
         assert med("prom", rid, "errors_per_s") == 0 == med("direct", rid, "errors_per_s")
