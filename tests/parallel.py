@@ -1,9 +1,9 @@
 """How test.sh's second pass shares the suite between pytest-xdist workers.
 
-test.sh's first pass runs the *light* tests (`is_light`: no Ray cluster, Prometheus or
-load generator of their own — widgets, logic, small stub servers) on two workers of their own, at a lower priority, beside
-the timing tests: those use about a quarter of one core for ~95 s (wall-clock runs at
-modest rates), so the light tests' ~75 CPU-s come off the CPU-bound second pass.
+test.sh's first pass runs the *light* tests (`is_light`: no Ray cluster, cluster
+Prometheus or load generator of their own; widgets, logic, stub servers) on two workers
+at a lower priority, beside the timing tests: those use about a quarter of one core for
+~90 s (wall-clock runs at modest rates), so the light tests come off the CPU-bound pass.
 
 A *work unit* runs whole, in a row, on one worker:
 
@@ -50,7 +50,8 @@ LIGHT_MARK = "light"
 _HEAVY_FIXTURES = frozenset({"ray_cluster"})
 # ... nor start a head, Prometheus or a load generator of its own, which its module's
 # text names. (Small processes are fine: a console run against a stub, the simulated
-# fleet, a recording killed mid-way; they use a fraction of a core for seconds.)
+# fleet, a recording killed mid-way, a Prometheus scraping a stub page; they use a
+# fraction of a core for seconds.)
 _HEAVY_WORDS = ("own_cluster", "LocalCluster", "ray.init", "ClusterLoad", "start_prometheus",
                 "LoadGenerator")
 _MODULE_HEAVY: dict[str, bool] = {}
