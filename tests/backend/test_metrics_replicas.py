@@ -255,23 +255,62 @@ def _ours(replicas: dict) -> dict[str, dict[str, float]]:
     return {k[2]: v for k, v in replicas.items() if k[:2] == KEY_REAL}
 
 
-def test_direct_source_gives_each_replica_its_series(cluster_client, two_replicas):
-    _, ids, gen = two_replicas
-    src = DirectScrapeSource(cluster_client.metrics_targets, window_s=5.0)
-    polls = []
+@pytest.fixture(scope="module")
+def polled(prometheus_url, cluster_client, two_replicas):
+    """One run of the load, polled once a second as the console polls, for the two tests
+    below (they each polled for ~30 s of their own before): the direct source as the
+    console shows it (5 s window), and for the agreement with Prometheus both sources
+    over 20 s. Yields {"polls": [(deployment values, replica values) of the 5 s source
+    once it had both replicas with latencies], "prom"/"direct": [(...)] of the last 8
+    polls of the 20 s sources, "last_error": ..., "prom_error": ...}."""
+    live = DirectScrapeSource(cluster_client.metrics_targets, window_s=5.0)
+    # A longer window for the agreement: each replica gets only ~20 req/s, reported in
+    # ~1 s steps, and one step more or less in a 10 s window is already 10 % of a
+    # replica's rate in either source.
+    prom = PrometheusSource(prometheus_url, window_s=20)
+    direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=20)
+    polls: list = []
+    samples: dict[str, list] = {"prom": [], "direct": []}
+
+    def poll_live():
+        _, values = live.poll()
+        reps = _ours(live.replica_values())
+        if KEY_REAL in values and len(reps) == 2 and all(
+                "latency_p50_ms" in r for r in reps.values()):
+            polls.append((values[KEY_REAL], reps))
+
     try:
-        # A full window of loaded data first (Ray's pages lag by ~1 s), then 6 polls.
+        # The 20 s direct source's window is made of its own polls: poll it until its
+        # window is full (Prometheus has the history); the 5 s one until it has a full
+        # window of loaded data (Ray's pages lag by ~1 s) and 6 polls more.
         deadline = time.monotonic() + 90
-        while len(polls) < 12 and time.monotonic() < deadline:
-            _, values = src.poll()
-            reps = _ours(src.replica_values())
-            if KEY_REAL in values and len(reps) == 2 and all(
-                    "latency_p50_ms" in r for r in reps.values()):
-                polls.append((values[KEY_REAL], reps))
-            time.sleep(1)
+        n = 0
+        while (n < 22 or len(polls) < 12) and time.monotonic() < deadline:
+            tick = time.monotonic()
+            direct.poll()
+            poll_live()
+            n += 1
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        for _ in range(8):
+            tick = time.monotonic()
+            _, dv = direct.poll()
+            _, pv = prom.poll()
+            poll_live()
+            samples["direct"].append((dv.get(KEY_REAL, {}), _ours(direct.replica_values())))
+            samples["prom"].append((pv.get(KEY_REAL, {}), _ours(prom.replica_values())))
+            time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
+        yield {"polls": polls, **samples, "last_error": live.last_error,
+               "prom_error": prom.last_error}
     finally:
-        src.close()
-    assert len(polls) >= 12, f"no per-replica values; last error: {src.last_error}"
+        live.close()
+        direct.close()
+        prom.close()
+
+
+def test_direct_source_gives_each_replica_its_series(two_replicas, polled):
+    _, ids, gen = two_replicas
+    polls = polled["polls"]
+    assert len(polls) >= 12, f"no per-replica values; last error: {polled['last_error']}"
     assert gen.stats().errors == 0, gen.stats().last_error
     for dep, reps in polls[-6:]:
         # Each replica is there under the REST API's id, with its own series.
@@ -347,30 +386,10 @@ def test_the_live_page_carries_the_autoscaler_families(cluster_client, two_repli
     assert labels == _rest_replica_ids(cluster_client)
 
 
-def test_prometheus_and_direct_agree_per_replica(prometheus_url, cluster_client, two_replicas):
+def test_prometheus_and_direct_agree_per_replica(cluster_client, two_replicas, polled):
     _, ids, _ = two_replicas
-    # A longer window than the deployment-level agreement test: each replica gets only
-    # ~20 req/s, reported in ~1 s steps, and one step more or less in a 10 s window is
-    # already 10 % of a replica's rate in either source.
-    prom = PrometheusSource(prometheus_url, window_s=20)
-    direct = DirectScrapeSource(cluster_client.metrics_targets, window_s=20)
-    samples: dict[str, list] = {"prom": [], "direct": []}
-    try:
-        # The direct source's window is made of its own polls: poll it once a second,
-        # as the console does, until its window is full (Prometheus has the history).
-        for _ in range(22):
-            direct.poll()
-            time.sleep(1)
-        for _ in range(8):
-            _, dv = direct.poll()
-            _, pv = prom.poll()
-            samples["direct"].append((dv.get(KEY_REAL, {}), _ours(direct.replica_values())))
-            samples["prom"].append((pv.get(KEY_REAL, {}), _ours(prom.replica_values())))
-            time.sleep(1)
-    finally:
-        direct.close()
-        prom.close()
-    assert prom.last_error is None, prom.last_error
+    samples = {source: polled[source] for source in ("prom", "direct")}
+    assert polled["prom_error"] is None, polled["prom_error"]
     # Both list the same replicas, under the REST API's ids.
     for source in ("prom", "direct"):
         assert all(set(reps) == ids for _, reps in samples[source][-4:]), \
