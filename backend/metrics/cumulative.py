@@ -82,11 +82,13 @@ class CumulativeColumns:
 
     # -- a poll ------------------------------------------------------------------------
     def take(self, t: float, ix: np.ndarray, values: np.ndarray,
-             change_gap: Callable[[float], None]) -> None:
+             change_gap: Callable[[float], None]) -> bool:
         """This poll's values of the series at *ix*: a value above the last is its
         increase, one below it a reset (the new value is what was gained since), as
         Prometheus takes counters. Counters' times since their previous change go to
-        *change_gap* (in order; the newest GAPS_KEPT). Then the poll's snapshot."""
+        *change_gap* (in order; the newest GAPS_KEPT). Then the poll's snapshot.
+        Returns whether any counter moved (the page held a newer report)."""
+        counter_moved = False
         if len(ix):
             self.seen[ix] = t
             raw = self.raw[ix]
@@ -101,7 +103,9 @@ class CumulativeColumns:
                 for gap in gaps[-GAPS_KEPT:].tolist():
                     change_gap(gap)
                 self.changed[mix] = t
+                counter_moved = bool(self.counter[mix].any())
         self._snaps.append((t, self.adj[:self.n].copy()))
+        return counter_moved
 
     def _at(self, when: float) -> np.ndarray | None:
         """adj as of the newest poll at or before *when* (None: no such poll kept)."""

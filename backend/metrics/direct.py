@@ -44,7 +44,8 @@ while it was visible. No traffic in the window: rates are 0, latencies/means abs
 Pages that change less often than every second poll (a cluster the console did not
 start keeps Ray's default report interval of 10 s; report_cadence.py estimates it from
 the counters' change gaps): a poll window of 5 s would hold one report or none by turns
-(twice the rate, then 0). Each series is then taken over whole reports instead: from a
+(twice the rate, then 0); until the interval is estimated (two reports), a window with
+polls that found no newer report gives no rates at all (report_cadence.rates_known). Each series is then taken over whole reports instead: from a
 report at least `window_s` before its newest report to that report (a report with no
 change is known once the change is overdue by a poll and a quarter of the interval), a
 whole number of intervals long; its rate is that increase over that span. Rates then
@@ -310,11 +311,18 @@ class WindowedSeries:
         self.cadence.poll(t)
         self.data_t = None
         started = time.thread_time()
-        gauges, replica_ongoing, ix, v = self._read_pages(t, list(pages), keys)
-        self._cols.take(t, ix, v, self.cadence.change_gap)
+        pages = list(pages)
+        had_counters = self._cols.n > 0
+        gauges, replica_ongoing, ix, v = self._read_pages(t, pages, keys)
+        if self._cols.take(t, ix, v, self.cadence.change_gap):
+            self.cadence.report_seen(t)
+        elif not pages or not had_counters:
+            self.cadence.nothing_to_compare(t)
         self.read_s = time.thread_time() - started
         values: _Values = defaultdict(dict)
         span = t - t_base
+        if self.whole_reports and not self.cadence.rates_known(t_base):
+            span = 0.0  # no rates from this window yet (report_cadence.rates_known)
         increases, buckets, r_increases, r_latency = self._window_increases(t_base, t)
         if span > 0:
             self._rates(values, increases, span)

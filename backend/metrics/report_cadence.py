@@ -13,6 +13,17 @@ change, its series' time since its own previous change). Under steady traffic a 
 is one report interval (give or take a poll); a report without traffic for the series
 makes a gap of two or more intervals. So the interval is read from the low end of the
 gaps: the mean of the gaps near their 20th percentile.
+
+Until there is an estimate (the first two reports of a cluster reporting every 10 s: up
+to 20 s after connecting), a rate over the poll window alone is trusted only where every
+poll in the window found a newer report (pages that change every poll), or where no
+counter has moved yet (an idle cluster reads 0). A window with polls that found nothing
+new, once something has moved, holds one report of a slower cadence or none, and read it
+as 2.5×, 2× or 0 by turns: `rates_known` says so, and the rates are left out (the plots
+show no point rather than a wrong one). A poll with nothing to compare (no page read, or
+its counters all new) says nothing either way. Once nothing has moved for QUIET_S, the
+traffic has stopped whatever the cadence (Ray's default reports every 10 s), and the
+window's 0 is trusted.
 """
 
 from __future__ import annotations
@@ -25,6 +36,8 @@ KEEP = 256
 MIN_GAPS = 4
 #: Reports this many poll intervals apart or more are "slower than the polls".
 SLOW_FACTOR = 2.0
+#: Before an estimate: no counter moved for this long means no traffic, not a slow report.
+QUIET_S = 12.0
 
 
 class ReportCadence:
@@ -34,17 +47,44 @@ class ReportCadence:
         self._gaps: deque[float] = deque(maxlen=KEEP)
         self._poll_gaps: deque[float] = deque(maxlen=32)
         self._last_poll: float | None = None
+        # [time, a counter moved: True / False / None (nothing to compare)] per poll
+        self._polls: deque[list] = deque(maxlen=64)
+        self._last_move: float | None = None  # the newest poll at which a counter moved
 
     def poll(self, t: float) -> None:
         """A poll at time *t* (increasing)."""
         if self._last_poll is not None:
             self._poll_gaps.append(t - self._last_poll)
         self._last_poll = t
+        self._polls.append([t, False])
 
     def change_gap(self, gap: float) -> None:
         """A counter changed *gap* seconds after its previous change."""
         if gap > 0:
             self._gaps.append(gap)
+
+    def report_seen(self, t: float) -> None:
+        """The newest poll (at time *t*) found a counter moved: a newer report."""
+        self._mark(t, True)
+        self._last_move = t
+
+    def nothing_to_compare(self, t: float) -> None:
+        """The newest poll (at time *t*) read no page, or only counters new to it."""
+        self._mark(t, None)
+
+    def _mark(self, t: float, moved: bool | None) -> None:
+        if self._polls and self._polls[-1][0] == t:
+            self._polls[-1][1] = moved
+
+    def rates_known(self, since: float) -> bool:
+        """Whether a rate over the polls after *since* (a poll window) can be trusted:
+        always once the report interval is estimated; before that, if no counter has
+        moved so far or none for QUIET_S, or if no poll in the window read its pages
+        without finding a newer report."""
+        last, now = self._last_move, self._last_poll
+        if last is None or self.report_interval_s() is not None or now - last >= QUIET_S:
+            return True
+        return all(moved is not False for t, moved in self._polls if t > since)
 
     def poll_interval_s(self) -> float | None:
         """The median time between polls; None before the second poll."""

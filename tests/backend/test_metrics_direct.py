@@ -210,7 +210,9 @@ def test_quantiles_from_bucket_deltas_summed_over_replicas():
 
 def test_no_traffic_in_window_gives_no_latency_and_zero_rate():
     w = WindowedSeries(window_s=2.0)
-    for t in range(5):
+    # 13 polls: a source that has seen one change only cannot tell stopped traffic from
+    # a report interval of 10 s until nothing has moved for 12 s (report_cadence.QUIET_S).
+    for t in range(14):
         # Traffic only until t=1, then nothing changes.
         n = min(t, 1) * 10
         v = feed(w, float(t), counter(ex.REQUESTS, n),
@@ -574,6 +576,42 @@ def test_pages_reported_every_10s_give_a_steady_rate_not_double_then_zero():
     # Latency at every poll, not only at the polls whose window holds a report.
     assert None not in p50s and p50s == pytest.approx([p50s[0]] * len(p50s))
     assert v[(APP, "")]["requests_per_s"] == pytest.approx(50.0)  # the proxy's, too
+
+
+def test_before_the_report_interval_is_known_no_window_of_one_report_gives_a_rate():
+    # A cluster reporting every 10 s, watched from its first poll: the poll windows of
+    # the first two reports hold one report or none (they read 46, 37 and 0/s by turns
+    # before). No rate until the interval is known, then the right one at every poll.
+    # (Latencies are over whatever reports the window holds: shown as they come.)
+    w = WindowedSeries(window_s=5.0)
+    rates, known = {}, None
+    for t in range(0, 40):
+        v = _poll_reported(w, float(t), 50.0)
+        rates[t] = v.get(KEY, {}).get("requests_per_s")
+        if known is None and w.cadence.report_interval_s() is not None:
+            known = t
+    # Before the first report nothing has moved: as an idle cluster, 0 (it cannot be
+    # told apart). From the first report (seen at 4) until the interval is known (this
+    # page's four counters give their fourth change gap at the third report, 24; a real
+    # page has dozens and knows it at the second) no rate, then 50/s at every poll.
+    assert w.cadence.report_interval_s() == pytest.approx(10.0) and known == 24
+    assert rates[0] is None and [rates[t] for t in range(1, 4)] == [0.0] * 3, rates
+    assert [rates[t] for t in range(4, known)] == [None] * (known - 4), rates
+    assert [rates[t] for t in range(known, 40)] == pytest.approx([50.0] * (40 - known))
+    assert v[KEY].get("latency_p50_ms") is not None
+
+
+def test_an_idle_cluster_reads_zero_from_its_first_polls():
+    # No counter has moved: nothing to misread, so the rates are 0 (a cluster whose pages
+    # change every poll gets its rates from the second poll on, as before).
+    w = WindowedSeries(window_s=5.0)
+    for t in range(0, 3):
+        v = feed(w, float(t), counter(ex.REQUESTS, 0.0) + counter(ex.ERRORS, 0.0))
+    assert v[KEY]["requests_per_s"] == 0.0
+    busy = WindowedSeries(window_s=5.0)
+    got = [feed(busy, float(t), counter(ex.REQUESTS, 20.0 * t)).get(KEY, {})
+           .get("requests_per_s") for t in range(0, 5)]
+    assert got[2:] == pytest.approx([20.0] * 3), got
 
 
 def test_traffic_stopping_between_reports_reads_zero_soon_after_the_next_report():
