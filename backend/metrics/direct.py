@@ -46,7 +46,8 @@ start keeps Ray's default report interval of 10 s; report_cadence.py estimates i
 the counters' change gaps): a poll window of 5 s would hold one report or none by turns
 (twice the rate, then 0); until the interval is estimated (two reports), a window with
 polls that found no newer report gives no rates at all (report_cadence.rates_known).
-Each series is then taken over whole reports instead: from a report at least `window_s` before its newest report to that report (a report with no
+Each series is then taken over whole reports instead: from a report at least
+`window_s` before its newest report to that report (a report with no
 change is known once the change is overdue by a poll and a quarter of the interval), a
 whole number of intervals long; its rate is that increase over that span. Rates then
 move once per report, as late as the report; latencies come from the same reports.
