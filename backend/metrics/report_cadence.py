@@ -21,7 +21,7 @@ counter has moved yet (an idle cluster reads 0). A window with polls that found 
 new, once something has moved, holds one report of a slower cadence or none, and read it
 as 2.5×, 2× or 0 by turns: `rates_known` says so, and the rates are left out (the plots
 show no point rather than a wrong one). A poll with nothing to compare (no page read, or
-its counters all new) says nothing either way. Once nothing has moved for QUIET_S, the
+the first to hold counters) says nothing either way. Once nothing has moved for QUIET_S, the
 traffic has stopped whatever the cadence (Ray's default reports every 10 s), and the
 window's 0 is trusted.
 """
@@ -69,7 +69,8 @@ class ReportCadence:
         self._last_move = t
 
     def nothing_to_compare(self, t: float) -> None:
-        """The newest poll (at time *t*) read no page, or only counters new to it."""
+        """The newest poll (at time *t*) read no page, or was the first to hold counters:
+        nothing to tell a newer report by."""
         self._mark(t, None)
 
     def _mark(self, t: float, moved: bool | None) -> None:

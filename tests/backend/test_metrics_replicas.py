@@ -260,7 +260,7 @@ def polled(prometheus_url, cluster_client, two_replicas):
     """One run of the load, polled once a second as the console polls, for the two tests
     below (they each polled for ~30 s of their own before): the direct source as the
     console shows it (5 s window), and for the agreement with Prometheus both sources
-    over 20 s. Yields {"polls": [(deployment values, replica values) of the 5 s source
+    over 20 s. Returns {"polls": [(deployment values, replica values) of the 5 s source
     once it had both replicas with latencies], "prom"/"direct": [(...)] of the last 8
     polls of the 20 s sources, "last_error": ..., "prom_error": ...}."""
     live = DirectScrapeSource(cluster_client.metrics_targets, window_s=5.0)
@@ -299,12 +299,13 @@ def polled(prometheus_url, cluster_client, two_replicas):
             samples["direct"].append((dv.get(KEY_REAL, {}), _ours(direct.replica_values())))
             samples["prom"].append((pv.get(KEY_REAL, {}), _ours(prom.replica_values())))
             time.sleep(max(0.0, 1.0 - (time.monotonic() - tick)))
-        yield {"polls": polls, **samples, "last_error": live.last_error,
-               "prom_error": prom.last_error}
+        result = {"polls": polls, **samples, "last_error": live.last_error,
+                  "prom_error": prom.last_error}
     finally:
         live.close()
         direct.close()
         prom.close()
+    return result
 
 
 def test_direct_source_gives_each_replica_its_series(two_replicas, polled):
