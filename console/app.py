@@ -327,6 +327,14 @@ class ScriptedRun:
         # the exit itself then takes.
         print(f"serve-console: --exit-after {self.args.exit_after:g} s reached: exiting",
               flush=True)
+        from console.model.connection import ConnectionState
+
+        conn = self.session.connection
+        if conn.state is ConnectionState.CONNECTING:
+            # The run ends before it began: a script must not read that as success.
+            print(f"serve-console: still connecting at exit ({conn.message.rstrip('…')})",
+                  file=sys.stderr, flush=True)
+            self.exit_code = self.exit_code or 1
         self._finish()
 
     def report_pending(self) -> None:

@@ -401,7 +401,7 @@ def test_prometheus_stopped_offers_the_direct_scrape(qtbot, tmp_path, cluster_cl
 
 def test_exit_after_while_the_dashboard_does_not_answer(tmp_path):
     """A dashboard that accepts connections and never answers: --exit-after still ends
-    the process on time (the connect attempt is abandoned, not waited for)."""
+    the process on time (the connect attempt is abandoned, not waited for), with code 1."""
     import socket
 
     silent = socket.socket()
@@ -418,6 +418,9 @@ def test_exit_after_while_the_dashboard_does_not_answer(tmp_path):
         silent.close()
     figure(f"--exit-after 2 against a silent dashboard: exited after {took:.1f} s")
     assert took <= 2 + 5, (took, r.stderr[-2000:])
+    # A run that ended before it connected is not a success, and says why.
+    assert r.returncode == 1, r.stderr[-2000:]
+    assert f"still connecting at exit (Connecting to {url})" in r.stderr, r.stderr[-2000:]
 
 
 def test_local_cluster_death_is_reported_and_restarted(qtbot, tmp_path):
