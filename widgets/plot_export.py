@@ -32,6 +32,8 @@ from PySide6.QtGui import QPainter, QPen
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem
 
+from widgets.curve_gaps import connections
+
 APP_NAME = "serve-console"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
 
@@ -245,7 +247,7 @@ def _data_group(doc: minidom.Document, plot: pg.PlotItem, source: QRectF,
                 continue
             px = left + (np.asarray(x, dtype=float) - x0) * sx
             py = top + height - (np.asarray(y, dtype=float) - y0) * sy
-            polylines = _stretches(px, py)
+            polylines = _stretches(px, py, connections(x, y))
             pen = pg.mkPen(item.opts["pen"])
         for points in polylines:
             line = doc.createElement("polyline")
@@ -256,14 +258,18 @@ def _data_group(doc: minidom.Document, plot: pg.PlotItem, source: QRectF,
     return group
 
 
-def _stretches(px: np.ndarray, py: np.ndarray) -> list[list[tuple[float, float]]]:
-    """The runs of finite points (pyqtgraph breaks a curve at a NaN)."""
+def _stretches(px: np.ndarray, py: np.ndarray,
+               joined: np.ndarray | None = None) -> list[list[tuple[float, float]]]:
+    """The runs of finite points (pyqtgraph breaks a curve at a NaN), also broken after
+    point i where *joined*[i] is False (a hole in the samples: widgets/curve_gaps.py)."""
     out: list[list[tuple[float, float]]] = []
     run: list[tuple[float, float]] = []
-    for a, b in zip(px.tolist(), py.tolist()):
+    for i, (a, b) in enumerate(zip(px.tolist(), py.tolist())):
         if math.isfinite(a) and math.isfinite(b):
             run.append((a, b))
-        elif run:
+            if joined is None or joined[i] or i == len(px) - 1:
+                continue
+        if run:
             out.append(run)
             run = []
     if run:

@@ -41,6 +41,7 @@ from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsItem, QScrollArea, QS
                                QToolButton, QWidget)
 
 from backend.metrics.series import SeriesStore
+from widgets.curve_gaps import connections
 from widgets.marker_labels import MarkerLabels
 from widgets.marker_lines import MarkerLines
 from widgets.marker_list import MarkerList
@@ -390,12 +391,15 @@ class PlotStack(QWidget):
         view's or "All"'s whole history) is clipped to the view and peak-downsampled to
         the pixels; a window's few hundred are drawn as they are, since clipping and
         downsampling are recomputed on every scroll of the view (10 a second while
-        following) and cost more than drawing them."""
+        following) and cost more than drawing them. The line breaks where samples are
+        missing (widgets/curve_gaps.py)."""
         large = len(x) > LARGE_CURVE
         if curve.opts["clipToView"] != large:
             curve.setClipToView(large)
             curve.setDownsampling(auto=large, method="peak")
-        curve.setData(x, y)
+        # A hole in the samples is left open, not bridged (widgets/curve_gaps.py).
+        joined = connections(x, y)
+        curve.setData(x, y, connect="auto" if joined is None else joined)
 
     def _set_in_legend(self, key: Hashable, legend: pg.LegendItem, item, name: str,
                        present: bool) -> None:
