@@ -33,6 +33,39 @@ SILENCE_S = 5.0  # no call from the driver for this long: stop and exit
 _PROBE_TIMEOUT_S = 0.5
 
 
+def unnice(target: int = 0, tasks_dir: str = "/proc/self/task") -> tuple[int, int]:
+    """Give every thread of this process the scheduling niceness *target*; returns
+    (niceness before, niceness after) of the calling thread.
+
+    Ray starts its worker processes at nice 15 (`RAY_worker_niceness`). A load worker is
+    a client that measures: on a busy node its sends and reads waited behind every
+    process of normal priority, and the waits read as latency. The driver either asks
+    Ray to start the workers at 0 (a runtime_env, which costs each worker ~0.3 s to
+    start) or, where a probe found that a worker may raise its own priority, has the
+    worker do it here (backend/load/ray_driver.py). Linux keeps the niceness per thread,
+    so each one is set (new threads inherit the creating thread's). Without the
+    permission (CAP_SYS_NICE, or an RLIMIT_NICE that allows it) the niceness stays."""
+    before = os.getpriority(os.PRIO_PROCESS, 0)
+    if before <= target:
+        return before, before
+    try:
+        tids = [int(t) for t in os.listdir(tasks_dir)]
+    except OSError:  # not Linux: the process is one unit
+        tids = [0]
+    for tid in tids:
+        try:
+            os.setpriority(os.PRIO_PROCESS, tid, target)
+        except OSError:  # no permission, or the thread ended meanwhile
+            pass
+    return before, os.getpriority(os.PRIO_PROCESS, 0)
+
+
+def can_raise_priority() -> bool:
+    """The driver's probe, run as a task: may a worker of this cluster raise its own
+    priority to 0 (unnice)?"""
+    return unnice()[1] == 0
+
+
 def own_proxy_url(url: str, node_ip: str | None,
                   connect=socket.create_connection) -> tuple[str, str]:
     """The target's URL moved to the Serve proxy of this node, and how it was reached.
@@ -99,12 +132,18 @@ class LoadWorker:
         if own_proxy:
             url, via = own_proxy_url(target.url, where["node_ip"])
             target = replace(target, url=url)
+        # At nice 0 before the engine's threads exist (they inherit it); a worker Ray
+        # started at 0 already is left as it is.
+        nice_was, nice = unnice()
         gen = ThreadLoadGenerator(target, model=model, seed=seed, start_at=start_at,
                                   phase_s=phase_s, keep_seconds=True, **options)
         with self._lock:
             self._gen, self._cursor = gen, None
         gen.start()
-        return dict(where, url=target.url, via=via)
+        if nice_was > nice == 0:
+            unnice()  # any thread Ray made meanwhile
+        return dict(where, url=target.url, via=via, nice=os.getpriority(os.PRIO_PROCESS, 0),
+                    nice_was=nice_was)
 
     def apply(self, model: LoadModel) -> None:
         self._beat()

@@ -312,6 +312,12 @@ def test_a_driver_connected_in_advance_runs_the_next_load_and_a_new_one_waits(tw
             _started(gen)
             figure(f"cluster load, start with a driver connected in advance: "
                    f"{time.monotonic() - t0:.2f} s to the first request")
+            # Its workers raised their own priority (the spare's probe found they may
+            # here): normal priority, with no runtime_env to start them.
+            workers = alive_workers(cluster, detail=True)
+            assert [os.getpriority(os.PRIO_PROCESS, w["pid"]) for w in workers] == [0, 0]
+            assert all("env_vars" not in (w.get("serialized_runtime_env") or "")
+                       for w in workers), workers
             offer_for(gen, 2.0, drain_s=2.0)
         finally:
             gen.stop()

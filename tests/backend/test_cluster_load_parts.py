@@ -47,3 +47,81 @@ def test_a_plan_from_the_cluster_says_so_in_its_description():
     assert src.describe() == "the cluster: 3 workers (0.5 CPU each), spread over the nodes"
     with pytest.raises(ValueError):
         ClusterLoad(workers=0)
+
+
+# Run in a child process: niceness is per thread and a lowered one cannot be raised back
+# without privilege, so the test worker's own threads are left as they are.
+_UNNICE_CHILD = r"""
+import json, os, sys, threading
+sys.path.insert(0, sys.argv[1])
+from backend.load.ray_worker import unnice
+
+def nice_of(tid):
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        return int(f.read().rsplit(")", 1)[1].split()[16])  # field 19: nice
+
+if sys.argv[2] == "unprivileged":
+    os.setgid(65534)
+    os.setuid(65534)  # nobody: may not raise a priority again
+os.nice(12)  # as Ray starts a worker (RAY_worker_niceness, 15 by default)
+ready, done = threading.Event(), threading.Event()
+other = {}
+def body():
+    other["tid"] = threading.get_native_id()
+    ready.set()
+    done.wait()
+t = threading.Thread(target=body)
+t.start()
+ready.wait()
+before, after = unnice()
+print(json.dumps(dict(before=before, after=after, main=nice_of(threading.get_native_id()),
+                      other=nice_of(other["tid"]))))
+done.set()
+t.join()
+"""
+
+
+def _unnice_in_child(how: str) -> dict:
+    import json
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = str(Path(__file__).resolve().parents[2])
+    out = subprocess.run([sys.executable, "-c", _UNNICE_CHILD, root, how],
+                         capture_output=True, text=True, timeout=30)
+    assert out.returncode == 0, out.stderr
+    return json.loads(out.stdout)
+
+
+def _may_raise_priority() -> bool:
+    """Whether a process here may lower its niceness again (root, CAP_SYS_NICE or an
+    RLIMIT_NICE that allows it)."""
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-c", "import os; os.nice(1); "
+                           "os.setpriority(os.PRIO_PROCESS, 0, os.getpriority("
+                           "os.PRIO_PROCESS, 0) - 1)"], capture_output=True).returncode == 0
+
+
+def test_a_worker_takes_back_normal_priority_for_every_thread_where_allowed():
+    import os
+
+    got = _unnice_in_child("as is")
+    niced = min(os.getpriority(os.PRIO_PROCESS, 0) + 12, 19)
+    assert got["before"] == niced
+    want = 0 if _may_raise_priority() else niced
+    # Both threads: the one that called and one that already ran (the engine's, in a
+    # worker); where raising is not allowed nothing fails and the niceness stays.
+    assert (got["after"], got["main"], got["other"]) == (want, want, want), got
+
+
+def test_without_the_permission_the_niceness_stays_and_nothing_fails():
+    import os
+
+    if os.geteuid() != 0:
+        pytest.skip("needs root to become an unprivileged user in a child")
+    got = _unnice_in_child("unprivileged")
+    niced = min(os.getpriority(os.PRIO_PROCESS, 0) + 12, 19)
+    assert (got["before"], got["after"], got["main"], got["other"]) == (niced,) * 4, got

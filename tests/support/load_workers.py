@@ -9,12 +9,15 @@ import time
 import requests
 
 
-def alive_workers(cluster) -> list[dict]:
-    """Our load-worker actors not yet DEAD on *cluster* (a LocalCluster)."""
+def alive_workers(cluster, detail: bool = False) -> list[dict]:
+    """Our load-worker actors not yet DEAD on *cluster* (a LocalCluster); with *detail*,
+    each also has its `serialized_runtime_env`."""
     headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
     params = [("filter_keys", "class_name"), ("filter_predicates", "="),
               ("filter_values", "LoadWorker"), ("filter_keys", "state"),
               ("filter_predicates", "!="), ("filter_values", "DEAD"), ("limit", "100")]
+    if detail:
+        params.append(("detail", "1"))
     r = requests.get(cluster.dashboard_url + "/api/v0/actors", params=params,
                      headers=headers, timeout=10)
     r.raise_for_status()
