@@ -13,8 +13,8 @@ thread stops the engine and ends this process when it has heard nothing for
 crashed, disconnected). The process ends with os._exit: the actor is dead for Ray (it is
 created with no restarts), nothing of ours is left on the cluster.
 
-Ray is imported only inside the actor (this module is imported there); the console's
-process never imports it (import-linter).
+Ray is imported only inside the actor (its code travels there by value from the driver,
+backend/load/ray_driver.py); the console's process never imports it (import-linter).
 """
 
 from __future__ import annotations
