@@ -76,3 +76,21 @@ def test_the_plots_and_the_svg_export_leave_the_hole_open(qtbot):
     assert isinstance(joined, np.ndarray) and not joined[59] and joined[:59].all()
     runs = _stretches(x - T0, y, connections(x, y))
     assert [len(r) for r in runs] == [60, 30]
+
+
+def test_a_cluster_reporting_every_10_s_is_joined_but_its_unknown_start_is_not():
+    """A 10 s cluster's requests/s as the console stored it (2026-11-28, a foreign
+    cluster): two idle polls, ~30 s with no rate while the report interval was not yet
+    known, then pairs of polls ~1 s apart every ~10 s. The pairs are its cadence; the
+    unknown stretch is a hole."""
+    t = np.array([0, 1, 32, 33, 42, 43.1, 52, 53, 53.1, 62, 63, 63.1]) + T0
+    joined = connections(t, np.full(len(t), 20.0))
+    assert joined is not None and not joined[1]
+    assert joined[0] and joined[2:-1].all()
+
+
+def test_a_change_of_cadence_is_not_a_hole():
+    """Polled every second, then (the report interval known) in pairs every ~10 s: the
+    first long steps have long steps beside them."""
+    t = np.r_[np.arange(0, 35.0), 43, 44.1, 53, 54, 54.1, 63, 64, 64.1] + T0
+    assert connections(t, np.zeros(len(t))) is None
