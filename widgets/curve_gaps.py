@@ -49,7 +49,7 @@ def connections(x, y) -> np.ndarray | None:
         # Steps from a point older than *age* (x is sorted: a prefix) may be thinned.
         j = int(np.searchsorted(x, newest - age))
         if j:
-            joined[:j] |= d[:j] <= 2 * bucket + STEPS
+            joined[:j] |= d[:j] <= 2 * bucket + MIN_GAP_S
     finite = np.isfinite(y)
     if not finite.all():
         joined &= finite[:-1] & finite[1:]

@@ -140,10 +140,7 @@ class LoadWorker:
         with self._lock:
             self._gen, self._cursor = gen, None
         gen.start()
-        if nice_was > nice == 0:
-            unnice()  # any thread Ray made meanwhile
-        return dict(where, url=target.url, via=via, nice=os.getpriority(os.PRIO_PROCESS, 0),
-                    nice_was=nice_was)
+        return dict(where, url=target.url, via=via, nice=nice, nice_was=nice_was)
 
     def apply(self, model: LoadModel) -> None:
         self._beat()

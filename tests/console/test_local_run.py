@@ -24,20 +24,20 @@ def test_local_cluster_started_and_stopped_with_the_console(tmp_path, ray_cluste
     # Quit as a user would once the cluster is up (SIGTERM takes the window's normal close
     # path): a fixed --exit-after raced the head's start on a loaded machine (CI: > 15 s).
     # --exit-after stays as the net; reaching it while still connecting exits 1.
-    err = open(tmp_path / "stderr.txt", "w+")
-    p = subprocess.Popen([str(exe), "--num-cpus", "1", "--exit-after", "120"], env=env,
-                         stdout=subprocess.PIPE, stderr=err, text=True)
-    out = []
-    m = None
-    for line in p.stdout:
-        out.append(line)
-        m = re.search(r"started local Ray cluster (\S+) \(process group (\d+)\)", line)
-        if m:
-            p.send_signal(signal.SIGTERM)
-            break
-    rest, _ = p.communicate(timeout=60)
-    err.seek(0)
-    stderr = err.read()
+    with open(tmp_path / "stderr.txt", "w+") as err:
+        p = subprocess.Popen([str(exe), "--num-cpus", "1", "--exit-after", "120"], env=env,
+                             stdout=subprocess.PIPE, stderr=err, text=True)
+        out = []
+        m = None
+        for line in p.stdout:
+            out.append(line)
+            m = re.search(r"started local Ray cluster (\S+) \(process group (\d+)\)", line)
+            if m:
+                p.send_signal(signal.SIGTERM)
+                break
+        rest, _ = p.communicate(timeout=60)
+        err.seek(0)
+        stderr = err.read()
     assert m, "".join(out) + rest + stderr[-2000:]
     assert p.returncode == 0, stderr[-3000:]
     pgid = int(m.group(2))
