@@ -84,3 +84,42 @@ def test_light_means_no_cluster_prometheus_or_load_of_its_own(tmp_path, monkeypa
     assert not parallel.is_light(Marked(plain, fixtures=["ray_cluster"]))
     assert not parallel.is_light(Marked(plain, marks=["timing"]))
     assert not parallel.is_light(Marked(plain, marks=["quiet"]))
+
+
+class Head:
+    """A package-scoped ray_cluster FixtureDef as release_package_cluster uses it."""
+    scope = "package"
+    baseid = "tests/p"
+
+    def __init__(self):
+        self.cached_result = ("cluster", None, None)
+        self.finished = 0
+
+    def finish(self, request):
+        self.finished += 1
+        self.cached_result = None
+
+
+def with_head(nodeid: str, head: Head | None) -> Item:
+    it = Item(nodeid)
+    it._fixtureinfo.name2fixturedefs = {"ray_cluster": [head]} if head else {}
+    it._request = None
+    return it
+
+
+def test_a_package_head_stops_when_the_next_test_does_not_use_it(monkeypatch):
+    head, other = Head(), Head()
+    a1, a2 = with_head("tests/p/test_a.py::t1", head), with_head("tests/p/test_b.py::t1", head)
+    own = with_head("tests/p/test_c.py::t1", None)
+    elsewhere = with_head("tests/q/test_a.py::t1", other)
+    # In collection order (no units): never early, whatever comes next.
+    monkeypatch.setattr(parallel, "_ORDERED", False)
+    assert not parallel.release_package_cluster(a1, own) and head.finished == 0
+    monkeypatch.setattr(parallel, "_ORDERED", True)
+    assert not parallel.release_package_cluster(a1, a2)           # the unit goes on
+    assert not parallel.release_package_cluster(a2, None)         # pytest ends it anyway
+    assert not parallel.release_package_cluster(own, a1)          # it used no head
+    assert parallel.release_package_cluster(a2, own) and head.finished == 1
+    assert not parallel.release_package_cluster(a2, own) and head.finished == 1  # done
+    assert parallel.release_package_cluster(elsewhere, a1) and other.finished == 1
+    assert "tests/q/test_a.py::t1" in parallel.RELEASED[-1]
