@@ -57,8 +57,9 @@ def pytest_runtest_teardown(item, nextitem):
     (tests/parallel.py, release_package_cluster)."""
     yield
     _delete_closed_widgets()
+    said = len(parallel.RELEASED)
     released = parallel.release_package_cluster(item, nextitem)
-    if released:
+    if len(parallel.RELEASED) > said:
         from tests.figures import figure
         figure(parallel.RELEASED[-1])
     if released or nextitem is None or nextitem.module is not item.module:

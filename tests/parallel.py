@@ -110,9 +110,11 @@ def release_package_cluster(item, nextitem) -> bool:
     if not _ORDERED or nextitem is None:
         return False
     fixturedef = _package_cluster(item)
-    if fixturedef is None or fixturedef.cached_result is None:
+    if fixturedef is None or _package_cluster(nextitem) is fixturedef:
         return False
-    if _package_cluster(nextitem) is fixturedef:
+    if fixturedef.cached_result is None:
+        RELEASED.append(f"{fixturedef.baseid or '.'} head already stopped after "
+                        f"{item.nodeid}")
         return False
     fixturedef.finish(item._request)
     RELEASED.append(f"{fixturedef.baseid or '.'} head stopped after {item.nodeid}")
