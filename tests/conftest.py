@@ -51,18 +51,10 @@ def pytest_runtest_teardown(item, nextitem):
     pyqtgraph plot makes), and collecting all of them after every test took 60-190 ms,
     a quarter of the workers' CPU (py-spy, 2026-11-27). When the next test is in another
     module (its module- and package-scoped fixtures have just been finalised), everything
-    is unfrozen and collected once, so a window a module kept is freed here too.
-
-    A package's head is stopped once the tests that use it are done on this worker
-    (tests/parallel.py, release_package_cluster)."""
+    is unfrozen and collected once, so a window a module kept is freed here too."""
     yield
     _delete_closed_widgets()
-    said = len(parallel.RELEASED)
-    released = parallel.release_package_cluster(item, nextitem)
-    if len(parallel.RELEASED) > said:
-        from tests.figures import figure
-        figure(parallel.RELEASED[-1])
-    if released or nextitem is None or nextitem.module is not item.module:
+    if nextitem is None or nextitem.module is not item.module:
         gc.unfreeze()
     gc.collect()
     gc.freeze()

@@ -79,46 +79,9 @@ def is_light(item) -> bool:
     return not _MODULE_HEAVY[path]
 
 
-def _package_cluster(item):
-    """The package-scoped ray_cluster FixtureDef *item* uses, or None."""
-    defs = item._fixtureinfo.name2fixturedefs.get("ray_cluster")
-    return defs[-1] if defs and defs[-1].scope == "package" else None
-
-
 def _uses_package_cluster(item) -> bool:
-    return _package_cluster(item) is not None
-
-
-# Whether this process ran order_and_publish: its items then come a unit at a time.
-_ORDERED = False
-RELEASED: list[str] = []
-
-
-def release_package_cluster(item, nextitem) -> bool:
-    """After *item*'s teardown, on an xdist worker of the parallel pass: stop its
-    package's head (and what stands on it: the client, the batched demo, the tuning app)
-    when the next test does not use it. Returns whether it did.
-
-    pytest finalises a package-scoped fixture only when the worker leaves the package,
-    and a worker goes on to the package's other modules (own heads: the auto-tune CLI,
-    the advisor, the demo views) after the package's cluster unit: the package head,
-    its demo and its leftover applications then idled beside them for minutes (~16 % of
-    a core each, on 2 cores). A later test that asks for it again starts a new one (the
-    fixture is finished, not cached), so this decides only when, never whether. Only
-    where the items come a unit at a time: in collection order, a module whose tests
-    alternate between the cluster and none would start heads over and over."""
-    if not _ORDERED or nextitem is None:
-        return False
-    fixturedef = _package_cluster(item)
-    if fixturedef is None or _package_cluster(nextitem) is fixturedef:
-        return False
-    if fixturedef.cached_result is None:
-        RELEASED.append(f"{fixturedef.baseid or '.'} head already stopped after "
-                        f"{item.nodeid}")
-        return False
-    fixturedef.finish(item._request)
-    RELEASED.append(f"{fixturedef.baseid or '.'} head stopped after {item.nodeid}")
-    return True
+    defs = item._fixtureinfo.name2fixturedefs.get("ray_cluster")
+    return bool(defs and defs[-1].scope == "package")
 
 
 def _seconds() -> dict[str, float]:
@@ -164,9 +127,7 @@ def work_units(items) -> tuple[dict, dict]:
 def order_and_publish(items) -> None:
     """On a worker: sort *items* longest unit first (stable within a unit) and write
     their units for the controller's scheduler."""
-    global _ORDERED
     units, total = work_units(items)
-    _ORDERED = True
     index = {item: n for n, item in enumerate(items)}
     items.sort(key=lambda i: (-total[units[i]], units[i], index[i]))
     path = os.environ[UNITS_ENV]
