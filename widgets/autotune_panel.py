@@ -20,6 +20,8 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog,
                                QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from widgets.theme import restyle_when_first_shown
+
 MAX_RPS, MIN_P99 = "max_rps", "min_p99"
 COLUMNS = ("#", "config", "sustained req/s", "p50 ms", "p99 ms", "errors", "batch size",
            "trials", "note")
@@ -68,6 +70,7 @@ class AutoTunePanel(QDialog):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        restyle_when_first_shown(self)
         self.setWindowTitle("Auto-tune")
         self.setModal(False)
         self.resize(980, 720)

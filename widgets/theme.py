@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import pyqtgraph as pg
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QEvent, QObject, Qt
 from PySide6.QtGui import QColor, QGuiApplication, QPalette
 from PySide6.QtWidgets import QWidget
 
@@ -173,7 +173,10 @@ def apply_theme(theme: Theme) -> None:
         from PySide6.QtWidgets import QApplication
 
         if isinstance(app, QApplication):
-            app.setStyle("Fusion")
+            # Once: setting a style again re-polishes every widget (~0.25 s of the GUI
+            # thread for one window) and changes nothing.
+            if app.style().name().lower() != "fusion":
+                app.setStyle("Fusion")
             app.setPalette(palette(theme))
             for top in app.topLevelWidgets():
                 restyle_plots(top, theme, old)
@@ -208,6 +211,27 @@ def restyle_plots(root, theme: Theme | None = None, old: Theme | None = None) ->
             if isinstance(plot, pg.PlotItem) and plot.scene() is None:
                 for item in _descendants(plot):
                     _restyle_item(item, theme, old)
+
+
+class _RestyleOnFirstShow(QObject):
+    """Restyles its window's plots when the window is first shown, then goes: an event
+    filter on that window alone (an application-wide one ran Python for every event of
+    every widget: ~600 a second while the console idles, 240,000 while a window is
+    built)."""
+
+    def eventFilter(self, obj, event) -> bool:  # noqa: N802  (Qt's name)
+        if event.type() == QEvent.Type.Show and obj is self.parent():
+            obj.removeEventFilter(self)
+            restyle_plots(obj)
+            self.deleteLater()
+        return False
+
+
+def restyle_when_first_shown(window: QWidget) -> None:
+    """A window made after the theme was applied draws curves in the colours they were
+    made with; this restyles them in the theme's when *window* is first shown (curves
+    added until then included)."""
+    window.installEventFilter(_RestyleOnFirstShow(window))
 
 
 def _descendants(item):

@@ -26,7 +26,7 @@ from console.windows.window_banner import WindowBanner
 from console.windows.window_layout import build_docks, build_views
 from console.windows.window_layouts import WindowLayouts
 from console.windows.window_theme import WindowTheme
-from widgets.theme import restyle_plots
+from widgets.theme import restyle_plots, restyle_when_first_shown
 from console.windows import worst_first_dock
 from console.windows.window_menus import build_menus
 from console.windows.window_status import WindowStatus
@@ -83,6 +83,7 @@ class MainWindow(QMainWindow):
             self.restoreGeometry(geometry)
         self.layouts.restore()  # the saved state if it is of these docks, else the layout
         restyle_plots(self)  # the curves made since the theme was applied take its colours
+        restyle_when_first_shown(self)  # ... and those made until it is shown
         if self.settings.per_replica_view():
             self.per_replica_action.setChecked(True)
             self._on_per_replica_toggled(True)

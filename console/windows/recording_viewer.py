@@ -25,6 +25,7 @@ from console.windows.actions import add_action
 from widgets.compare_view import OVERLAY, CompareView
 from widgets.event_log import EventLog
 from widgets.live_plots import LivePlots
+from widgets.theme import restyle_when_first_shown
 
 #: Default compare ranges around a marker: A before it, B after it once settled.
 RANGE_S = 60.0
@@ -46,6 +47,7 @@ class SessionViewer(QMainWindow):
     def __init__(self, data: SessionData, other: SessionData | None = None,
                  parent: QWidget | None = None) -> None:
         super().__init__(parent)
+        restyle_when_first_shown(self)
         self.setAttribute(Qt.WidgetAttribute.WA_DeleteOnClose)
         self.data = data
         self.other = other

@@ -4,11 +4,10 @@ painting; this is the menu, the choice and the platform's signal."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QEvent, QObject
+from PySide6.QtCore import QObject
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication
-from PySide6.QtWidgets import QWidget
 
-from widgets.theme import CHOICES, SYSTEM, apply_theme, resolve, restyle_plots
+from widgets.theme import CHOICES, SYSTEM, apply_theme, resolve
 
 _TITLES = {"system": "&System", "light": "&Light", "dark": "&Dark"}
 _TIPS = {"system": "Follow the platform's light or dark setting, also when it changes",
@@ -26,16 +25,8 @@ class WindowTheme(QObject):
         app = QGuiApplication.instance()
         if app is not None:
             app.styleHints().colorSchemeChanged.connect(self._on_hints_color_scheme_changed)
-            # Windows made later (auto-tune, traffic, a recorded session) draw their
-            # curves in the colours they were made with: restyled when first shown.
-            app.installEventFilter(self)
-
-    def eventFilter(self, obj, event) -> bool:  # noqa: N802  (Qt's name)
-        if (event.type() == QEvent.Type.Show and isinstance(obj, QWidget) and obj.isWindow()
-                and not obj.property("serveConsoleThemed")):
-            obj.setProperty("serveConsoleThemed", True)
-            restyle_plots(obj)
-        return False
+        # Windows with plots made later (auto-tune, a recorded session) restyle
+        # themselves when first shown (widgets.theme.restyle_when_first_shown).
 
     def build_menu(self, view_menu, owner) -> None:
         from console.windows.actions import add_action

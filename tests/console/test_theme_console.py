@@ -8,7 +8,8 @@ from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 
 from console.settings import Settings
-from widgets.theme import DARK_THEME, LIGHT_THEME, status_color
+from widgets.autotune_panel import AutoTunePanel
+from widgets.theme import DARK_THEME, LIGHT_THEME, restyle_when_first_shown, status_color
 
 
 def test_choosing_a_theme_restyles_the_window_live_and_is_remembered(offline_window, tmp_path):
@@ -34,7 +35,20 @@ def test_choosing_a_theme_restyles_the_window_live_and_is_remembered(offline_win
 def test_a_window_opened_later_takes_the_theme_when_shown(offline_window, qtbot):
     win = offline_window
     win.theme.choose("light", persist=False)
-    later = pg.GraphicsLayoutWidget()  # as the auto-tune or a recorded session's window
+    # The auto-tune window (a recorded session's does the same): a curve drawn in its
+    # plot before it is shown takes the theme's version of its colour once shown.
+    panel = AutoTunePanel(win)
+    qtbot.addWidget(panel)
+    trials = panel.findChild(pg.PlotWidget, "trialsPlot")
+    drawn = trials.plot([0, 1], [0, 1], pen=pg.mkPen("#ffca28"))
+    assert pg.mkPen(drawn.opts["pen"]).color().name() == "#ffca28"
+    panel.show()
+    qtbot.waitUntil(lambda: pg.mkPen(drawn.opts["pen"]).color().name() != "#ffca28",
+                    timeout=2000)
+    assert trials.backgroundBrush().color().name() == LIGHT_THEME.plot_background
+    # Any window asks for it the same way.
+    later = pg.GraphicsLayoutWidget()
+    restyle_when_first_shown(later)
     qtbot.addWidget(later)
     curve = later.addPlot().plot([0, 1], [0, 1], pen=pg.mkPen("#ffca28"))
     later.show()
