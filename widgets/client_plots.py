@@ -70,7 +70,9 @@ class ClientPlots(QWidget):
         if style == "dash":
             from PySide6.QtCore import Qt
 
-            pen.setStyle(Qt.PenStyle.DashLine)
+            # 1 px: a wider dashed line goes through Qt's stroker, 20-500x slower to
+            # paint (widgets/plot_stack.PlotStack._add_curve).
+            pen = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
         # Named: the name heads the curve's column in a CSV export.
         curve = plot.plot([], [], pen=pen, antialias=False, name=label or name)
         self._curves[name] = curve

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import pyqtgraph as pg
 import pytest
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from backend.metrics.series import SeriesStore
@@ -248,3 +249,17 @@ def test_without_smooth_scrolling_the_view_moves_once_a_second_with_it_every_ref
     for tenth in range(1, 10):
         w.refresh(T0 + 60 + tenth / 10)
         assert span(plots)[1] == pytest.approx(60 + tenth / 10)
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_dashed_and_dotted_curves_are_drawn_1_px_wide_in_every_stack(qtbot, kind):
+    """Qt draws a wider patterned line through its stroker: over an hour of history the
+    live stack's repaint took 1.7 s (benchmarks/redraw.py, "All"). Solid curves keep
+    their width (drawn as segments, fast at any width)."""
+    w, plots = make(kind, qtbot)
+    pens = [pg.mkPen(c.opts["pen"]) for p in plots for c in p.listDataItems()]
+    patterned = [p for p in pens if p.style() != Qt.PenStyle.SolidLine]
+    solid = [p for p in pens if p.style() == Qt.PenStyle.SolidLine]
+    assert patterned and solid
+    assert all(p.widthF() <= 1 for p in patterned), [p.widthF() for p in patterned]
+    assert max(p.widthF() for p in solid) == 2
