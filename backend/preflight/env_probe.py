@@ -1,9 +1,13 @@
 """Can the cluster's Python import an application's code: a short job through the
 dashboard (`POST /api/jobs/`) that tries each module and prints what it found.
 
-schedules the JobSupervisor actor with num_cpus=0 on the head node
-(`JobManager.submit_job`, ray/dashboard/modules/job/job_manager.py), so it runs on a
-cluster whose every CPU is taken — and it checks the head node's Python only.
+Ray schedules the job's JobSupervisor actor with num_cpus=0 on the head node
+(`JobManager.submit_job`, ray/dashboard/modules/job/job_manager.py), so the probe runs on a
+cluster whose every CPU is taken. On a cluster of more than one node the job then asks
+every other alive node the same, with a 0-CPU task pinned to it (the job's runtime_env
+applies there too): a replica can land on any node, and a node set up apart from the
+head (another image, a package missing) fails its replicas while the head's Python
+looks fine. A node that does not answer within NODE_WAIT_S is said as not checked.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ import secrets
 import shlex
 import threading
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from backend.cancel import CancelToken
@@ -27,6 +31,9 @@ from backend.preflight.common import names as _names
 _MODULE_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _PROBE_MARK = "SERVE_CONSOLE_PROBE "
 _TERMINAL_JOB = ("SUCCEEDED", "FAILED", "STOPPED")
+NODE_WAIT_S = 30  # the other nodes' answers, once the job runs (a runtime_env's pip
+                  # install on each node can take longer: then "not checked")
+HEAD = "the head node"
 
 # -- the cluster's Python -----------------------------------------------------------------
 
@@ -39,6 +46,32 @@ class EnvProbe:
     ray_version: str | None
     seconds: float                        # submit → result
     node_id: str | None = None
+    #: The other alive nodes' answers, by node id: {"ip", "python", "missing", "errors"},
+    #: or {"error": why it was not checked}. Empty on a one-node cluster.
+    nodes: dict = field(default_factory=dict)
+
+    def missing_where(self) -> dict[str, tuple[str, ...]]:
+        """Module → the nodes that cannot import it (HEAD, or "node IP (id…)")."""
+        out: dict[str, list[str]] = {m: [HEAD] for m in self.missing_on_head}
+        for nid, answer in self.nodes.items():
+            for m in answer.get("missing") or ():
+                out.setdefault(m, []).append(node_label(nid, answer.get("ip")))
+        return {m: tuple(where) for m, where in out.items()}
+
+    def unchecked(self) -> dict[str, str]:
+        """The nodes whose Python could not be checked: label → why."""
+        return {node_label(nid, a.get("ip")): str(a["error"])
+                for nid, a in self.nodes.items() if a.get("error")}
+
+    @property
+    def missing_on_head(self) -> tuple[str, ...]:
+        return self.head_missing if self.head_missing is not None else self.missing
+
+    head_missing: tuple[str, ...] | None = None  # set when other nodes answered too
+
+
+def node_label(node_id: str, ip: str | None) -> str:
+    return f"node {ip or '?'} ({node_id[:8]})"
 
 
 # The job's shell runs `python` from the head node's PATH, which need not be the Python
@@ -58,46 +91,102 @@ _PICK_PYTHON = (
 
 _PROBE_CODE = """\
 import importlib, importlib.metadata as md, json, sys
-r = {"python": sys.executable, "version": sys.version.split()[0], "missing": [], "errors": {}}
+def try_imports(mods):
+    import importlib, sys
+    out = {"python": sys.executable, "missing": [], "errors": {}}
+    for m in mods:
+        try:
+            importlib.import_module(m)
+        except ModuleNotFoundError as e:
+            out["missing"].append(m)
+            if e.name and not (m == e.name or m.startswith(e.name + ".")):
+                out["errors"][m] = "%s: %s" % (type(e).__name__, e)
+        except BaseException as e:
+            out["missing"].append(m)
+            out["errors"][m] = "%s: %s" % (type(e).__name__, e)
+    return out
+r = try_imports(MODULES)
+r["version"] = sys.version.split()[0]
 try:
     r["ray"] = md.version("ray")
 except Exception:
     r["ray"] = None
-for m in MODULES:
+if NODES:
+    r["nodes"] = {}
     try:
-        importlib.import_module(m)
-    except ModuleNotFoundError as e:
-        r["missing"].append(m)
-        if e.name and not (m == e.name or m.startswith(e.name + ".")):
-            r["errors"][m] = "%s: %s" % (type(e).__name__, e)
+        import ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+        ray.init(logging_level="ERROR", log_to_driver=False)
+        here = ray.get_runtime_context().get_node_id()
+        def on_node(mods):
+            import ray
+            out = try_imports(mods)
+            try:
+                out["ip"] = ray.util.get_node_ip_address()
+            except Exception:
+                out["ip"] = None
+            return out
+        task = ray.remote(num_cpus=0, max_retries=0)(on_node)
+        refs = {n: task.options(scheduling_strategy=NodeAffinitySchedulingStrategy(
+            n, soft=False)).remote(MODULES) for n in NODES if n != here}
+        ready, _ = ray.wait(list(refs.values()), num_returns=len(refs), timeout=WAIT_S)
+        for n, ref in refs.items():
+            if ref not in ready:
+                r["nodes"][n] = {"error": "no answer within %d s" % WAIT_S}
+                continue
+            try:
+                r["nodes"][n] = ray.get(ref)
+            except Exception as e:
+                r["nodes"][n] = {"error": ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]}
     except BaseException as e:
-        r["missing"].append(m)
-        r["errors"][m] = "%s: %s" % (type(e).__name__, e)
+        r["nodes_error"] = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
 print(MARK + json.dumps(r), flush=True)
 """
 
 
-def probe_entrypoint(modules: Iterable[str]) -> str:
-    """The job's shell command: pick the workers' Python, import *modules*, print one
-    marked JSON line."""
+def probe_entrypoint(modules: Iterable[str], nodes: Iterable[str] = ()) -> str:
+    """The job's shell command: pick the workers' Python, import *modules*, ask each of
+    *nodes* (node ids; the job's own node is skipped) the same, print one marked JSON
+    line."""
     mods = list(modules)
     bad = [m for m in mods if not isinstance(m, str) or not _MODULE_RE.match(m)]
     if bad:
         raise ValueError(f"Not module names: {', '.join(map(repr, bad))}")
+    ids = [n for n in nodes if isinstance(n, str) and re.fullmatch(r"[0-9a-fA-F]+", n)]
     code = (f"MODULES = {json.dumps(mods)}\nMARK = {json.dumps(_PROBE_MARK)}\n"
-            + _PROBE_CODE)
+            f"NODES = {json.dumps(ids)}\nWAIT_S = {NODE_WAIT_S}\n" + _PROBE_CODE)
     return _PICK_PYTHON + 'exec "$PY" -c ' + shlex.quote(code)
+
+
+def alive_nodes(client: ClusterClient) -> dict[str, str | None]:
+    """{node id: its address} of the nodes whose raylet is alive, as the dashboard
+    lists them ({} when it cannot say)."""
+    try:
+        summary = client.node_summary()
+    except ConsoleError:
+        return {}
+    return {r["nodeId"]: r.get("nodeManagerAddress")
+            for r in ((n.get("raylet") or {}) for n in summary)
+            if r.get("state", "ALIVE") == "ALIVE" and isinstance(r.get("nodeId"), str)}
 
 
 def probe_python_env(client: ClusterClient, modules: list[str],
                      runtime_env: dict[str, Any] | None, cancel: CancelToken,
-                     timeout_s: float = 60.0, poll_s: float = 0.25) -> EnvProbe:
+                     timeout_s: float = 60.0, poll_s: float = 0.25,
+                     nodes: list[str] | None = None) -> EnvProbe:
     """Run the import probe as a Ray job with *runtime_env* (the application's: its pip
     packages are installed for the probe as for the replicas) and return what it found.
 
+    *nodes*: the alive nodes' ids (read from the dashboard when None); with more than
+    one, every node is asked (the module's docstring).
+
     Raises Cancelled (the job is stopped and deleted), PreflightError on a timeout, a
     runtime_env that cannot be set up, or a probe that did not run in Ray's Python."""
-    entry = probe_entrypoint(modules)
+    addresses: dict[str, str | None] = {}
+    if nodes is None:
+        addresses = alive_nodes(client)
+        nodes = list(addresses)
+    entry = probe_entrypoint(modules, nodes if len(nodes) > 1 else ())
     started = time.monotonic()
     cancel.check()
     sid = client.submit_job(entry, runtime_env=runtime_env or None,
@@ -136,30 +225,56 @@ def probe_python_env(client: ClusterClient, modules: list[str],
         raise PreflightError(
             f"The probe ran in {result.get('python')}, a Python without Ray: not the one "
             "the cluster's workers run, so it cannot tell what the replicas can import.")
-    return EnvProbe(missing=tuple(result.get("missing") or ()),
-                    errors=dict(result.get("errors") or {}),
+    head_missing = tuple(result.get("missing") or ())
+    answers = {str(k): dict(v) for k, v in (result.get("nodes") or {}).items()
+               if isinstance(v, dict)}
+    for nid, a in answers.items():  # named as the dashboard lists the node
+        a["ip"] = addresses.get(nid) or a.get("ip")
+    if result.get("nodes_error"):
+        answers = {n: {"error": f"the probe could not reach it "
+                                f"({result['nodes_error']})", "ip": addresses.get(n)}
+                   for n in nodes if n != info.get("driver_node_id")}
+    errors = dict(result.get("errors") or {})
+    for a in answers.values():
+        for m, e in (a.get("errors") or {}).items():
+            errors.setdefault(m, e)
+    on_nodes = {m for a in answers.values() for m in (a.get("missing") or ())}
+    missing = tuple(m for m in modules if m in head_missing or m in on_nodes)
+    return EnvProbe(missing=missing, errors=errors,
                     python=str(result.get("python")),
                     python_version=str(result.get("version")),
                     ray_version=result.get("ray"), seconds=seconds,
-                    node_id=info.get("driver_node_id"))
+                    node_id=info.get("driver_node_id"), nodes=answers,
+                    head_missing=head_missing if answers else None)
 
 
 def check_python_env(client: ClusterClient, modules: list[str],
                      runtime_env: dict[str, Any] | None, cancel: CancelToken,
                      timeout_s: float = 60.0) -> list[str]:
-    """The *modules* the cluster's Python (head node, with *runtime_env*) cannot import."""
+    """The *modules* the cluster's Python (with *runtime_env*) cannot import on some
+    node."""
     if not modules:
         return []
     return list(probe_python_env(client, modules, runtime_env, cancel, timeout_s).missing)
 
 
-def missing_modules_message(missing: list[str], app_name: str) -> str:
-    """What to do about modules the cluster lacks, in one paragraph."""
+def missing_modules_message(missing: list[str], app_name: str,
+                            where: dict[str, tuple[str, ...]] | None = None,
+                            nodes: int = 1) -> str:
+    """What to do about modules the cluster lacks, in one paragraph; *where* (module →
+    the nodes lacking it, EnvProbe.missing_where) names the nodes when not all of the
+    cluster's *nodes* lack them."""
     if not missing:
         return ""
     pkgs = sorted({_pip_name(m) for m in missing})
     names = _names(missing, quote=False)
-    return (f"'{app_name}' cannot start: the cluster's Python lacks {names}. Install "
+    on = ""
+    if where and nodes > 1:
+        lacking = sorted({n for m in missing for n in where.get(m, ())},
+                         key=lambda n: (n != HEAD, n))
+        if len(lacking) < nodes:
+            on = f" on {', '.join(lacking)} ({len(lacking)} of {nodes} nodes)"
+    return (f"'{app_name}' cannot start: the cluster's Python lacks {names}{on}. Install "
             f"{'it' if len(pkgs) == 1 else 'them'} on every node "
             f"(pip install {' '.join(pkgs)}), or add {'it' if len(pkgs) == 1 else 'them'} "
             f"to the application's runtime_env: {{'pip': {pkgs!r}}}.")

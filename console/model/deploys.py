@@ -31,7 +31,7 @@ from backend.deploy.deployer import (demo_app_config, put_applications, restore_
 from backend.errors import ConsoleError
 from backend.model import ServeStatus
 from backend.preflight.common import PreflightError
-from backend.preflight.env_probe import check_python_env, missing_modules_message
+from backend.preflight.env_probe import missing_modules_message, probe_python_env
 from backend.preflight.fit import check_fit
 from console.model.connection import ConnectionMonitor
 from console.model.operations import Operation, Operations
@@ -194,14 +194,19 @@ class DeployController(QObject):
         self._progress(op, f"Checking that the cluster's Python has "
                            f"{', '.join(DEMO_MODULES)}…")
         try:
-            missing = check_python_env(client, DEMO_MODULES, app.get("runtime_env"),
-                                       op.token, timeout_s=60)
+            probe = probe_python_env(client, DEMO_MODULES, app.get("runtime_env"),
+                                     op.token, timeout_s=60)
         except PreflightError as e:
             self._event(f"Could not check the cluster's Python ({e}); deploying "
                                "anyway.", "warning")
             return
-        if missing:
-            raise ConsoleError(missing_modules_message(missing, app["name"]))
+        if probe.missing:
+            raise ConsoleError(missing_modules_message(
+                list(probe.missing), app["name"], probe.missing_where(),
+                nodes=1 + len(probe.nodes)))
+        for node, why in probe.unchecked().items():
+            self._event(f"Could not check the Python of {node} ({why}); deploying "
+                        "anyway.", "warning")
         self._python_ok.add(key)
 
     def _start(self, kind: str, name: str, prepare: Callable[[Operation], _Plan],

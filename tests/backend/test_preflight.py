@@ -18,8 +18,9 @@ from backend.deploy.catalog import load_catalog
 from backend.cluster.client import ClusterClient
 from backend.deploy.deployer import deploy_app, upload_demo_package
 from backend.preflight.common import PreflightError
-from backend.preflight.env_probe import (check_python_env, missing_modules_message,
-                                         probe_entrypoint, probe_python_env)
+from backend.preflight.env_probe import (HEAD, EnvProbe, check_python_env,
+                                         missing_modules_message, probe_entrypoint,
+                                         probe_python_env)
 from backend.preflight.fit import (OTHER_WORK, app_unknowns, check_fit,
                                    cluster_resources, deployment_needs)
 from backend.preflight.versions import ray_version_warning
@@ -153,6 +154,32 @@ def test_missing_modules_message_gives_both_remedies():
     text = missing_modules_message(["torch", "cv2"], "x")
     assert "torch and cv2" in text and "opencv-python" in text
     assert missing_modules_message([], "x") == ""
+
+
+def test_missing_modules_message_names_the_nodes_when_only_some_lack_them():
+    probe = EnvProbe(missing=("torch", "cv2"), errors={}, python="py", python_version="3.11",
+                     ray_version="2.60.0", seconds=1.0, node_id="aaaa",
+                     nodes={"bbbb0000cccc": {"ip": "10.0.0.2", "missing": ["cv2"]},
+                            "dddd0000eeee": {"ip": "10.0.0.3", "missing": []},
+                            "ffff0000": {"error": "no answer within 30 s"}},
+                     head_missing=("torch",))
+    where = probe.missing_where()
+    assert where == {"torch": (HEAD,), "cv2": ("node 10.0.0.2 (bbbb0000)",)}
+    assert probe.unchecked() == {"node ? (ffff0000)": "no answer within 30 s"}
+    text = missing_modules_message(list(probe.missing), "x", where, nodes=4)
+    assert "lacks torch and cv2 on the head node, node 10.0.0.2 (bbbb0000) (2 of 4 nodes)" \
+        in text, text
+    # Every node lacking it, or one node: no list of nodes.
+    assert "head node" not in missing_modules_message(["torch"], "x", {"torch": (HEAD,)},
+                                                      nodes=1)
+    assert "of 2 nodes" not in missing_modules_message(
+        ["torch"], "x", {"torch": (HEAD, "node 10.0.0.2 (bbbb0000)")}, nodes=2)
+
+
+def test_the_probe_asks_the_other_nodes_only_on_a_cluster_of_several():
+    assert "NODES = []" in probe_entrypoint(["json"])
+    entry = probe_entrypoint(["json"], ["ab12", "not a node id; rm -rf /"])
+    assert 'NODES = ["ab12"]' in entry and "rm -rf" not in entry
 
 
 @pytest.mark.parametrize("bad", ["os; rm -rf /", "a b", "", "1abc", "x.'y'", "$(id)"])

@@ -25,13 +25,15 @@ from tests.helpers import group_gone
 JOIN_ATTEMPTS = 3
 
 
-def start_worker_node(cluster, num_cpus: float = 1) -> tuple[subprocess.Popen, int]:
+def start_worker_node(cluster, num_cpus: float = 1,
+                      env_vars: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
     """Start a raylet that joins *cluster* (a LocalCluster); (its process, its metrics
     port). It is listed by the dashboard some seconds later. The process's
-    `log_path` holds what `ray start` printed."""
+    `log_path` holds what `ray start` printed. *env_vars* are set for the node (its
+    workers inherit them), over the head's environment."""
     (metrics, agent_http, agent_grpc, runtime_env, node_manager,
      object_manager) = free_ports(6)
-    env = cluster._env()
+    env = {**cluster._env(), **(env_vars or {})}
     fd, log_path = tempfile.mkstemp(prefix="worker-node-", suffix=".log")
     try:
         proc = subprocess.Popen(
@@ -67,14 +69,15 @@ def output_of(proc: subprocess.Popen, chars: int = 2000) -> str:
 
 
 def join_worker_node(cluster, joined, num_cpus: float = 1, within_s: float = 120,
-                     attempts: int = JOIN_ATTEMPTS) -> tuple[subprocess.Popen, int]:
+                     attempts: int = JOIN_ATTEMPTS,
+                     env_vars: dict[str, str] | None = None) -> tuple[subprocess.Popen, int]:
     """Start a worker node and wait until `joined(metrics_port)` is true (the test's
     own view of "listed"); (its process, its metrics port). A `ray start` that exits on
     the way is killed to the last process and started again, up to *attempts* times;
     each such failure is printed in the run's figures with its output."""
     failures = []
     for attempt in range(1, attempts + 1):
-        proc, port = start_worker_node(cluster, num_cpus=num_cpus)
+        proc, port = start_worker_node(cluster, num_cpus=num_cpus, env_vars=env_vars)
         deadline = time.monotonic() + within_s
         while True:
             if joined(port):
