@@ -248,16 +248,6 @@ def probe_python_env(client: ClusterClient, modules: list[str],
                     head_missing=head_missing if answers else None)
 
 
-def check_python_env(client: ClusterClient, modules: list[str],
-                     runtime_env: dict[str, Any] | None, cancel: CancelToken,
-                     timeout_s: float = 60.0) -> list[str]:
-    """The *modules* the cluster's Python (with *runtime_env*) cannot import on some
-    node."""
-    if not modules:
-        return []
-    return list(probe_python_env(client, modules, runtime_env, cancel, timeout_s).missing)
-
-
 def missing_modules_message(missing: list[str], app_name: str,
                             where: dict[str, tuple[str, ...]] | None = None,
                             nodes: int = 1) -> str:
