@@ -11,6 +11,7 @@ import requests
 
 from backend.deploy.catalog import load_catalog
 from backend.deploy.deployer import deploy_demo
+from tests.figures import figure
 
 
 @pytest.fixture(scope="module")
@@ -65,10 +66,22 @@ def test_streaming_route_streams_progress_before_the_end(streaming_demo):
     # 24 chunks of 8 frames: ~1 s of work here, so a client starved of a CPU for a moment
     # on a loaded machine (a run at load 17 read all 25 lines of a 0.6 s run within 2 ms)
     # still sees them come in over time.
-    lines, arrived = _run(streaming_demo + "/", mode="streaming", frames=192, chunk=8)
-    assert len(lines) == 25 and lines[-1]["chunks"] == 24
     # The first chunk line reaches the client well before the last line: it is streamed.
-    assert arrived[0] < 0.75 * arrived[-1], arrived
+    # A run can still lose that to the client's process waiting for a CPU for the whole
+    # run (a clean clone, 2026-11-29: the run took 0.4 s and all 25 lines were read at
+    # 0.377-0.399 s): up to three runs, a proxy that buffers fails all three.
+    tries = []
+    for _ in range(3):
+        lines, arrived = _run(streaming_demo + "/", mode="streaming", frames=192, chunk=8)
+        assert len(lines) == 25 and lines[-1]["chunks"] == 24
+        tries.append((round(arrived[0], 3), round(arrived[-1], 3)))
+        if arrived[0] < 0.75 * arrived[-1]:
+            break
+    else:
+        raise AssertionError(f"every run's lines arrived together (first, last s): {tries}")
+    if len(tries) > 1:
+        figure(f"streaming route: lines streamed in run {len(tries)}; earlier runs' first "
+               f"and last arrivals (s): {tries[:-1]}")
     bad = requests.get(streaming_demo + "/", params={"mode": "bogus"}, timeout=30)
     assert bad.status_code == 400
 
