@@ -49,6 +49,8 @@ class EnvProbe:
     #: The other alive nodes' answers, by node id: {"ip", "python", "missing", "errors"},
     #: or {"error": why it was not checked}. Empty on a one-node cluster.
     nodes: dict = field(default_factory=dict)
+    #: What the head's Python lacks, when other nodes answered too (else `missing`).
+    head_missing: tuple[str, ...] | None = None
 
     def missing_where(self) -> dict[str, tuple[str, ...]]:
         """Module → the nodes that cannot import it (HEAD, or "node IP (id…)")."""
@@ -66,8 +68,6 @@ class EnvProbe:
     @property
     def missing_on_head(self) -> tuple[str, ...]:
         return self.head_missing if self.head_missing is not None else self.missing
-
-    head_missing: tuple[str, ...] | None = None  # set when other nodes answered too
 
 
 def node_label(node_id: str, ip: str | None) -> str:
