@@ -230,10 +230,12 @@ def test_prometheus_reports_the_pipeline_series(prometheus_url, ray_cluster, clu
         while time.monotonic() < deadline and (not wanted <= seen.keys() or rounds < 4):
             rounds += 1
             for mode in ("naive", "streaming"):
-                # 96 frames in chunks of 4: naive's first output waits for all 24
+                # 192 frames in chunks of 4: naive's first output waits for all 48
                 # chunks, streaming's for one. (48 in chunks of 8, a 6× gap, inverted
-                # once on a busy CI machine: 211 ms streaming vs 155 ms naive.)
-                with requests.get(url + "/", params={"mode": mode, "frames": 96, "chunk": 4},
+                # once on a busy CI machine: 211 ms streaming vs 155 ms naive; 96 in
+                # chunks of 4 once in a loaded clean clone on a faster day: medians
+                # 268 ms streaming vs 256 ms naive.)
+                with requests.get(url + "/", params={"mode": mode, "frames": 192, "chunk": 4},
                                   stream=True, timeout=120) as r:
                     r.raise_for_status()
                     for _ in r.iter_lines():
