@@ -202,7 +202,7 @@ class GpuPlots(PlotStack):
                         continue
                     dashed = series == "gpu_memory_total_mib"
                     group.curves[(index, series)] = self._add_curve(
-                        group.plots[name], color, width=1 if dashed else 2,
+                        group.plots[name], color,
                         style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine,
                         name=_label(index, series))
 

@@ -295,7 +295,7 @@ class ReplicaView(PlotStack):
         for s in _PLOTTED:
             dashed = next(d for _, _, curves in PLOTS for name, d in curves if name == s)
             self._curves[(s, rid)] = self._add_curve(
-                self._plots[_PLOT_OF[s]], colour, width=1 if dashed else 2,
+                self._plots[_PLOT_OF[s]], colour,
                 style=Qt.PenStyle.DashLine if dashed else Qt.PenStyle.SolidLine,
                 name=f"{SERIES[s].label} {replica_id(rid)}")
         # The legend's sample stands for the replica in all three plots.
