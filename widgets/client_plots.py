@@ -16,7 +16,9 @@ import pyqtgraph as pg
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.load.load_model import CLOSED, LoadStats, SecondStats
+from widgets import plot_style
 from widgets.plot_menu import PlotMenu
+from widgets.steady_range import SteadyViewBox
 
 # The server-side plots' palette (widgets/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
@@ -54,12 +56,13 @@ class ClientPlots(QWidget):
         PlotMenu(self._layout_widget, self._plots.values, self._plot_name)
 
     def _plot(self, name: str, title: str, row: int, col: int) -> pg.PlotItem:
-        p = self._layout_widget.addPlot(row=row, col=col)
+        p = self._layout_widget.addPlot(row=row, col=col, viewBox=SteadyViewBox())
         p.setTitle(title, size="9pt")
         p.showGrid(x=True, y=True, alpha=0.2)
         p.setClipToView(True)
         p.setDownsampling(auto=True, mode="peak")
         p.setMenuEnabled(False)
+        plot_style.cache_axes(p)
         self._plots[name] = p
         self._titles[name] = title
         return p

@@ -37,7 +37,7 @@ from collections.abc import Hashable
 import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QComboBox, QFrame, QGraphicsItem, QScrollArea, QSizePolicy,
+from PySide6.QtWidgets import (QComboBox, QFrame, QScrollArea, QSizePolicy,
                                QToolButton, QWidget)
 
 from backend.metrics.series import SeriesStore
@@ -46,6 +46,7 @@ from widgets.marker_labels import MarkerLabels
 from widgets.marker_lines import MarkerLines
 from widgets.marker_list import MarkerList
 from widgets.plot_menu import PlotMenu
+from widgets.steady_range import SteadyViewBox
 from widgets import plot_style
 from widgets.plot_style import plot_age, series_age, set_legend_age, set_title_age
 
@@ -321,7 +322,10 @@ class PlotStack(QWidget):
     def _new_plot(self, unit: str, tip: str, top: bool = False) -> pg.PlotItem:
         """A time plot of the stack with *unit* on its y axis; *top*: it carries the
         markers' labels, along its upper edge."""
-        plot = pg.PlotItem(axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+        # y autoranges to round numbers and stays put while the data moves inside
+        # (widgets/steady_range.py): a wobble no longer redraws the axis every second.
+        plot = pg.PlotItem(viewBox=SteadyViewBox(),
+                           axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
         # Clip-to-view and downsampling are set per curve by how many points it holds
         # (set_curve_data): on the plot they would recompute every curve on every scroll.
         plot.showGrid(x=True, y=True, alpha=0.15)
@@ -333,10 +337,7 @@ class PlotStack(QWidget):
         left.setWidth(56)  # equal widths keep the linked x axes aligned
         for axis in ("left", "bottom"):
             plot.getAxis(axis).setTextPen(plot_style.TEXT)
-            # Replaying an axis's labels and grid is most of a redraw (text drawn in
-            # software, on the GUI thread, 10 times a second): cached as a pixmap, an
-            # axis is drawn again only when its range changes (benchmarks/gui_stall.py).
-            plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+        plot_style.cache_axes(plot)
         plot.enableAutoRange(y=True)
         if top:
             # Headroom keeps its data (often a flat maximum, e.g. a steady rate) below

@@ -5,6 +5,7 @@ plot's title and a legend entry — one copy, so a fix lands in all three."""
 from __future__ import annotations
 
 import pyqtgraph as pg
+from PySide6.QtWidgets import QGraphicsItem
 
 # The plots' colours; widgets.theme.apply_theme sets them (use_theme) for light or dark.
 # Read them as plot_style.NAME when drawing (an imported copy keeps the first theme's).
@@ -21,6 +22,16 @@ def use_theme(theme) -> None:
     global BACKGROUND, TEXT, AGE_OK, AGE_STALE, MARKER
     BACKGROUND, TEXT = theme.plot_background, theme.plot_text
     AGE_OK, AGE_STALE, MARKER = theme.age_ok, theme.age_stale, theme.marker
+
+def cache_axes(plot: pg.PlotItem, axes: tuple[str, ...] = ("left", "bottom")) -> None:
+    """Keep each of *plot*'s *axes* (its labels and its grid lines) as a pixmap, drawn
+    again only when the axis itself changes (its range moves). Uncached, an axis replays
+    its text and grid whenever anything in its plot repaints — ~2–4 ms each, most of a
+    redraw of a plot whose data moves once a second (benchmarks/gui_stall.py). An SVG
+    export draws them uncached (widgets/plot_export.py)."""
+    for axis in axes:
+        plot.getAxis(axis).setCacheMode(QGraphicsItem.CacheMode.DeviceCoordinateCache)
+
 
 # Below this height a plot's axis labels collide; the stack scrolls instead.
 MIN_PLOT_HEIGHT = 110

@@ -263,3 +263,18 @@ def test_dashed_and_dotted_curves_are_drawn_1_px_wide_in_every_stack(qtbot, kind
     assert patterned and solid
     assert all(p.widthF() <= 1 for p in patterned), [p.widthF() for p in patterned]
     assert max(p.widthF() for p in solid) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_wobble_inside_the_range_leaves_every_stacks_y_axes_where_they_were(qtbot, kind):
+    """Each y range is on round numbers and stays while the data moves inside it
+    (widgets/steady_range.py): a moving axis is drawn again, and read again."""
+    store = filled(kind, value=lambda i: 50.0 + (i % 3) / 2)  # 50 to 51
+    w, plots = make(kind, qtbot, store)
+    QApplication.processEvents()
+    before = [tuple(p.viewRange()[1]) for p in plots]
+    for k, v in enumerate([51.3, 49.6, 51.1, 50.2]):
+        store.add(T0 + 60 + k, sample(kind, v))
+        w.refresh(T0 + 60 + k)
+        QApplication.processEvents()
+        assert [tuple(p.viewRange()[1]) for p in plots] == before

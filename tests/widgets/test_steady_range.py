@@ -1,0 +1,120 @@
+"""The y axis stays put while the data wobbles inside it (widgets/steady_range.py): round
+numbers, moved when the data leaves the range or fills too little of it, and never
+keeping a range someone else set."""
+
+from __future__ import annotations
+
+import pyqtgraph as pg
+import pytest
+from PySide6.QtWidgets import QApplication
+
+from widgets.client_plots import ClientPlots
+from widgets.steady_range import FILL, SteadyViewBox, nice_range, nice_step, steady_range
+
+
+@pytest.mark.parametrize("raw, step", [(1.0, 1.0), (1.1, 2.0), (2.0, 2.0), (2.2, 2.5),
+                                       (3.0, 5.0), (7.0, 10.0), (0.012, 0.02),
+                                       (120.0, 200.0), (0.25, 0.25)])
+def test_steps_are_one_two_two_and_a_half_or_five(raw, step):
+    assert nice_step(raw) == pytest.approx(step)
+
+
+def test_a_range_is_on_round_numbers_around_the_padded_data():
+    assert nice_range(48.0, 52.0, 0.05) == pytest.approx((46.0, 54.0))
+    assert nice_range(-5.0, 5.0, 0.0) == pytest.approx((-5.0, 5.0))
+    assert nice_range(-5.0, 5.0, 0.1) == pytest.approx((-10.0, 10.0))  # ±6 in steps of 5
+
+
+def test_data_that_never_goes_below_zero_keeps_zero_as_its_floor():
+    lo, hi = nice_range(0.0, 50.0, 0.1)
+    assert lo == 0.0 and hi >= 55.0
+    assert nice_range(0.3, 40.0, 0.1)[0] == 0.0
+
+
+def test_a_flat_line_gets_a_span_of_its_own():
+    assert nice_range(0.0, 0.0, 0.1) == (0.0, 1.0)
+    lo, hi = nice_range(50.0, 50.0, 0.1)
+    assert lo < 50.0 < hi and hi - lo <= 20.0
+
+
+def test_a_wobble_inside_the_range_keeps_it():
+    current = nice_range(48.0, 52.0, 0.05)
+    for lo, hi in [(47.0, 53.0), (49.0, 51.0), (46.5, 50.0), (50.0, 53.9)]:
+        assert steady_range(current, lo, hi, 0.05) == current
+
+
+def test_data_leaving_the_range_moves_it():
+    current = (46.0, 54.0)
+    lo, hi = steady_range(current, 48.0, 60.0, 0.05)
+    assert lo <= 48.0 and hi >= 60.0 and (lo, hi) != current
+    lo, hi = steady_range(current, 40.0, 52.0, 0.05)
+    assert lo <= 40.0
+
+
+def test_a_peak_gone_from_the_window_zooms_back_in():
+    """A spike to 200 set the range; once it has scrolled away the data (48 to 52)
+    fills less than FILL of it, so the range fits the data again."""
+    spike = nice_range(48.0, 200.0, 0.05)
+    assert (52.0 - 48.0) < FILL * (spike[1] - spike[0])
+    assert steady_range(spike, 48.0, 52.0, 0.05) == nice_range(48.0, 52.0, 0.05)
+
+
+def _plot(qtbot) -> tuple[pg.PlotWidget, pg.PlotDataItem]:
+    w = pg.PlotWidget(viewBox=SteadyViewBox())
+    qtbot.addWidget(w)
+    w.resize(400, 300)
+    w.show()
+    curve = w.plot([0, 1, 2, 3], [49.0, 51.0, 50.0, 50.5])
+    return w, curve
+
+
+def _settle(w: pg.PlotWidget) -> tuple[float, float]:
+    """The y range once the view has autoranged (pyqtgraph does so before a paint)."""
+    QApplication.processEvents()
+    w.getViewBox().updateAutoRange()  # what the next paint would do, now
+    return tuple(w.getViewBox().viewRange()[1])
+
+
+def test_the_view_keeps_its_y_range_and_its_axis_through_a_wobble(qtbot):
+    w, curve = _plot(qtbot)
+    first = _settle(w)
+    assert first[0] <= 49.0 and first[1] >= 51.0
+    axis = w.getPlotItem().getAxis("left")
+    moves = []
+    w.getViewBox().sigYRangeChanged.connect(lambda *_: moves.append(1))
+    for k in range(10):
+        curve.setData([0, 1, 2, 3], [49.0 + k / 10, 51.0 - k / 20, 50.0, 50.0 + k / 7])
+        assert _settle(w) == first
+    assert moves == [] and axis.picture is not None  # its drawing not thrown away
+    curve.setData([0, 1, 2, 3], [49.0, 51.0, 50.0, 120.0])
+    lo, hi = _settle(w)
+    assert hi >= 120.0 and moves
+
+
+def test_a_range_set_by_someone_else_is_not_kept_once_autorange_is_back(qtbot):
+    w, _curve = _plot(qtbot)
+    fitted = _settle(w)
+    w.setYRange(0.0, 1000.0, padding=0)  # e.g. a zoom while paused: autorange off
+    assert _settle(w) == pytest.approx((0.0, 1000.0))
+    w.enableAutoRange(y=True)  # resuming
+    assert _settle(w) == pytest.approx(fitted)
+
+
+def test_x_autorange_still_follows_the_data(qtbot):
+    """The client plots autorange x (seconds since the run started) as pyqtgraph does."""
+    w, curve = _plot(qtbot)
+    _settle(w)
+    curve.setData([0, 1, 2, 3, 4, 5, 6, 7, 8, 9], [50.0] * 10)
+    _settle(w)
+    x0, x1 = w.getViewBox().viewRange()[0]
+    assert x0 <= 0.0 and x1 >= 9.0
+
+
+def test_the_client_plots_steady_their_y_axes_and_cache_their_axes(qtbot):
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    for plot in plots._plots.values():
+        assert isinstance(plot.getViewBox(), SteadyViewBox)
+        for name in ("left", "bottom"):
+            assert plot.getAxis(name).cacheMode() == \
+                plot.getAxis(name).CacheMode.DeviceCoordinateCache

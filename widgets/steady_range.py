@@ -1,0 +1,119 @@
+"""A y axis that stays put while the data moves inside it.
+
+pyqtgraph's autorange fits the y range to the data's exact extent on every change: a
+latency that wobbles by a millisecond moves the axis every second, its labels and grid
+are drawn again (a few ms each, on the GUI thread: benchmarks/gui_stall.py), and the
+reader's eye loses its scale. `SteadyViewBox` autoranges y to a range on round numbers
+(steps of 1, 2, 2.5 or 5 × 10ⁿ, about four to a range) and keeps it while the data stays
+inside and fills at least `FILL` of it: a value that leaves the range or a peak that
+scrolls out of the window (the data then fills less) moves it, a wobble does not.
+
+Only y is steadied, and only while pyqtgraph's y autorange is on; x (set by following
+"now", by the mouse while paused, or autoranged) is pyqtgraph's as before. A range set by someone
+else (a zoom, a resume that re-enables autorange) is never kept: the next autorange
+starts afresh.
+"""
+
+from __future__ import annotations
+
+import math
+
+import pyqtgraph as pg
+
+#: The data must fill at least this share of the range for the range to be kept.
+FILL = 0.25
+#: Steps per range the rounding aims at (the axis's major ticks are about as many).
+STEPS = 4
+
+
+def nice_step(raw: float) -> float:
+    """The smallest of 1, 2, 2.5, 5 × 10ⁿ that is at least *raw* (> 0)."""
+    exp = math.floor(math.log10(raw))
+    base = 10.0 ** exp
+    for m in (1.0, 2.0, 2.5, 5.0, 10.0):
+        if m * base >= raw * (1 - 1e-12):
+            return m * base
+    return 10.0 * base  # not reached
+
+
+def nice_range(lo: float, hi: float, padding: float) -> tuple[float, float]:
+    """A y range on round numbers holding the data [lo, hi] with *padding* (a share of
+    the data's span) each side; data that never goes below zero keeps zero as its
+    floor rather than padding into negative values. A flat line gets a span of its own
+    (a tenth of its value each side; 0 to 1 for zeros)."""
+    if hi < lo:
+        lo, hi = hi, lo
+    if hi == lo:
+        if lo == 0.0:
+            return (0.0, 1.0)
+        half = abs(lo) * 0.1
+        a, b = lo - half, hi + half
+    else:
+        pad = (hi - lo) * padding
+        a, b = lo - pad, hi + pad
+    if lo >= 0.0 and a < 0.0:
+        a = 0.0
+    step = nice_step((b - a) / STEPS)
+    a2, b2 = math.floor(a / step) * step, math.ceil(b / step) * step
+    if b2 <= a2:  # rounding of huge or tiny values
+        return (a, b)
+    return (a2, b2)
+
+
+def steady_range(current: tuple[float, float] | None, lo: float, hi: float,
+                 padding: float) -> tuple[float, float]:
+    """The y range for data [lo, hi] given the *current* one (None: none of ours):
+    *current* while it holds the data and the data's own round range is at least FILL
+    of it; otherwise the data's round range (nice_range)."""
+    fresh = nice_range(lo, hi, padding)
+    if current is not None:
+        c0, c1 = current
+        if c0 <= min(lo, hi) and max(lo, hi) <= c1 and \
+                (fresh[1] - fresh[0]) >= FILL * (c1 - c0):
+            return current
+    return fresh
+
+
+class SteadyViewBox(pg.ViewBox):
+    """A ViewBox whose y autorange is steady_range's (see the module docstring)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._steady: tuple[float, float] | None = None  # the y range last set here
+
+    def updateAutoRange(self) -> None:  # noqa: N802 (pyqtgraph's name)
+        auto = self.state["autoRange"]
+        y_auto = auto[1]
+        if self._updatingRange or y_auto is False:
+            super().updateAutoRange()
+            return
+        if auto[0] is not False:  # x autoranged too: pyqtgraph's own, for x alone
+            auto[1] = False
+            try:
+                super().updateAutoRange()
+            finally:
+                auto[1] = y_auto
+        self._update_steady_y(1.0 if isinstance(y_auto, bool) else float(y_auto))
+
+    def _update_steady_y(self, frac: float) -> None:
+        self._updatingRange = True
+        try:
+            x_range, y_range = self.viewRange()
+            ortho = [None, x_range] if self.state["autoVisibleOnly"][1] else [None, None]
+            bounds = self.childrenBounds(frac=[1.0, frac], orthoRange=ortho)[1]
+            if bounds is None or not all(math.isfinite(v) for v in bounds):
+                return
+            current = self._steady if self._steady is not None and \
+                _same(self._steady, y_range) else None
+            new = steady_range(current, bounds[0], bounds[1], self.suggestPadding(1))
+            if current is None or new != current:
+                self.setRange(yRange=new, padding=0.0, disableAutoRange=False)
+                self._steady = tuple(self.viewRange()[1])
+        finally:
+            self._autoRangeNeedsUpdate = False
+            self._updatingRange = False
+
+
+def _same(a: tuple[float, float], b) -> bool:
+    tol = 1e-9 * max(1.0, abs(a[0]), abs(a[1]))
+    return abs(a[0] - b[0]) <= tol and abs(a[1] - b[1]) <= tol
