@@ -56,7 +56,11 @@ class ClientPlots(QWidget):
         PlotMenu(self._layout_widget, self._plots.values, self._plot_name)
 
     def _plot(self, name: str, title: str, row: int, col: int) -> pg.PlotItem:
-        p = self._layout_widget.addPlot(row=row, col=col, viewBox=SteadyViewBox())
+        # Both axes autorange on round numbers and stay while the data moves inside:
+        # the run's seconds grow every second, and a time axis that moved with them was
+        # drawn again, four times a second (widgets/steady_range.py).
+        p = self._layout_widget.addPlot(row=row, col=col,
+                                        viewBox=SteadyViewBox(steady_x=True))
         p.setTitle(title, size="9pt")
         p.showGrid(x=True, y=True, alpha=0.2)
         p.setClipToView(True)

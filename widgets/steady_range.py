@@ -9,7 +9,9 @@ inside and fills at least `FILL` of it: a value that leaves the range or a peak 
 scrolls out of the window (the data then fills less) moves it, a wobble does not.
 
 Only y is steadied, and only while pyqtgraph's y autorange is on; x (set by following
-"now", by the mouse while paused, or autoranged) is pyqtgraph's as before. A range set by someone
+"now", by the mouse while paused, or autoranged) is pyqtgraph's as before — unless
+asked for (`steady_x`: the client plots' "seconds since the run started", which would
+otherwise redraw their time axes every second as the run grows). A range set by someone
 else (a zoom, a resume that re-enables autorange) is never kept: the next autorange
 starts afresh.
 """
@@ -75,40 +77,51 @@ def steady_range(current: tuple[float, float] | None, lo: float, hi: float,
 
 
 class SteadyViewBox(pg.ViewBox):
-    """A ViewBox whose y autorange is steady_range's (see the module docstring)."""
+    """A ViewBox whose y autorange (and x's too, with *steady_x*) is steady_range's (see
+    the module docstring); an autoranged axis not steadied is pyqtgraph's own."""
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, steady_x: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self._steady: tuple[float, float] | None = None  # the y range last set here
+        self._steady_x = steady_x
+        self._steady: dict[int, tuple[float, float]] = {}  # by axis: the range set here
 
     def updateAutoRange(self) -> None:  # noqa: N802 (pyqtgraph's name)
         auto = self.state["autoRange"]
-        y_auto = auto[1]
-        if self._updatingRange or y_auto is False:
+        steady = [self._steady_x and auto[0] is not False, auto[1] is not False]
+        if self._updatingRange or not any(steady):
             super().updateAutoRange()
             return
-        if auto[0] is not False:  # x autoranged too: pyqtgraph's own, for x alone
-            auto[1] = False
+        if auto[0] is not False and not steady[0]:  # x autoranged as pyqtgraph does
+            y_auto, auto[1] = auto[1], False
             try:
                 super().updateAutoRange()
             finally:
                 auto[1] = y_auto
-        self._update_steady_y(1.0 if isinstance(y_auto, bool) else float(y_auto))
+        for ax in (0, 1):
+            if steady[ax]:
+                self._update_steady(ax, 1.0 if isinstance(auto[ax], bool) else float(auto[ax]))
 
-    def _update_steady_y(self, frac: float) -> None:
+    def _update_steady(self, ax: int, frac: float) -> None:
         self._updatingRange = True
         try:
-            x_range, y_range = self.viewRange()
-            ortho = [None, x_range] if self.state["autoVisibleOnly"][1] else [None, None]
-            bounds = self.childrenBounds(frac=[1.0, frac], orthoRange=ortho)[1]
+            view = self.viewRange()
+            ortho: list = [None, None]
+            if self.state["autoVisibleOnly"][ax]:
+                ortho[ax] = view[1 - ax]  # the data in view along the other axis
+            fracs = [1.0, 1.0]
+            fracs[ax] = frac
+            bounds = self.childrenBounds(frac=fracs, orthoRange=ortho)[ax]
             if bounds is None or not all(math.isfinite(v) for v in bounds):
                 return
-            current = self._steady if self._steady is not None and \
-                _same(self._steady, y_range) else None
-            new = steady_range(current, bounds[0], bounds[1], self.suggestPadding(1))
+            mine = self._steady.get(ax)
+            current = mine if mine is not None and _same(mine, view[ax]) else None
+            new = steady_range(current, bounds[0], bounds[1], self.suggestPadding(ax))
             if current is None or new != current:
-                self.setRange(yRange=new, padding=0.0, disableAutoRange=False)
-                self._steady = tuple(self.viewRange()[1])
+                if ax == 0:
+                    self.setRange(xRange=new, padding=0.0, disableAutoRange=False)
+                else:
+                    self.setRange(yRange=new, padding=0.0, disableAutoRange=False)
+                self._steady[ax] = tuple(self.viewRange()[ax])
         finally:
             self._autoRangeNeedsUpdate = False
             self._updatingRange = False

@@ -118,3 +118,30 @@ def test_the_client_plots_steady_their_y_axes_and_cache_their_axes(qtbot):
         for name in ("left", "bottom"):
             assert plot.getAxis(name).cacheMode() == \
                 plot.getAxis(name).CacheMode.DeviceCoordinateCache
+
+
+def test_the_client_plots_time_axis_moves_in_steps_as_the_run_grows(qtbot):
+    from backend.load.load_model import SecondStats
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    plots.resize(600, 400)
+    plots.show()
+    rate = plots._plots["rate"]
+    ranges = []
+    history = []
+    for t in range(1, 41):
+        history.append(_second(SecondStats, t))
+        plots.set_history(history)
+        QApplication.processEvents()
+        rate.getViewBox().updateAutoRange()
+        x0, x1 = rate.getViewBox().viewRange()[0]
+        assert x0 <= 1.0 and x1 >= t  # every second shown
+        ranges.append((x0, x1))
+    assert len(set(ranges)) <= 15  # not forty: each new range ~25 % past the last
+
+
+def _second(cls, t: int):
+    """Second *t* of a steady 50 req/s run with a little wobble."""
+    return cls(t=float(t), level=50.0, offered=50, completed=49 + t % 3, ok=49 + t % 3,
+               errors=(), in_flight=t % 2, p50_ms=10.0 + t % 2, p90_ms=14.0, p99_ms=20.0,
+               p999_ms=25.0)
