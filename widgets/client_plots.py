@@ -36,6 +36,8 @@ class ClientPlots(QWidget):
         self._titles: dict[str, str] = {}
         # Legends do not fit plots this short: each title names its curves in their colors.
         self._keys: dict[str, list[tuple[str, str]]] = {}
+        # What set_history drew last: (seconds, first, last, closed loop).
+        self._shown: tuple | None = None
 
         # 2 × 2, so each plot keeps some height in a short dock.
         rate = self._plot("rate", "client req/s", row=0, col=0)
@@ -100,7 +102,13 @@ class ClientPlots(QWidget):
         """Show a run's finished seconds (LoadStats.history); replaces what is shown.
 
         In closed loop the profile's level is a user count, which belongs on no requests/s
-        axis: the target curve is left empty."""
+        axis: the target curve is left empty. The same seconds again (the stats come twice
+        a second, a second finishes once) draw nothing."""
+        shown = (len(history), history[0] if history else None,
+                 history[-1] if history else None, closed_loop)
+        if shown == self._shown:
+            return
+        self._shown = shown
         t = [s.t for s in history]
         if closed_loop:
             self._curves["target"].setData([], [])
@@ -130,6 +138,7 @@ class ClientPlots(QWidget):
         self._curves["in_flight"].setData(t, [s.in_flight for s in history])
 
     def clear(self) -> None:
+        self._shown = None
         for name in [n for n in self._curves if n.startswith("errors:")]:
             self._plots["errors"].removeItem(self._curves.pop(name))
         self._keys.pop("errors", None)
