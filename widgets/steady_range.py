@@ -55,6 +55,9 @@ def nice_range(lo: float, hi: float, padding: float) -> tuple[float, float]:
         a, b = lo - pad, hi + pad
     if lo >= 0.0 and a < 0.0:
         a = 0.0
+    if not (math.isfinite(a) and math.isfinite(b) and b - a > 0.0
+            and math.isfinite(b - a)):
+        return (lo, hi) if hi > lo else (lo - 1.0, hi + 1.0)  # beyond round numbers
     step = nice_step((b - a) / STEPS)
     a2, b2 = math.floor(a / step) * step, math.ceil(b / step) * step
     if b2 <= a2:  # rounding of huge or tiny values

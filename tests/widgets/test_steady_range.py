@@ -37,6 +37,13 @@ def test_a_flat_line_gets_a_span_of_its_own():
     assert lo < 50.0 < hi and hi - lo <= 20.0
 
 
+def test_values_beyond_round_numbers_still_get_a_range():
+    lo, hi = nice_range(-1e308, 1e308, 0.1)  # their span overflows a float
+    assert lo <= -1e308 and hi >= 1e308
+    lo, hi = nice_range(1e-300, 3e-300, 0.1)
+    assert lo <= 1e-300 and hi >= 3e-300
+
+
 def test_a_wobble_inside_the_range_keeps_it():
     current = nice_range(48.0, 52.0, 0.05)
     for lo, hi in [(47.0, 53.0), (49.0, 51.0), (46.5, 50.0), (50.0, 53.9)]:
