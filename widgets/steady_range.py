@@ -4,7 +4,7 @@ pyqtgraph's autorange fits the y range to the data's exact extent on every chang
 latency that wobbles by a millisecond moves the axis every second, its labels and grid
 are drawn again (a few ms each, on the GUI thread: benchmarks/gui_stall.py), and the
 reader's eye loses its scale. `SteadyViewBox` autoranges y to a range on round numbers
-(steps of 1, 2, 2.5 or 5 × 10ⁿ, about four to a range) and keeps it while the data stays
+(steps of 1, 2, 2.5 or 5 × 10ⁿ, about five to a range) and keeps it while the data stays
 inside and fills at least `FILL` of it: a value that leaves the range or a peak that
 scrolls out of the window (the data then fills less) moves it, a wobble does not.
 
@@ -24,8 +24,12 @@ import pyqtgraph as pg
 
 #: The data must fill at least this share of the range for the range to be kept.
 FILL = 0.25
+#: Pixels kept beyond each end of the round range: a line drawn at an end is drawn whole,
+#: and the tick label there (half a line of text above and below its tick) fits inside
+#: the axis, whose cached pixmap clips what reaches past it.
+MARGIN_PX = 7
 #: Steps per range the rounding aims at (the axis's major ticks are about as many).
-STEPS = 4
+STEPS = 5
 
 
 def nice_step(raw: float) -> float:
@@ -86,7 +90,8 @@ class SteadyViewBox(pg.ViewBox):
     def __init__(self, *args, steady_x: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._steady_x = steady_x
-        self._steady: dict[int, tuple[float, float]] = {}  # by axis: the range set here
+        # By axis: the round range set here, and the range shown for it (with margins).
+        self._steady: dict[int, tuple[tuple[float, float], tuple[float, float]]] = {}
 
     def updateAutoRange(self) -> None:  # noqa: N802 (pyqtgraph's name)
         auto = self.state["autoRange"]
@@ -111,23 +116,54 @@ class SteadyViewBox(pg.ViewBox):
             ortho: list = [None, None]
             if self.state["autoVisibleOnly"][ax]:
                 ortho[ax] = view[1 - ax]  # the data in view along the other axis
-            fracs = [1.0, 1.0]
-            fracs[ax] = frac
-            bounds = self.childrenBounds(frac=fracs, orthoRange=ortho)[ax]
-            if bounds is None or not all(math.isfinite(v) for v in bounds):
+            bounds = self._data_bounds(ax, frac, ortho)
+            if bounds is None:
                 return
-            mine = self._steady.get(ax)
-            current = mine if mine is not None and _same(mine, view[ax]) else None
+            mine = self._steady.get(ax)  # (the round range, the range shown for it)
+            current = mine[0] if mine is not None and _same(mine[1], view[ax]) else None
             new = steady_range(current, bounds[0], bounds[1], self.suggestPadding(ax))
             if current is None or new != current:
+                shown = self._with_margin(ax, new)
                 if ax == 0:
-                    self.setRange(xRange=new, padding=0.0, disableAutoRange=False)
+                    self.setRange(xRange=shown, padding=0.0, disableAutoRange=False)
                 else:
-                    self.setRange(yRange=new, padding=0.0, disableAutoRange=False)
-                self._steady[ax] = tuple(self.viewRange()[ax])
+                    self.setRange(yRange=shown, padding=0.0, disableAutoRange=False)
+                self._steady[ax] = (new, tuple(self.viewRange()[ax]))
         finally:
             self._autoRangeNeedsUpdate = False
             self._updatingRange = False
+
+    def _with_margin(self, ax: int, rng: tuple[float, float]) -> tuple[float, float]:
+        """*rng* widened by MARGIN_PX pixels each side: a line at an end of the range
+        (a rate at its floor of 0) is drawn whole and its tick's label ("0") is shown."""
+        size = self.width() if ax == 0 else self.height()
+        if size <= 4 * MARGIN_PX:  # not laid out yet: no pixels to speak of
+            return rng
+        m = MARGIN_PX * (rng[1] - rng[0]) / size
+        return (rng[0] - m, rng[1] + m)
+
+    def _data_bounds(self, ax: int, frac: float, ortho: list) -> tuple[float, float] | None:
+        """The extent of the autoranged items' data along *ax* (their points only:
+        pyqtgraph's childrenBounds widens it by the pen's pixels, which would take data
+        that never goes below zero below zero, and its round range to the next step
+        down); None without any finite data. Items that cannot say (no dataBounds) are
+        measured as pyqtgraph does."""
+        items = [i for i in self.addedItems
+                 if i.isVisible() and i.scene() is self.scene()]
+        if any(not hasattr(i, "dataBounds") for i in items):
+            fracs = [1.0, 1.0]
+            fracs[ax] = frac
+            b = self.childrenBounds(frac=fracs, orthoRange=ortho)[ax]
+            return (b[0], b[1]) if b is not None and all(
+                v is not None and math.isfinite(v) for v in b) else None
+        lo, hi = math.inf, -math.inf
+        for item in items:
+            b = item.dataBounds(ax, frac=frac, orthoRange=ortho[ax])
+            if b is None or b[0] is None or b[1] is None:
+                continue
+            if math.isfinite(b[0]) and math.isfinite(b[1]):
+                lo, hi = min(lo, b[0], b[1]), max(hi, b[0], b[1])
+        return (lo, hi) if lo <= hi else None
 
 
 def _same(a: tuple[float, float], b) -> bool:

@@ -20,9 +20,9 @@ def test_steps_are_one_two_two_and_a_half_or_five(raw, step):
 
 
 def test_a_range_is_on_round_numbers_around_the_padded_data():
-    assert nice_range(48.0, 52.0, 0.05) == pytest.approx((46.0, 54.0))
-    assert nice_range(-5.0, 5.0, 0.0) == pytest.approx((-5.0, 5.0))
-    assert nice_range(-5.0, 5.0, 0.1) == pytest.approx((-10.0, 10.0))  # ±6 in steps of 5
+    assert nice_range(48.0, 52.0, 0.05) == pytest.approx((47.0, 53.0))  # 47.8 to 52.2 by 1s
+    assert nice_range(-5.0, 5.0, 0.0) == pytest.approx((-6.0, 6.0))  # steps of 2
+    assert nice_range(-5.0, 5.0, 0.1) == pytest.approx((-7.5, 7.5))  # ±6 in steps of 2.5
 
 
 def test_data_that_never_goes_below_zero_keeps_zero_as_its_floor():
@@ -46,7 +46,7 @@ def test_values_beyond_round_numbers_still_get_a_range():
 
 def test_a_wobble_inside_the_range_keeps_it():
     current = nice_range(48.0, 52.0, 0.05)
-    for lo, hi in [(47.0, 53.0), (49.0, 51.0), (46.5, 50.0), (50.0, 53.9)]:
+    for lo, hi in [(47.5, 52.5), (49.0, 51.0), (47.2, 50.0), (50.0, 52.9)]:
         assert steady_range(current, lo, hi, 0.05) == current
 
 
@@ -98,6 +98,20 @@ def test_the_view_keeps_its_y_range_and_its_axis_through_a_wobble(qtbot):
     assert hi >= 120.0 and moves
 
 
+def test_data_from_zero_up_is_shown_from_zero_not_from_a_step_below(qtbot):
+    """pyqtgraph widens the data's extent by the pen's pixels; a rate that starts at 0
+    must still read from 0, not from -10."""
+    w, curve = _plot(qtbot)
+    curve.setData([0, 1, 2, 3], [0.0, 20.0, 21.0, 20.0])
+    lo, hi = _settle(w)
+    assert -0.05 * hi < lo <= 0.0 and 21.0 <= hi <= 31.0  # 0 to 25, 7 pixels beyond
+    left = w.getPlotItem().getAxis("left")
+    assert left.tickValues(lo, hi, 250)[0][1][0] == 0.0  # the first tick reads 0
+    w.getViewBox().enableAutoRange(x=True)
+    x0, _x1 = w.getViewBox().viewRange()[0]
+    assert x0 < 0.0  # x is pyqtgraph's own (padded) unless steady_x is asked for
+
+
 def test_a_range_set_by_someone_else_is_not_kept_once_autorange_is_back(qtbot):
     w, _curve = _plot(qtbot)
     fitted = _settle(w)
@@ -142,7 +156,7 @@ def test_the_client_plots_time_axis_moves_in_steps_as_the_run_grows(qtbot):
         QApplication.processEvents()
         rate.getViewBox().updateAutoRange()
         x0, x1 = rate.getViewBox().viewRange()[0]
-        assert x0 <= 1.0 and x1 >= t  # every second shown
+        assert -0.05 * x1 < x0 <= 1.0 and x1 >= t  # every second shown, from 0 (a margin)
         ranges.append((x0, x1))
     assert len(set(ranges)) <= 15  # not forty: each new range ~25 % past the last
 
