@@ -239,9 +239,26 @@ class LocalCluster:
             except (ProcessLookupError, PermissionError):
                 break
             time.sleep(0.1)
+        self._forget_address()
         atexit.unregister(self.stop)
         if self._log_file:
             self._log_file.close()
+
+    def _forget_address(self) -> None:
+        """`ray start --head` writes its address where a later `ray.init()` on this
+        machine looks for "the" cluster; left behind once the head is gone, a user's
+        `ray.init()` would try to join a dead head. Removed as `ray stop` removes it —
+        only while it still names this head (a head started since keeps its own)."""
+        path = ray_address_file(self._temp_dir)
+        try:
+            named = path.read_text().strip()
+        except OSError:
+            return
+        if named.rsplit(":", 1)[-1] == str(self.gcs_port):
+            try:
+                path.unlink()
+            except OSError:
+                pass
 
     def __enter__(self) -> "LocalCluster":
         self.start()
@@ -249,6 +266,22 @@ class LocalCluster:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def ray_address_file(temp_dir: str | None = None) -> Path:
+    """The file `ray start --head` writes its address to, as Ray 2.60 places it
+    (ray._common.utils.get_ray_address_file; not imported: importing ray takes ~1 s)."""
+    if temp_dir:
+        return Path(temp_dir) / "ray_current_cluster"
+    if "RAY_TMPDIR" in os.environ:
+        base = os.environ["RAY_TMPDIR"]
+    elif sys.platform.startswith("linux") and "TMPDIR" in os.environ:
+        base = os.environ["TMPDIR"]
+    elif sys.platform.startswith(("darwin", "linux")):
+        base = "/tmp"
+    else:
+        base = tempfile.gettempdir()
+    return Path(base) / "ray" / "ray_current_cluster"
 
 
 def _ray_executable() -> str:

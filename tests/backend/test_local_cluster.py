@@ -7,7 +7,7 @@ import os
 import requests
 
 from backend.cluster.client import ClusterClient
-from backend.cluster.local import LocalCluster
+from backend.cluster.local import LocalCluster, ray_address_file
 from tests.helpers import one_head_starting
 
 
@@ -35,10 +35,16 @@ def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
                          headers={"Authorization": f"Bearer {other.token}"})
         assert r.status_code == 200
         pgid = other._proc.pid
+        # `ray start --head` named it the machine's current cluster (what a plain
+        # ray.init() joins) ...
+        assert ray_address_file().read_text().strip().endswith(f":{other.gcs_port}")
     finally:
         other.stop()
     assert not other.running
     assert not _group_alive(pgid)
+    # ... and once it is gone, no ray.init() on this machine is sent to its dead address.
+    assert not ray_address_file().exists() or not \
+        ray_address_file().read_text().strip().endswith(f":{other.gcs_port}")
     # The session's cluster is untouched.
     r = requests.get(ray_cluster.dashboard_url + "/api/version", timeout=10,
                      headers={"Authorization": f"Bearer {ray_cluster.token}"})

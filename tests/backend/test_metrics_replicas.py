@@ -351,13 +351,17 @@ def _check_autoscaler_series(deps: list[dict]) -> None:
     an overloaded machine a poll can miss one, so most polls, not all, must have them."""
     having = [d for d in deps if all(n in d for n in AUTOSCALER)]
     assert len(having) >= max(2, len(deps) // 2), deps
+    ratios = []
     for d in having:
         assert d["target_ongoing_requests"] == TARGET_ONGOING, d  # exactly the config's
-        if d.get("replicas_running") == 2:
-            # Two gauges; on a loaded machine a poll can hold them from two different
-            # 1 s report steps, so they agree to within a step's change, not exactly.
-            assert d["autoscaler_ongoing_per_replica"] == pytest.approx(
-                d["autoscaler_total_requests"] / 2, rel=0.25), d
+        if d.get("replicas_running") == 2 and d["autoscaler_total_requests"] > 0:
+            ratios.append(d["autoscaler_ongoing_per_replica"]
+                          / (d["autoscaler_total_requests"] / 2))
+    # Two gauges; on a loaded machine a poll can hold them from two different 1 s report
+    # steps (a clean clone read 3.5 per replica against 5.3 in all, the other polls
+    # agreeing), so most polls, not each, must agree to within a step's change.
+    assert ratios, having
+    assert statistics.median(ratios) == pytest.approx(1.0, rel=0.25), (ratios, having)
     assert statistics.median(d.get("replicas_running", 0) for d in deps) == 2, deps
     # ~4.4 in flight / 2.5 per replica: the policy wants ceil(1.76) = 2, and while a
     # delay runs the gauge shows the current target, 2, too.
