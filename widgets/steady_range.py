@@ -43,7 +43,7 @@ def nice_step(raw: float) -> float:
 
 
 def nice_range(lo: float, hi: float, padding: float) -> tuple[float, float]:
-    """A y range on round numbers holding the data [lo, hi] with *padding* (a share of
+    """A range on round numbers holding the data [lo, hi] with *padding* (a share of
     the data's span) each side; data that never goes below zero keeps zero as its
     floor rather than padding into negative values. A flat line gets a span of its own
     (a tenth of its value each side; 0 to 1 for zeros)."""
