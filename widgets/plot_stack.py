@@ -4,8 +4,9 @@ the GPU view), written once so a fix lands in all three:
 * the plots themselves: one wall-clock time axis under the bottom plot
   (`show_time_axis`), clip-to-view and peak downsampling for curves with long histories
   (`set_curve_data`), the y unit on a fixed-width axis (linked time axes line up), axes
-  cached as pixmaps; curves are made once and get `setData` per redraw (pyqtgraph's
-  scrollingPlots), the live plots' only when their series changed;
+  cached as pixmaps, y ranges on round numbers that stay while the data moves inside
+  them (widgets/steady_range.py); curves are made once and get `setData` per redraw
+  (pyqtgraph's scrollingPlots), the live plots' only when their series changed;
 * the time window: how much recent history is drawn and shown while following "now"
   (the live plots put it in a combo box, the others follow theirs), or from the first
   sample drawn when the window is "All";

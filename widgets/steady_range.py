@@ -22,7 +22,7 @@ import math
 
 import pyqtgraph as pg
 
-#: The data must fill at least this share of the range for the range to be kept.
+#: A range is kept while the data's own round range is at least this share of it.
 FILL = 0.25
 #: Pixels kept beyond each end of the round range: a line drawn at an end is drawn whole,
 #: and the tick label there (half a line of text above and below its tick) fits inside
@@ -64,8 +64,6 @@ def nice_range(lo: float, hi: float, padding: float) -> tuple[float, float]:
         return (lo, hi) if hi > lo else (lo - 1.0, hi + 1.0)  # beyond round numbers
     step = nice_step((b - a) / STEPS)
     a2, b2 = math.floor(a / step) * step, math.ceil(b / step) * step
-    if b2 <= a2:  # rounding of huge or tiny values
-        return (a, b)
     return (a2, b2)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import requests
 
@@ -49,3 +50,17 @@ def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
     r = requests.get(ray_cluster.dashboard_url + "/api/version", timeout=10,
                      headers={"Authorization": f"Bearer {ray_cluster.token}"})
     assert r.ok and r.json()["ray_version"] == "2.60.0"
+
+
+def test_the_address_file_is_where_ray_puts_it(monkeypatch, tmp_path):
+    """backend.cluster.local mirrors Ray's placement of `ray_current_cluster` (importing
+    ray at the console's exit would cost ~1 s): it must stay where Ray 2.60 puts it."""
+    from ray._common.utils import get_ray_address_file
+
+    for env in ({}, {"TMPDIR": str(tmp_path)}, {"RAY_TMPDIR": str(tmp_path / "r")}):
+        monkeypatch.delenv("RAY_TMPDIR", raising=False)
+        monkeypatch.delenv("TMPDIR", raising=False)
+        for k, v in env.items():
+            monkeypatch.setenv(k, v)
+        assert ray_address_file() == Path(get_ray_address_file(None)), env
+    assert ray_address_file(str(tmp_path)) == Path(get_ray_address_file(str(tmp_path)))
