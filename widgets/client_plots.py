@@ -19,6 +19,7 @@ from backend.load.load_model import CLOSED, LoadStats, SecondStats
 from widgets import plot_style
 from widgets.plot_menu import PlotMenu
 from widgets.steady_range import SteadyViewBox
+from widgets.whole_axis import WholeNumberAxis
 
 # The server-side plots' palette (widgets/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
@@ -48,8 +49,9 @@ class ClientPlots(QWidget):
         for name, color in (("p50", "#66bb6a"), ("p90", "#ffca28"), ("p99", "#ff7043"),
                             ("p99.9", "#ef5350")):
             self._add(name, lat, color, label=name)
-        self._plot("errors", "client errors/s", row=1, col=0)
-        inflight = self._plot("in_flight", "in flight", row=1, col=1)
+        # Both count whole requests a second: ticks on whole numbers, never "1.5".
+        self._plot("errors", "client errors/s", row=1, col=0, whole=True)
+        inflight = self._plot("in_flight", "in flight", row=1, col=1, whole=True)
         self._add("in_flight", inflight, "#4dd0e1", label="requests")
         for name in ("latency", "errors", "in_flight"):
             self._plots[name].setXLink(self._plots["rate"])
@@ -57,11 +59,13 @@ class ClientPlots(QWidget):
             self._plots[name].setLabel("bottom", "s since start")
         PlotMenu(self._layout_widget, self._plots.values, self._plot_name)
 
-    def _plot(self, name: str, title: str, row: int, col: int) -> pg.PlotItem:
+    def _plot(self, name: str, title: str, row: int, col: int,
+              whole: bool = False) -> pg.PlotItem:
         # Both axes autorange on round numbers and stay while the data moves inside:
         # the run's seconds grow every second, and a time axis that moved with them was
         # drawn again, four times a second (widgets/steady_range.py).
-        p = self._layout_widget.addPlot(row=row, col=col,
+        axes = {"left": WholeNumberAxis(orientation="left")} if whole else None
+        p = self._layout_widget.addPlot(row=row, col=col, axisItems=axes,
                                         viewBox=SteadyViewBox(steady_x=True))
         p.setTitle(title, size="9pt")
         p.showGrid(x=True, y=True, alpha=0.2)

@@ -53,6 +53,8 @@ class PlotSpec:
     # Optional plots appear only while the selected deployment has data for one of their
     # series: the multiplexing group shows for multiplexed deployments, not for the rest.
     optional: bool = False
+    # A count of things (replicas): y ticks on whole numbers, never "0.5".
+    whole: bool = False
 
 
 # The stack of plots, top to bottom. Add a PlotSpec here to grow the view; every series
@@ -84,7 +86,7 @@ PLOTS: tuple[PlotSpec, ...] = (
         CurveSpec("replicas_desired", "#ff8a65", dotted=True, autorange=False),
         CurveSpec("min_replicas", "#9e9e9e", dashed=True),
         CurveSpec("max_replicas", "#bdbdbd", dashed=True),
-    )),
+    ), whole=True),
     # What the autoscaler scales on against what it aims for (autoscaling only).
     PlotSpec("Autoscaler input", "requests", (
         CurveSpec("autoscaler_ongoing_per_replica", "#4dd0e1"),
@@ -186,7 +188,7 @@ class LivePlots(PlotStack):
         for spec in self._specs:
             plot = self._new_plot(spec.unit, "\n".join(
                 f"{SERIES[c.series].label}: {SERIES[c.series].help}" for c in spec.curves),
-                top=master is None)
+                top=master is None, whole=spec.whole)
             if master is None:
                 master = plot
             else:

@@ -48,6 +48,7 @@ from widgets.marker_lines import MarkerLines
 from widgets.marker_list import MarkerList
 from widgets.plot_menu import PlotMenu
 from widgets.steady_range import SteadyViewBox
+from widgets.whole_axis import WholeNumberAxis
 from widgets import plot_style
 from widgets.plot_style import plot_age, series_age, set_legend_age, set_title_age
 
@@ -320,13 +321,17 @@ class PlotStack(QWidget):
         scroll.setWidget(graphics)
         return scroll
 
-    def _new_plot(self, unit: str, tip: str, top: bool = False) -> pg.PlotItem:
+    def _new_plot(self, unit: str, tip: str, top: bool = False,
+                  whole: bool = False) -> pg.PlotItem:
         """A time plot of the stack with *unit* on its y axis; *top*: it carries the
-        markers' labels, along its upper edge."""
+        markers' labels, along its upper edge; *whole*: it counts things (replicas),
+        its y ticks on whole numbers (widgets/whole_axis.py)."""
         # y autoranges to round numbers and stays put while the data moves inside
         # (widgets/steady_range.py): a wobble no longer redraws the axis every second.
-        plot = pg.PlotItem(viewBox=SteadyViewBox(),
-                           axisItems={"bottom": pg.DateAxisItem(orientation="bottom")})
+        axes: dict = {"bottom": pg.DateAxisItem(orientation="bottom")}
+        if whole:
+            axes["left"] = WholeNumberAxis(orientation="left")
+        plot = pg.PlotItem(viewBox=SteadyViewBox(), axisItems=axes)
         # Clip-to-view and downsampling are set per curve by how many points it holds
         # (set_curve_data): on the plot they would recompute every curve on every scroll.
         plot.showGrid(x=True, y=True, alpha=0.15)

@@ -21,12 +21,16 @@ from __future__ import annotations
 import math
 
 import pyqtgraph as pg
+from PySide6.QtGui import QFontMetricsF
+from PySide6.QtWidgets import QApplication
 
 #: A range is kept while the data's own round range is at least this share of it.
 FILL = 0.25
-#: Pixels kept beyond each end of the round range: a line drawn at an end is drawn whole,
-#: and the tick label there (half a line of text above and below its tick) fits inside
-#: the axis, whose cached pixmap clips what reaches past it.
+#: Pixels kept beyond each end of the round range, at least: a line drawn at an end is
+#: drawn whole, and the tick label there fits inside the axis — pyqtgraph leaves out a
+#: label that reaches past it (its cached pixmap would clip it). A label is centred on
+#: its tick and 0.8 of a line of the axis's font high (pyqtgraph's measure), so the
+#: margin is at least half of that, plus a pixel (`margin_px`).
 MARGIN_PX = 7
 #: Steps per range the rounding aims at (the axis's major ticks are about as many).
 STEPS = 5
@@ -67,6 +71,16 @@ def nice_range(lo: float, hi: float, padding: float) -> tuple[float, float]:
     return (a2, b2)
 
 
+def margin_px() -> int:
+    """Pixels kept beyond each end of a range: MARGIN_PX, or half a tick label of the
+    application's font (what pyqtgraph's axes draw their labels in) and a pixel."""
+    app = QApplication.instance()
+    if app is None:
+        return MARGIN_PX
+    half_label = 0.4 * QFontMetricsF(QApplication.font()).height()
+    return max(MARGIN_PX, math.ceil(half_label) + 1)
+
+
 def steady_range(current: tuple[float, float] | None, lo: float, hi: float,
                  padding: float) -> tuple[float, float]:
     """The y range for data [lo, hi] given the *current* one (None: none of ours):
@@ -88,8 +102,9 @@ class SteadyViewBox(pg.ViewBox):
     def __init__(self, *args, steady_x: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._steady_x = steady_x
-        # By axis: the round range set here, and the range shown for it (with margins).
-        self._steady: dict[int, tuple[tuple[float, float], tuple[float, float]]] = {}
+        # By axis: the round range set here, the range shown for it (with margins) and
+        # the view's size in pixels the margins were for.
+        self._steady: dict[int, tuple[tuple[float, float], tuple[float, float], float]] = {}
 
     def updateAutoRange(self) -> None:  # noqa: N802 (pyqtgraph's name)
         auto = self.state["autoRange"]
@@ -116,28 +131,37 @@ class SteadyViewBox(pg.ViewBox):
                 ortho[ax] = view[1 - ax]  # the data in view along the other axis
             bounds = self._data_bounds(ax, frac, ortho)
             if bounds is None:
-                return
-            mine = self._steady.get(ax)  # (the round range, the range shown for it)
+                if ax == 0 or ortho[ax] is not None:
+                    return  # x (perhaps linked to a plot with data), or none in view
+                # No data at all (the client plots' errors/s before an error): 0 to 1
+                # like pyqtgraph, but with margins, so "0" and "1" are labelled.
+                bounds = (0.0, 0.0)
+            mine = self._steady.get(ax)  # (round range, range shown for it, size)
             current = mine[0] if mine is not None and _same(mine[1], view[ax]) else None
             new = steady_range(current, bounds[0], bounds[1], self.suggestPadding(ax))
-            if current is None or new != current:
-                shown = self._with_margin(ax, new)
+            size = self.width() if ax == 0 else self.height()
+            # Resized (laid out after its first data, a splitter moved): the same round
+            # range with margins of as many pixels as before, or the end labels drop.
+            if current is None or new != current or mine[2] != size:
+                shown = self._with_margin(ax, new, size)
                 if ax == 0:
                     self.setRange(xRange=shown, padding=0.0, disableAutoRange=False)
                 else:
                     self.setRange(yRange=shown, padding=0.0, disableAutoRange=False)
-                self._steady[ax] = (new, tuple(self.viewRange()[ax]))
+                self._steady[ax] = (new, tuple(self.viewRange()[ax]), size)
         finally:
             self._autoRangeNeedsUpdate = False
             self._updatingRange = False
 
-    def _with_margin(self, ax: int, rng: tuple[float, float]) -> tuple[float, float]:
-        """*rng* widened by MARGIN_PX pixels each side: a line at an end of the range
-        (a rate at its floor of 0) is drawn whole and its tick's label ("0") is shown."""
-        size = self.width() if ax == 0 else self.height()
-        if size <= 4 * MARGIN_PX:  # not laid out yet: no pixels to speak of
+    @staticmethod
+    def _with_margin(ax: int, rng: tuple[float, float], size: float) -> tuple[float, float]:
+        """*rng* widened by margin_px() pixels each side of a view *size* pixels long: a
+        line at an end of the range (a rate at its floor of 0) is drawn whole and its
+        tick's label ("0") is shown."""
+        px = margin_px()
+        if size <= 4 * px:  # not laid out yet: no pixels to speak of
             return rng
-        m = MARGIN_PX * (rng[1] - rng[0]) / size
+        m = px * (rng[1] - rng[0]) / (size - 2 * px)
         return (rng[0] - m, rng[1] + m)
 
     def _data_bounds(self, ax: int, frac: float, ortho: list) -> tuple[float, float] | None:

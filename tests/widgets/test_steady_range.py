@@ -166,3 +166,51 @@ def _second(cls, t: int):
     return cls(t=float(t), level=50.0, offered=50, completed=49 + t % 3, ok=49 + t % 3,
                errors=(), in_flight=t % 2, p50_ms=10.0 + t % 2, p90_ms=14.0, p99_ms=20.0,
                p999_ms=25.0)
+
+
+def _labels(axis: pg.AxisItem, size: tuple[int, int]) -> list[str]:
+    """The tick labels *axis* draws now (pyqtgraph leaves out those that reach past it)."""
+    from PySide6.QtGui import QImage, QPainter
+
+    image = QImage(*size, QImage.Format.Format_ARGB32)
+    painter = QPainter(image)
+    try:
+        return [text for _rect, _flags, text in axis.generateDrawSpecs(painter)[2]]
+    finally:
+        painter.end()
+
+
+@pytest.mark.parametrize("values, ends", [([0.0, 0.0, 1.0, 1.0], ("0", "1.0")),
+                                          ([0.0, 0.0, 0.0, 0.0], ("0", "1.0")),
+                                          ([0.0, 20.0, 21.0, 20.0], ("0",))])
+def test_a_plot_given_data_before_its_layout_shows_the_labels_at_its_ends(qtbot, values,
+                                                                         ends):
+    """The console's plots get data before they are laid out (and a splitter resizes them
+    later): the margins follow the view's size, or the labels at the ends ("0" of a rate
+    at its floor) reach past the axis and pyqtgraph leaves them out."""
+    w = pg.PlotWidget(viewBox=SteadyViewBox())
+    qtbot.addWidget(w)
+    w.getPlotItem().showGrid(x=True, y=True, alpha=0.15)  # as the stacks draw them
+    w.plot([0, 1, 2, 3], values)
+    _settle(w)
+    for height in (160, 420, 130):
+        w.resize(400, height)
+        w.show()
+        lo, hi = _settle(w)
+        labels = _labels(w.getPlotItem().getAxis("left"), (400, height))
+        assert all(end in labels for end in ends), (height, (lo, hi), labels)
+        assert lo < 0.0 < 1.0 <= hi
+
+
+def test_a_plot_without_data_reads_from_zero_to_one_with_both_ends_labelled(qtbot):
+    """The client plots' errors/s has no curve until an error occurs: its axis still
+    reads 0 and 1, not 0.2 to 0.8."""
+    w = pg.PlotWidget(viewBox=SteadyViewBox())
+    qtbot.addWidget(w)
+    w.getPlotItem().showGrid(x=True, y=True, alpha=0.15)
+    w.resize(400, 150)
+    w.show()
+    lo, hi = _settle(w)
+    assert lo < 0.0 and 1.0 < hi < 1.2
+    labels = _labels(w.getPlotItem().getAxis("left"), (400, 150))
+    assert "0" in labels and "1.0" in labels
