@@ -263,11 +263,14 @@ class GpuPlots(PlotStack):
         if group.header.text != text:
             group.header.setText(text)
 
-    def _draw(self, since: float | None) -> None:
+    def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
         store = self._store
         for ip, group in self._groups.items():
             top = 0.0
             for (index, series), curve in group.curves.items():
+                plot = _plot_of(series)
+                if only is not None and group.plots[plot] is not only:
+                    continue
                 if store is None:
                     x, y = np.empty(0), np.empty(0)
                 else:
@@ -277,7 +280,6 @@ class GpuPlots(PlotStack):
                     if len(y):
                         top = max(top, float(np.max(y)))
                 self.set_curve_data(curve, x, y)
-                plot = _plot_of(series)
                 self._set_in_legend((ip, index, series), group.legends[plot], curve,
                                     _label(index, series), len(x) > 0)
             if top > 0 and abs(top - group.y_top) > 1e-9:

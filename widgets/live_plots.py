@@ -301,12 +301,14 @@ class LivePlots(PlotStack):
             return app_key
         return None
 
-    def _draw(self, since: float | None) -> None:
+    def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
         """The plots that should show (paused: they stay as they are), then setData on
-        every curve from the store."""
+        every curve from the store (with *only*, on that plot's curves)."""
         self._relayout()
         store = self._store
         for name, curve in self._curves.items():
+            if only is not None and self._plots[self._curve_plot[name]] is not only:
+                continue
             key = self._resolve(name)
             present = key is not None
             # What the curve shows is a function of these: when none changed (most ticks:

@@ -22,11 +22,17 @@ the GPU view), written once so a fix lands in all three:
   (widgets/plot_menu.py), and open the Markers list;
 * the ages in titles and legends ("data 0.7 s old", amber once stale), each relaid out
   only when its text changes (a title relayout is the costliest thing on a redraw), and
-  legend entries only for series with data.
+  legend entries only for series with data;
+* a plot at a time: without smooth scrolling (the console's live plots), a redraw gives
+  the plot that sets the time range its curves and range at once, and each other plot
+  its curves and that range in a turn of the event loop of its own, top to bottom
+  (`_steps`): a stack's once-a-second move and repaint was one block of the GUI thread
+  (~7 ms idle, ~15 ms under load: the largest part of its lag, benchmarks/gui_stall.py),
+  and is now several small ones, done a few milliseconds later.
 
 A stack names its plots (`_stack_plots`) and what each shows (`_plot_name`, for file
-names), draws its curves from the store since a time (`_draw`), writes its ages
-(`_update_ages`); the base decides when and over what range.
+names), draws its curves from the store since a time (`_draw`, all of them or one
+plot's), writes its ages (`_update_ages`); the base decides when and over what range.
 """
 
 from __future__ import annotations
@@ -36,7 +42,7 @@ import time
 from collections.abc import Hashable
 
 import pyqtgraph as pg
-from PySide6.QtCore import QSignalBlocker, Qt, Signal
+from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QFrame, QScrollArea, QSizePolicy,
                                QToolButton, QWidget)
@@ -97,6 +103,14 @@ class PlotStack(QWidget):
         self._title_ages: dict[Hashable, tuple[str, bool]] = {}
         self._legend_ages: dict[Hashable, tuple[str, bool]] = {}
         self._in_legend: set[Hashable] = set()
+        # A redraw a plot at a time (see the module docstring): the plots still to draw,
+        # and the start of the window they are drawn from.
+        self._steps: list[pg.PlotItem] = []
+        self._steps_since: float | None = None
+        self._step_timer = QTimer(self)
+        self._step_timer.setSingleShot(True)
+        self._step_timer.setInterval(0)  # the next turn of the event loop
+        self._step_timer.timeout.connect(self._on_step_timer_timeout)
 
         # The action carries the shortcut, so the console can also put it in a menu.
         self._pause_action = QAction("Pause", self)
@@ -122,9 +136,9 @@ class PlotStack(QWidget):
         """The plots of the stack, top to bottom (markers go on each)."""
         raise NotImplementedError
 
-    def _draw(self, since: float | None) -> None:
+    def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
         """Bring the curves (and what shows them) in step with the store, from *since*
-        (None: all history)."""
+        (None: all history); with *only*, that plot's curves and no other's."""
         raise NotImplementedError
 
     def _update_ages(self, now: float) -> None:
@@ -159,7 +173,8 @@ class PlotStack(QWidget):
         console's live plots unless View → Smooth scrolling): the right edge is the next
         whole second, so the view moves once a second, with the data (polled once a
         second), and the GUI thread repaints about once a second, not ten times
-        (benchmarks/gui_stall.py measures both)."""
+        (benchmarks/gui_stall.py measures both), a plot at a time."""
+        self._finish_steps()
         self._smooth_scroll = bool(on)
 
     def refresh(self, now: float | None = None) -> None:
@@ -176,16 +191,58 @@ class PlotStack(QWidget):
         nothing new is drawn, unless *history*: then all of it, once. The ages are at
         *now*."""
         self._now = now
+        self._finish_steps()  # a redraw still under way (a busy loop): done first
         if not self._can_draw():
             return
         if not self._paused:
             view_now = now if self._smooth_scroll else math.ceil(now)
-            self._draw(None if self._window is None else view_now - self._window)
+            since = None if self._window is None else view_now - self._window
             self._view_now = view_now
-            self._follow(view_now)
+            if self._smooth_scroll or self._follow_plot() is None:
+                self._draw(since)
+                self._follow(view_now)
+            else:
+                self._draw_by_plot(since, view_now)
         elif history:
             self._draw(None)
         self._update_ages(now)
+
+    def _draw_by_plot(self, since: float | None, view_now: float) -> None:
+        """The plot that sets the range: its curves and the range now; each other plot:
+        its curves and that range in a later turn of the event loop (module docstring).
+        Until its turn a plot is unlinked, so the range set now repaints one plot."""
+        lead = self._follow_plot()
+        assert lead is not None
+        self._draw(since, lead)
+        rest = [p for p in self._stack_plots() if p is not lead]
+        for plot in rest:
+            plot.getViewBox().blockLink(True)
+        self._follow(view_now)
+        self._steps, self._steps_since = rest, since
+        if rest:
+            self._step_timer.start()
+
+    def _on_step_timer_timeout(self) -> None:
+        if self._steps:
+            self._step(self._steps.pop(0))
+        if self._steps:
+            self._step_timer.start()
+
+    def _step(self, plot: pg.PlotItem) -> None:
+        """One plot's turn: its curves, then the range of the plot it is linked to."""
+        if self._can_draw():
+            self._draw(self._steps_since, plot)
+        view = plot.getViewBox()
+        view.blockLink(False)
+        view.linkedXChanged()
+
+    def _finish_steps(self) -> None:
+        """Every plot still waiting for its turn drawn now (before anything else reads
+        or moves the plots)."""
+        self._step_timer.stop()
+        steps, self._steps = self._steps, []
+        for plot in steps:
+            self._step(plot)
 
     def _show_changed(self) -> None:
         """A new store or selection: shown now rather than on the next tick (paused: its
@@ -219,6 +276,7 @@ class PlotStack(QWidget):
         if self._window_combo is not None:
             with QSignalBlocker(self._window_combo):
                 self._window_combo.setCurrentIndex(index)
+        self._finish_steps()
         if self._paused:
             # Paused: show the chosen span ending where the frozen view's data ends,
             # instead of jumping back to live data the user did not ask for.
@@ -279,6 +337,7 @@ class PlotStack(QWidget):
         return button
 
     def _on_pause_action_toggled(self, paused: bool) -> None:
+        self._finish_steps()
         self._paused = paused
         for plot in self._stack_plots():
             self._apply_pause(plot)

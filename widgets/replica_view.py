@@ -260,9 +260,10 @@ class ReplicaView(PlotStack):
                     out[k[2]] = k  # type: ignore[assignment]
         return out
 
-    def _draw(self, since: float | None) -> None:
+    def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
         """Bring the curves in step with the store: a curve per replica with a sample
-        since *since*, given data when its replica has a newer sample than drawn."""
+        since *since*, given data when its replica has a newer sample than drawn (with
+        *only*, on that plot's curves; replicas come and go on every plot at once)."""
         store = self._store
         assert store is not None
         span = None if since is None else self._window
@@ -283,6 +284,8 @@ class ReplicaView(PlotStack):
             if rid not in self._samples:
                 self._add_replica(rid)
             for s in _PLOTTED:
+                if only is not None and self._plots[_PLOT_OF[s]] is not only:
+                    continue
                 drawn_key = (s, rid)
                 if drawn_key in self._drawn_t and self._drawn_t[drawn_key] == newest[s]:
                     continue  # nothing new: points that left the window lie off-screen

@@ -278,3 +278,83 @@ def test_a_wobble_inside_the_range_leaves_every_stacks_y_axes_where_they_were(qt
         w.refresh(T0 + 60 + k)
         QApplication.processEvents()
         assert [tuple(p.viewRange()[1]) for p in plots] == before
+
+
+def _ranges(plots: list[pg.PlotItem]) -> list[tuple[float, float]]:
+    """The x range of each plot shown, in seconds after T0 (the live stack hides the
+    plots of groups without data: they keep their own range until shown)."""
+    return [tuple(round(v - T0, 6) for v in p.viewRange()[0]) for p in plots
+            if p.isVisible()]
+
+
+def _points(plots: list[pg.PlotItem]) -> list[int]:
+    """How many points the curves of each plot hold."""
+    return [sum(len(c.xData) if c.xData is not None else 0 for c in p.listDataItems())
+            for p in plots]
+
+
+@pytest.mark.parametrize("kind", ["live", "replica"])
+def test_without_smooth_scrolling_each_plot_moves_and_draws_in_a_turn_of_its_own(
+        qtbot, kind):
+    """A stack's move was one block of the GUI thread: now the top plot moves at once
+    and each plot below takes its curves and the range in a later turn of the event
+    loop, one plot a turn, top to bottom; all of them within a few milliseconds."""
+    store = filled(kind)
+    w, plots = make(kind, qtbot, store)
+    w.set_smooth_scroll(False)
+    w.refresh(T0 + 59.5)
+    qtbot.waitUntil(lambda: len(set(_ranges(plots))) == 1, timeout=2000)
+    store.add(T0 + 60, sample(kind, 70.0))
+    moved: list[int] = []
+    for i, plot in enumerate(plots):
+        plot.getViewBox().sigXRangeChanged.connect(lambda *_a, i=i: moved.append(i))
+    w.refresh(T0 + 60.05)
+    assert moved == [0]  # the top plot at once, the others not yet
+    assert _ranges(plots)[0] == (31.0, 61.0) and _ranges(plots)[1] == (30.0, 60.0)
+    turns = 0
+    while w._steps:  # one turn of the event loop: the step timer fires once
+        before = list(moved)
+        QApplication.processEvents()
+        turns += 1
+        assert len(moved) - len(before) <= 1, moved  # never two plots in one turn
+        assert turns <= 10 * len(plots)
+    assert moved == [i for i, p in enumerate(plots) if p.isVisible()]  # top to bottom
+    assert set(_ranges(plots)) == {(31.0, 61.0)}
+    assert top_curve(plots).yData[-1] == 70.0
+
+
+@pytest.mark.parametrize("kind", ["live", "replica"])
+def test_a_pause_or_a_new_window_while_plots_wait_for_their_turn_draws_them_first(
+        qtbot, kind):
+    w, plots = make(kind, qtbot)
+    w.set_smooth_scroll(False)
+    w.refresh(T0 + 60.05)
+    assert w._steps  # the plots below wait for their turn
+    w.set_paused(True)
+    assert not w._steps and set(_ranges(plots)) == {(31.0, 61.0)}
+    w.set_paused(False)
+    w.refresh(T0 + 61.05)
+    assert w._steps
+    w.set_window(60.0)  # the plots waiting drawn, then the new window drawn anew
+    assert _ranges(plots)[0] == (2.0, 62.0)
+    qtbot.waitUntil(lambda: not w._steps, timeout=2000)
+    assert set(_ranges(plots)) == {(2.0, 62.0)}
+    before = _points(plots)
+    w.set_smooth_scroll(True)  # smooth: every plot at once, as before
+    w.refresh(T0 + 61.5)
+    assert not w._steps and len(set(_ranges(plots))) == 1
+    assert _points(plots) == before
+
+
+def test_a_stack_whose_range_another_owns_is_drawn_whole_on_each_refresh(qtbot):
+    """The GPU plots own no range once the console links them to the deployment plots'
+    top plot (that stack staggers its own plots): each refresh draws them whole."""
+    _live, live_plots = make("live", qtbot)
+    gpu, gpu_plots = make("gpu", qtbot)
+    gpu.link_x(live_plots[0])
+    gpu.set_smooth_scroll(False)
+    for plot in gpu_plots:
+        for curve in plot.listDataItems():
+            curve.setData([], [])
+    gpu.refresh(T0 + 60.05)
+    assert not gpu._steps and all(n > 0 for n in _points(gpu_plots))
