@@ -3,16 +3,21 @@
 Four plots (2 × 2) sharing the x axis (seconds since the run started): offered vs achieved rate
 (with the profile's target level), latency p50/p90/p99/p99.9, errors/s by kind (status
 code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
-Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern);
-tests read them back with `curve(name).getData()`. Right-click a plot to copy or save it
+Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern), a
+plot at a time: a new second draws the rate plot at once and each other plot in a turn
+of the event loop of its own, as the plot stacks do (widgets/plot_stack.py): the four
+plots' data and repaint were one block of the GUI thread once a second. Tests read the
+curves back with `curve(name).getData()`, which draws whatever still waits first. Right-click a plot to copy or save it
 (PNG, SVG, CSV of the range shown: widgets/plot_menu.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Sequence
 
 import pyqtgraph as pg
+from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.load.load_model import CLOSED, LoadStats, SecondStats
@@ -37,6 +42,12 @@ class ClientPlots(QWidget):
         self._titles: dict[str, str] = {}
         # Legends do not fit plots this short: each title names its curves in their colors.
         self._keys: dict[str, list[tuple[str, str]]] = {}
+        # The plots still to draw, a turn of the event loop each (the module docstring).
+        self._steps: list[Callable[[], None]] = []
+        self._step_timer = QTimer(self)
+        self._step_timer.setSingleShot(True)
+        self._step_timer.setInterval(0)
+        self._step_timer.timeout.connect(self._on_step_timer_timeout)
         # What set_history drew last: (seconds, first, last, closed loop).
         self._shown: tuple | None = None
 
@@ -57,7 +68,7 @@ class ClientPlots(QWidget):
             self._plots[name].setXLink(self._plots["rate"])
         for name in ("errors", "in_flight"):
             self._plots[name].setLabel("bottom", "s since start")
-        PlotMenu(self._layout_widget, self._plots.values, self._plot_name)
+        PlotMenu(self._layout_widget, self._drawn_plots, self._plot_name)
 
     def _plot(self, name: str, title: str, row: int, col: int,
               whole: bool = False) -> pg.PlotItem:
@@ -113,13 +124,40 @@ class ClientPlots(QWidget):
         if shown == self._shown:
             return
         self._shown = shown
+        self.flush()
+        history = list(history)
         t = [s.t for s in history]
+        self._steps = [lambda: self._draw_rate(history, t, closed_loop),
+                       lambda: self._draw_latency(history),
+                       lambda: self._draw_errors(history, t),
+                       lambda: self._curves["in_flight"].setData(
+                           t, [s.in_flight for s in history])]
+        self._steps.pop(0)()
+        self._step_timer.start()
+
+    def flush(self) -> None:
+        """Draw now whatever plot still waits for its turn."""
+        self._step_timer.stop()
+        steps, self._steps = self._steps, []
+        for step in steps:
+            step()
+
+    def _on_step_timer_timeout(self) -> None:
+        if self._steps:
+            self._steps.pop(0)()
+        if self._steps:
+            self._step_timer.start()
+
+    def _draw_rate(self, history: list[SecondStats], t: list[float],
+                   closed_loop: bool) -> None:
         if closed_loop:
             self._curves["target"].setData([], [])
         else:
             self._curves["target"].setData(t, [s.level for s in history])
         self._curves["offered"].setData(t, [s.offered for s in history])
         self._curves["achieved"].setData(t, [s.completed for s in history])
+
+    def _draw_latency(self, history: list[SecondStats]) -> None:
         for name, attr in (("p50", "p50_ms"), ("p90", "p90_ms"), ("p99", "p99_ms"),
                            ("p99.9", "p999_ms")):
             xs, ys = [], []
@@ -129,6 +167,8 @@ class ClientPlots(QWidget):
                     xs.append(s.t)
                     ys.append(v)
             self._curves[name].setData(xs, ys)
+
+    def _draw_errors(self, history: list[SecondStats], t: list[float]) -> None:
         kinds = sorted({k for s in history for k, _ in s.errors})
         for k in kinds:
             if f"errors:{k}" not in self._curves:
@@ -139,9 +179,10 @@ class ClientPlots(QWidget):
             if name.startswith("errors:"):
                 kind = name[len("errors:"):]
                 curve.setData(t, [dict(s.errors).get(kind, 0) for s in history])
-        self._curves["in_flight"].setData(t, [s.in_flight for s in history])
 
     def clear(self) -> None:
+        self._step_timer.stop()
+        self._steps = []
         self._shown = None
         for name in [n for n in self._curves if n.startswith("errors:")]:
             self._plots["errors"].removeItem(self._curves.pop(name))
@@ -156,11 +197,20 @@ class ClientPlots(QWidget):
 
     def curve(self, name: str) -> pg.PlotDataItem:
         """'target', 'offered', 'achieved', 'p50', 'p90', 'p99', 'p99.9', 'in_flight',
-        or 'errors:<kind>' (e.g. 'errors:HTTP 503', 'errors:timeout')."""
+        or 'errors:<kind>' (e.g. 'errors:HTTP 503', 'errors:timeout'); what waits is
+        drawn first."""
+        self.flush()
         return self._curves[name]
 
     def plot(self, name: str) -> pg.PlotItem:
+        """'rate', 'latency', 'errors' or 'in_flight', with what waits drawn first."""
+        self.flush()
         return self._plots[name]
+
+    def _drawn_plots(self) -> list[pg.PlotItem]:
+        """The plots, with what waits drawn first (what the right-click menu saves)."""
+        self.flush()
+        return list(self._plots.values())
 
 
 def _esc(text: str) -> str:

@@ -304,7 +304,8 @@ class LivePlots(PlotStack):
     def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
         """The plots that should show (paused: they stay as they are), then setData on
         every curve from the store (with *only*, on that plot's curves)."""
-        self._relayout()
+        if only is None or only is self._follow_plot():
+            self._relayout()
         store = self._store
         for name, curve in self._curves.items():
             if only is not None and self._plots[self._curve_plot[name]] is not only:

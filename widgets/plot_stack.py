@@ -107,6 +107,7 @@ class PlotStack(QWidget):
         # and the start of the window they are drawn from.
         self._steps: list[pg.PlotItem] = []
         self._steps_since: float | None = None
+        self._steps_move = False  # the range moved: each plot takes it on its turn
         self._step_timer = QTimer(self)
         self._step_timer.setSingleShot(True)
         self._step_timer.setInterval(0)  # the next turn of the event loop
@@ -215,9 +216,12 @@ class PlotStack(QWidget):
         assert lead is not None
         self._draw(since, lead)
         rest = [p for p in self._stack_plots() if p is not lead]
-        for plot in rest:
-            plot.getViewBox().blockLink(True)
-        self._follow(view_now)
+        # Nine ticks in ten the range stays: the plots below keep their links.
+        self._steps_move = tuple(lead.viewRange()[0]) != self._follow_range(view_now)
+        if self._steps_move:
+            for plot in rest:
+                plot.getViewBox().blockLink(True)
+            self._follow(view_now)
         self._steps, self._steps_since = rest, since
         if rest:
             self._step_timer.start()
@@ -232,9 +236,10 @@ class PlotStack(QWidget):
         """One plot's turn: its curves, then the range of the plot it is linked to."""
         if self._can_draw():
             self._draw(self._steps_since, plot)
-        view = plot.getViewBox()
-        view.blockLink(False)
-        view.linkedXChanged()
+        if self._steps_move:
+            view = plot.getViewBox()
+            view.blockLink(False)
+            view.linkedXChanged()
 
     def _finish_steps(self) -> None:
         """Every plot still waiting for its turn drawn now (before anything else reads
@@ -304,12 +309,15 @@ class PlotStack(QWidget):
         plot = self._follow_plot()
         if plot is None:
             return
+        plot.setXRange(*self._follow_range(now), padding=0)
+
+    def _follow_range(self, now: float) -> tuple[float, float]:
+        """The x range following *now* shows."""
         if self._window is not None:
-            x0 = now - self._window
-        else:
-            earliest = self._earliest_drawn()
-            x0 = earliest if earliest is not None and earliest < now else now - EMPTY_SPAN_S
-        plot.setXRange(x0, now, padding=0)
+            return (now - self._window, now)
+        earliest = self._earliest_drawn()
+        return (earliest if earliest is not None and earliest < now else now - EMPTY_SPAN_S,
+                now)
 
     def _earliest_drawn(self) -> float | None:
         """The time of the first point any curve holds (None: no curve holds any)."""
@@ -366,8 +374,13 @@ class PlotStack(QWidget):
         the plots' right-click menu."""
         graphics = pg.GraphicsLayoutWidget()
         graphics.setBackground(plot_style.BACKGROUND)  # the theme's now
-        PlotMenu(graphics, self._stack_plots, self._plot_name, (self._markers_action,))
+        PlotMenu(graphics, self._drawn_plots, self._plot_name, (self._markers_action,))
         return graphics
+
+    def _drawn_plots(self) -> list[pg.PlotItem]:
+        """The plots, each drawn (none waiting for its turn): what the menu saves."""
+        self._finish_steps()
+        return self._stack_plots()
 
     @staticmethod
     def _scroll_area(graphics: pg.GraphicsLayoutWidget) -> QScrollArea:

@@ -36,3 +36,56 @@ def test_after_clear_the_same_seconds_are_drawn_again(qtbot):
     assert x is None or len(x) == 0
     plots.set_history(history)  # a new run whose first seconds read the same
     assert list(plots.curve("achieved").getData()[0]) == [0.0, 1.0, 2.0]
+
+
+def _points(plots: ClientPlots, plot: str) -> list[int]:
+    """How many points each curve of *plot* holds now (read without drawing what waits,
+    as `curve()` would)."""
+    return [len(c.xData) if c.xData is not None else 0
+            for c in plots._plots[plot].listDataItems()]
+
+
+def test_a_new_second_draws_the_rate_at_once_and_each_other_plot_in_a_turn_of_its_own(
+        qtbot):
+    """The four plots' data and repaint were one block of the GUI thread once a second:
+    the rate plot is drawn at once, the others a turn of the event loop each."""
+    from PySide6.QtWidgets import QApplication
+
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    plots.show()
+    plots.set_history([second(t) for t in range(3)])
+    assert 3 in _points(plots, "rate")
+    order = ["latency", "errors", "in_flight"]
+    assert all(set(_points(plots, name)) <= {0} for name in order)
+    drawn: list[str] = []
+    for _turn in range(10):
+        QApplication.processEvents()
+        now = [name for name in order if 3 in _points(plots, name)]
+        assert len(now) - len(drawn) <= 1  # never two plots in one turn
+        drawn = now
+    assert drawn == ["latency", "in_flight"]  # errors has no curve without an error
+    assert list(plots.curve("p99").yData) == [20.0, 20.0, 20.0]
+
+
+def test_reading_a_curve_or_a_new_second_first_draws_what_waits(qtbot):
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    failing = SecondStats(t=1.0, level=50.0, offered=50, completed=40, ok=40,
+                          errors=(("HTTP 503", 10),), in_flight=2, p50_ms=10.0,
+                          p90_ms=14.0, p99_ms=20.0, p999_ms=25.0)
+    plots.set_history([second(0), failing])
+    assert list(plots.curve("errors:HTTP 503").yData) == [0, 10]
+    plots.set_history([second(0), failing, second(2)])
+    plots.set_history([second(0), failing, second(2), second(3)])  # before any turn
+    assert _points(plots, "in_flight") == [3]  # the second before, drawn first
+    assert list(plots.curve("in_flight").yData) == [1, 2, 1, 1]
+
+
+def test_clear_drops_what_waits(qtbot):
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    plots.set_history([second(t) for t in range(3)])
+    plots.clear()
+    x, _ = plots.curve("p50").getData()
+    assert x is None or len(x) == 0

@@ -321,6 +321,10 @@ def test_without_smooth_scrolling_each_plot_moves_and_draws_in_a_turn_of_its_own
     assert moved == [i for i, p in enumerate(plots) if p.isVisible()]  # top to bottom
     assert set(_ranges(plots)) == {(31.0, 61.0)}
     assert top_curve(plots).yData[-1] == 70.0
+    w.refresh(T0 + 60.5)  # the same second: the range stays, no plot is unlinked
+    assert not any(p.getViewBox().linksBlocked for p in plots)
+    qtbot.waitUntil(lambda: not w._steps, timeout=2000)
+    assert moved == [i for i, p in enumerate(plots) if p.isVisible()]
 
 
 @pytest.mark.parametrize("kind", ["live", "replica"])
