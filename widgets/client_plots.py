@@ -7,8 +7,9 @@ Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots patte
 plot at a time: a new second draws the rate plot at once and each other plot in a turn
 of the event loop of its own, as the plot stacks do (widgets/plot_stack.py): the four
 plots' data and repaint were one block of the GUI thread once a second. Tests read the
-curves back with `curve(name).getData()`, which draws whatever still waits first. Right-click a plot to copy or save it
-(PNG, SVG, CSV of the range shown: widgets/plot_menu.py).
+curves back with `curve(name).getData()`, which draws whatever still waits first.
+Right-click a plot to copy or save it (PNG, SVG, CSV of the range shown:
+widgets/plot_menu.py).
 """
 
 from __future__ import annotations
