@@ -19,6 +19,7 @@ only the time axis while paused.
 from __future__ import annotations
 
 import html
+import math
 import re
 from collections import Counter
 from dataclasses import dataclass, field
@@ -84,6 +85,9 @@ class GpuPlots(PlotStack):
         self._groups: dict[str, _NodeGroup] = {}
         self._layout_key: tuple = ()
         self._shown = False
+        # What each curve was drawn from: (curve, store, window start in whole seconds,
+        # newest sample) by (node, GPU, series); unchanged, its points stay.
+        self._drawn: dict[tuple[str, str, str], tuple] = {}
 
         self._graphics = self._new_graphics()
         layout = QVBoxLayout(self)
@@ -264,24 +268,33 @@ class GpuPlots(PlotStack):
             group.header.setText(text)
 
     def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
+        """setData on each curve whose series has a new sample or whose window start
+        moved a whole second since it was drawn (on ten redraws a second, samples come
+        about once a second); with *only*, on that plot's curves."""
         store = self._store
         for ip, group in self._groups.items():
-            top = 0.0
             for (index, series), curve in group.curves.items():
                 plot = _plot_of(series)
                 if only is not None and group.plots[plot] is not only:
                     continue
+                drawn = (id(curve), id(store), None if since is None else math.floor(since),
+                         None if store is None else store.last_time((ip, index), series))
+                if self._drawn.get((ip, index, series)) == drawn:
+                    continue
+                self._drawn[(ip, index, series)] = drawn
                 if store is None:
                     x, y = np.empty(0), np.empty(0)
                 else:
                     x, y = store.snapshot((ip, index), series, since=since)
                 if series != "gpu_utilization_pct":
                     y = y / _MIB_PER_GIB
-                    if len(y):
-                        top = max(top, float(np.max(y)))
                 self.set_curve_data(curve, x, y)
                 self._set_in_legend((ip, index, series), group.legends[plot], curve,
                                     _label(index, series), len(x) > 0)
+            # Memory's scale: the highest point any of the node's memory curves holds.
+            top = max((float(np.max(c.yData)) for (_i, series), c in group.curves.items()
+                       if series != "gpu_utilization_pct" and c.yData is not None
+                       and len(c.yData)), default=0.0)
             if top > 0 and abs(top - group.y_top) > 1e-9:
                 group.y_top = top
                 group.plots[MEMORY].setYRange(0, top, padding=0.05)

@@ -103,6 +103,36 @@ def test_curves_are_created_once_and_set_per_tick(view, store):
     assert curves[("0", UTIL)].getData()[1][-1] == 30.0
 
 
+def test_a_refresh_without_a_new_sample_leaves_the_curves_alone(view, store, monkeypatch):
+    """Ten redraws a second, a sample a second: a curve gets setData only when its series
+    has a new sample (or the window's start moves a whole second), as the live plots'."""
+    view.set_window(60.0)
+    view.refresh(T0 + 29.2)
+    calls: list[tuple] = []
+
+    def counted(key, curve):
+        def set_data(*args, **kwargs):
+            calls.append(key)
+            pg.PlotDataItem.setData(curve, *args, **kwargs)
+        return set_data
+
+    for key, curve in view.curves(A).items():
+        monkeypatch.setattr(curve, "setData", counted(key, curve))
+    for tenth in range(3, 10):
+        view.refresh(T0 + 29 + tenth / 10)
+    assert calls == []
+    view.refresh(T0 + 30.05)  # the window's start moved a whole second: all of them
+    assert len(calls) == len(view.curves(A))
+    calls.clear()
+    store.add(T0 + 30, {(A, "0"): {UTIL: 30.0, USED: 30720.0, TOTAL: 81920.0}})
+    view.refresh(T0 + 30.5)  # GPU 0's three series have a sample, GPU 1's none
+    assert sorted(calls) == [("0", TOTAL), ("0", USED), ("0", UTIL)]
+    assert view.curves(A)[("0", UTIL)].getData()[1][-1] == 30.0
+    # The memory plot's scale still covers every GPU of the node (80 GiB total).
+    lo, hi = view.plots(A)[MEMORY].viewRange()[1]
+    assert hi >= 80.0
+
+
 def test_each_series_says_how_old_it_is(view, store):
     # GPU 1 of node A stops reporting at T0 + 29; GPU 0 goes on.
     for i in range(30, 40):
