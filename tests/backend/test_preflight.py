@@ -254,18 +254,27 @@ def test_replicas_placed_since_the_monitor_looked_count_as_used():
 def cluster():
     with own_cluster(num_cpus=2) as c:
         yield c
-    assert not _probe_processes(), "a probe process outlived its cluster"
+    assert not _probe_processes(c.gcs_port), "a probe process outlived its cluster"
 
 
-def _probe_processes() -> list[int]:
+def _probe_processes(gcs_port: int) -> list[int]:
+    """This cluster's probe processes: the probe's mark in the command line, and the
+    cluster in RAY_ADDRESS (Ray gives a job's driver its cluster's GCS address). The
+    suite's other worker runs other clusters' probes meanwhile: counted, they failed this
+    check in a clean clone (2026-11-29)."""
     found = []
+    ours = f":{gcs_port}".encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                if b"SERVE_CONSOLE_PROBE" in f.read():
-                    found.append(int(pid))
+                if b"SERVE_CONSOLE_PROBE" not in f.read():
+                    continue
+            with open(f"/proc/{pid}/environ", "rb") as f:
+                env = f.read().split(b"\0")
         except OSError:
-            pass
+            continue  # ended meanwhile
+        if any(e.startswith(b"RAY_ADDRESS=") and e.endswith(ours) for e in env):
+            found.append(int(pid))
     return found
 
 
