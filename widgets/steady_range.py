@@ -143,7 +143,7 @@ class SteadyViewBox(pg.ViewBox):
             # Resized (laid out after its first data, a splitter moved): the same round
             # range with margins of as many pixels as before, or the end labels drop.
             if current is None or new != current or mine[2] != size:
-                shown = self._with_margin(ax, new, size)
+                shown = _with_margin(new, size)
                 if ax == 0:
                     self.setRange(xRange=shown, padding=0.0, disableAutoRange=False)
                 else:
@@ -152,17 +152,6 @@ class SteadyViewBox(pg.ViewBox):
         finally:
             self._autoRangeNeedsUpdate = False
             self._updatingRange = False
-
-    @staticmethod
-    def _with_margin(ax: int, rng: tuple[float, float], size: float) -> tuple[float, float]:
-        """*rng* widened by margin_px() pixels each side of a view *size* pixels long: a
-        line at an end of the range (a rate at its floor of 0) is drawn whole and its
-        tick's label ("0") is shown."""
-        px = margin_px()
-        if size <= 4 * px:  # not laid out yet: no pixels to speak of
-            return rng
-        m = px * (rng[1] - rng[0]) / (size - 2 * px)
-        return (rng[0] - m, rng[1] + m)
 
     def _data_bounds(self, ax: int, frac: float, ortho: list) -> tuple[float, float] | None:
         """The extent of the autoranged items' data along *ax* (their points only:
@@ -186,6 +175,17 @@ class SteadyViewBox(pg.ViewBox):
             if math.isfinite(b[0]) and math.isfinite(b[1]):
                 lo, hi = min(lo, b[0], b[1]), max(hi, b[0], b[1])
         return (lo, hi) if lo <= hi else None
+
+
+def _with_margin(rng: tuple[float, float], size: float) -> tuple[float, float]:
+    """*rng* widened by margin_px() pixels each side of a view *size* pixels long: a line
+    at an end of the range (a rate at its floor of 0) is drawn whole and its tick's label
+    ("0") is shown."""
+    px = margin_px()
+    if size <= 4 * px:  # not laid out yet: no pixels to speak of
+        return rng
+    m = px * (rng[1] - rng[0]) / (size - 2 * px)
+    return (rng[0] - m, rng[1] + m)
 
 
 def _same(a: tuple[float, float], b) -> bool:
