@@ -58,6 +58,9 @@ def own_cluster(**options):
         # worker's head was starting, a port that head had drawn but not yet bound looked
         # free, and the raylet that came second failed to bind it and took its head down
         # (a clean clone, 2026-11-28: the backend package's head, 17 errors).
+        # Since then every drawn port is also reserved machine-wide until the head
+        # stops (backend/cluster/ports.py): a head's dashboard answers, and this lock is
+        # let go, before its raylet binds its own ports (CI, 2026-11-29).
         cluster = LocalCluster(**options)
         cluster.start(timeout_s=120)
     pgid = cluster.pid

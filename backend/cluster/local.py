@@ -24,7 +24,7 @@ from pathlib import Path
 import requests
 
 from backend.cancel import Cancelled, CancelToken
-from backend.cluster.ports import free_ports
+from backend.cluster.ports import free_ports, release_ports, reserve_ports
 from backend.model import strip_ansi
 
 log = logging.getLogger(__name__)
@@ -71,7 +71,13 @@ class LocalCluster:
             self.node_manager_port,
             self.object_manager_port,
             self.serve_http_port,
-        ) = free_ports(10)
+        ) = free_ports(10)  # reserved for this process until stop()
+
+    def ports(self) -> list[int]:
+        """Every port this head binds (or will: Serve's HTTP port at the first deploy)."""
+        return [self.gcs_port, self.dashboard_port, self.metrics_port, self.client_port,
+                self.agent_http_port, self.agent_grpc_port, self.runtime_env_port,
+                self.node_manager_port, self.object_manager_port, self.serve_http_port]
 
     @property
     def dashboard_url(self) -> str:
@@ -137,6 +143,9 @@ class LocalCluster:
         cancel = cancel or CancelToken()
         if self.running:
             return self.dashboard_url
+        # Again, where a stop() gave them back or they were set by hand (a head started
+        # again on another's ports).
+        reserve_ports(self.ports())
         self._log_file = tempfile.NamedTemporaryFile(
             prefix="serve-console-ray-", suffix=".log", delete=False
         )
@@ -211,6 +220,7 @@ class LocalCluster:
         stop() took 6.7 s, now 3.2 s."""
         proc, self._proc = self._proc, None
         if proc is None:
+            release_ports(self.ports())
             return
         if proc.poll() is None:
             # SIGTERM to `ray start --block` alone lets its shutdown hook stop the
@@ -240,6 +250,7 @@ class LocalCluster:
                 break
             time.sleep(0.1)
         self._forget_address()
+        release_ports(self.ports())
         atexit.unregister(self.stop)
         if self._log_file:
             self._log_file.close()

@@ -9,6 +9,7 @@ import requests
 
 from backend.cluster.client import ClusterClient
 from backend.cluster.local import LocalCluster, ray_address_file
+from backend.cluster.ports import reserved
 from tests.helpers import one_head_starting
 
 
@@ -36,6 +37,9 @@ def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
                          headers={"Authorization": f"Bearer {other.token}"})
         assert r.status_code == 200
         pgid = other._proc.pid
+        # Its ports stay reserved while it runs: Serve's, never bound without a deploy,
+        # included (tests/backend/test_ports.py).
+        assert all(reserved(p) for p in other.ports()), other.ports()
         # `ray start --head` named it the machine's current cluster (what a plain
         # ray.init() joins) ...
         assert ray_address_file().read_text().strip().endswith(f":{other.gcs_port}")
@@ -43,6 +47,7 @@ def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
         other.stop()
     assert not other.running
     assert not _group_alive(pgid)
+    assert not any(reserved(p) for p in other.ports())  # given back
     # ... and once it is gone, no ray.init() on this machine is sent to its dead address.
     assert not ray_address_file().exists() or not \
         ray_address_file().read_text().strip().endswith(f":{other.gcs_port}")
@@ -50,6 +55,13 @@ def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
     r = requests.get(ray_cluster.dashboard_url + "/api/version", timeout=10,
                      headers={"Authorization": f"Bearer {ray_cluster.token}"})
     assert r.ok and r.json()["ray_version"] == "2.60.0"
+
+
+def test_a_cluster_never_started_gives_its_ports_back_on_stop():
+    c = LocalCluster(num_cpus=1)
+    assert len(set(c.ports())) == 10 and all(reserved(p) for p in c.ports())
+    c.stop()
+    assert not any(reserved(p) for p in c.ports())
 
 
 def test_the_address_file_is_where_ray_puts_it(monkeypatch, tmp_path):

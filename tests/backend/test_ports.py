@@ -1,9 +1,34 @@
-"""Ports for a local head: free, distinct, and out of the range outgoing connections use."""
+"""Ports for a local head: free, distinct, out of the range outgoing connections use, and
+reserved for the process that drew them until it gives them back or ends."""
 
+import os
+import signal
 import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from backend.cluster import ports
-from backend.cluster.ports import LOW, ephemeral_range, free_ports
+from backend.cluster.ports import (LOW, ephemeral_range, free_ports, release_ports,
+                                   reserve_ports, reserved)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(autouse=True)
+def own_reservations(monkeypatch, tmp_path):
+    """This test's reservations apart from every other process's (its draws are forced
+    onto fixed ports a real draw elsewhere could reserve meanwhile)."""
+    monkeypatch.setattr(ports, "RESERVATIONS_DIR", str(tmp_path / "reservations"))
+    return tmp_path / "reservations"
+
+
+def forced_draws(monkeypatch, *draws):
+    seq = iter(draws)
+    monkeypatch.setattr(ports, "ephemeral_range", lambda: (LOW + 5000, 60999))
+    monkeypatch.setattr(ports._random, "randrange", lambda a, b: next(seq))
 
 
 def test_ports_are_distinct_free_and_below_the_ephemeral_range():
@@ -42,3 +67,50 @@ def test_without_room_below_the_range_the_kernel_chooses(monkeypatch, tmp_path):
     monkeypatch.setattr(ports, "PORT_RANGE_FILE", str(tmp_path / "absent"))
     assert ephemeral_range() is None
     assert len(set(free_ports(3))) == 3
+
+
+def test_a_drawn_port_is_not_drawn_again_until_given_back(monkeypatch):
+    """A head binds its ports over seconds (Serve's at the first deploy): a port drawn
+    for it must not go to the next head drawn meanwhile, in this process or another."""
+    forced_draws(monkeypatch, LOW + 1, LOW + 2, LOW + 1, LOW + 2, LOW + 3, LOW + 4,
+                 LOW + 1, LOW + 2)
+    first = free_ports(2)
+    assert first == [LOW + 1, LOW + 2]
+    assert all(reserved(p) for p in first)
+    assert free_ports(2) == [LOW + 3, LOW + 4]   # still free, but reserved: skipped
+    release_ports(first)
+    assert not any(reserved(p) for p in first)
+    assert free_ports(2) == [LOW + 1, LOW + 2]
+
+
+def test_another_live_process_keeps_its_reservation_until_it_ends(monkeypatch,
+                                                                   own_reservations):
+    code = ("import sys, time; from backend.cluster import ports; "
+            f"ports.RESERVATIONS_DIR = {str(own_reservations)!r}; "
+            "print(*ports.free_ports(3), flush=True); time.sleep(120)")
+    child = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, text=True,
+                             stdout=subprocess.PIPE)
+    try:
+        theirs = [int(p) for p in child.stdout.readline().split()]
+        assert len(theirs) == 3 and all(reserved(p) for p in theirs)
+        forced_draws(monkeypatch, *theirs, LOW + 7, *theirs)
+        assert free_ports(1) == [LOW + 7]   # theirs skipped though nothing binds them
+        # Asked for by name, a port a live process holds stays theirs.
+        reserve_ports(theirs[:1])
+        assert (own_reservations / str(theirs[0])).read_text().split()[0] == str(child.pid)
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait(10)
+    # Its process is gone (even killed, with no chance to give them back): they lapse.
+    assert not any(reserved(p) for p in theirs)
+    assert free_ports(1) == [theirs[0]]
+    assert (own_reservations / str(theirs[0])).read_text().split()[0] == str(os.getpid())
+
+
+def test_a_reservation_naming_a_reused_pid_or_nothing_lapses(monkeypatch, own_reservations):
+    own_reservations.mkdir()
+    # This process's pid with another start time: the pid was reused since.
+    (own_reservations / str(LOW + 1)).write_text(f"{os.getpid()} 1")
+    (own_reservations / str(LOW + 2)).write_text("")   # torn mid-write
+    forced_draws(monkeypatch, LOW + 1, LOW + 2)
+    assert free_ports(2) == [LOW + 1, LOW + 2]

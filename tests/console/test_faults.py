@@ -21,6 +21,7 @@ from PySide6.QtWidgets import QLabel
 
 from backend.cluster.client import ClusterClient
 from backend.cluster.local import LocalCluster
+from backend.cluster.ports import release_ports
 from backend.deploy.catalog import load_catalog
 from backend.deploy.deployer import deploy_app
 from backend.deploy.serve_config import current_config
@@ -182,6 +183,7 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
 
         # -- a head comes back at the same address (a restart: a new session) -------------
         restarted = LocalCluster(num_cpus=1, token=cluster.token)
+        release_ports(restarted.ports())  # its own draw, unused: it takes the old ports
         for name in ("gcs_port", "dashboard_port", "metrics_port", "client_port",
                      "agent_http_port", "agent_grpc_port", "runtime_env_port",
                      "node_manager_port", "object_manager_port", "serve_http_port"):

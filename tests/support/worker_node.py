@@ -18,7 +18,7 @@ import tempfile
 import time
 
 from backend.cluster.local import _ray_executable
-from backend.cluster.ports import free_ports
+from backend.cluster.ports import free_ports, release_ports
 from tests.figures import figure
 from tests.helpers import group_gone
 
@@ -49,6 +49,8 @@ def start_worker_node(cluster, num_cpus: float = 1,
     finally:
         os.close(fd)
     proc.log_path = log_path  # type: ignore[attr-defined]
+    proc.ports = [metrics, agent_http, agent_grpc, runtime_env,  # type: ignore[attr-defined]
+                  node_manager, object_manager]
     return proc, metrics
 
 
@@ -111,6 +113,7 @@ def kill_worker_node(proc: subprocess.Popen, timeout_s: float = 60) -> None:
     while not group_gone(proc.pid):
         assert time.monotonic() < deadline, "the worker node's processes did not go"
         time.sleep(0.2)
+    release_ports(getattr(proc, "ports", ()))  # reserved by free_ports until now
     try:
         os.unlink(proc.log_path)  # type: ignore[attr-defined]
     except (OSError, AttributeError):
