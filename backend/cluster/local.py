@@ -33,6 +33,10 @@ log = logging.getLogger(__name__)
 METRICS_REPORT_INTERVAL_MS = 1000
 
 
+# What `ray start --block` prints once its node has started.
+READY_LINE = b"will now block forever"
+
+
 class LocalClusterError(RuntimeError):
     pass
 
@@ -174,7 +178,10 @@ class LocalCluster:
                 r = requests.get(
                     f"{self.dashboard_url}/api/version", headers=headers, timeout=2
                 )
-                if r.ok:
+                # The dashboard answers before the raylet is up (~1.5 s on an idle
+                # machine); `ray start` says when the whole node is. Until then the
+                # head can still fail (a port of its taken), and Serve cannot deploy.
+                if r.ok and self._node_started():
                     if progress:
                         progress("Local Ray cluster is up.")
                     return self.dashboard_url
@@ -190,6 +197,15 @@ class LocalCluster:
             f"The local Ray cluster did not answer within {timeout_s:.0f} s:\n"
             + self.log_tail()
         )
+
+    def _node_started(self) -> bool:
+        """Whether `ray start` has said the node is up: it prints that it will now block
+        once the raylet and its agents have started (Ray 2.60, scripts.py)."""
+        try:
+            with open(self._log_path, "rb") as f:
+                return READY_LINE in f.read()
+        except (OSError, TypeError):
+            return False
 
     def exit_code_text(self) -> str:
         """How the head process ended ("exit code 1", "killed by signal 9"), or "running"."""

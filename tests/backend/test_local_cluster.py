@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import socket
 from pathlib import Path
 
 import requests
@@ -21,12 +22,26 @@ def _group_alive(pgid: int) -> bool:
         return False
 
 
+def _listening(port: int) -> bool:
+    with socket.socket() as s:
+        s.settimeout(2)
+        return s.connect_ex(("127.0.0.1", port)) == 0
+
+
 def test_second_local_cluster_starts_and_stops_only_itself(ray_cluster):
     # One logical GPU (Ray schedules by resource counts; no device needed to list it).
     with one_head_starting():  # its ports drawn and bound while no other head starts
         other = LocalCluster(num_cpus=1, num_gpus=1)
         url = other.start(timeout_s=120)
     try:
+        # Up means the whole node, not only its dashboard: the raylet's and agents'
+        # ports are bound when start() returns (the dashboard answered ~1.5 s before
+        # them, and a head could still fail then; backend/cluster/ports.py).
+        raylet_ports = {n: getattr(other, n) for n in (
+            "node_manager_port", "object_manager_port", "metrics_port",
+            "agent_http_port", "agent_grpc_port")}
+        unbound = [n for n, p in raylet_ports.items() if not _listening(p)]
+        assert not unbound, unbound
         # Asked at once, while the dashboard lists no node yet: the answer waits for the
         # node instead of saying 0 (a demo deployed now would otherwise get no GPU).
         assert ClusterClient(url, other.token, timeout_s=10).cluster_gpus() == 1
