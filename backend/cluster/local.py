@@ -63,7 +63,6 @@ class LocalCluster:
         self._proc: subprocess.Popen | None = None
         self._log_path: Path | None = None
         self._log_file = None
-        self._temp_dir: str | None = None
         (
             self.gcs_port,
             self.dashboard_port,
@@ -120,8 +119,6 @@ class LocalCluster:
             cmd.append(f"--num-cpus={self.num_cpus}")
         if self.num_gpus is not None:
             cmd.append(f"--num-gpus={self.num_gpus}")
-        if self._temp_dir:
-            cmd.append(f"--temp-dir={self._temp_dir}")
         return cmd
 
     def _env(self) -> dict[str, str]:
@@ -276,7 +273,7 @@ class LocalCluster:
         machine looks for "the" cluster; left behind once the head is gone, a user's
         `ray.init()` would try to join a dead head. Removed as `ray stop` removes it —
         only while it still names this head (a head started since keeps its own)."""
-        path = ray_address_file(self._temp_dir)
+        path = ray_address_file()  # Ray's default temp dir: the console sets none
         try:
             named = path.read_text().strip()
         except OSError:
