@@ -20,6 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog,
                                QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
+from widgets import plot_style
 from widgets.theme import restyle_when_first_shown
 
 MAX_RPS, MIN_P99 = "max_rps", "min_p99"
@@ -194,6 +195,7 @@ class AutoTunePanel(QDialog):
         for axis in ("bottom", "left"):
             self._plot.getAxis(axis).enableAutoSIPrefix(False)
         self._plot.showGrid(x=True, y=True, alpha=0.2)
+        plot_style.cache_axes(self._plot.getPlotItem())  # points come, axes seldom move
         self._scatter = pg.ScatterPlotItem(size=9, brush=pg.mkBrush("#1f77b4"), name="trials")
         self._best_point = pg.ScatterPlotItem(size=18, symbol="star",
                                               brush=pg.mkBrush(BEST_COLOR), name="best")

@@ -38,6 +38,7 @@ class ModelCacheView(QWidget):
         # Name every bar when the labels fit in 85 % of the axis, else only the major
         # ticks (pyqtgraph's default stops at 20 % once 6 labels are drawn).
         item.getAxis("bottom").setStyle(textFillLimits=[(0, 0.85)])
+        plot_style.cache_axes(item)  # the bars change every poll, the axes seldom
         self._bars = pg.BarGraphItem(x=[], height=[], width=0.8, brushes=[])
         self._plot.addItem(self._bars)
         self._held_label = QLabel()

@@ -62,6 +62,9 @@ def test_the_form_gives_the_spec_and_refuses_a_bad_one(qtbot):
 def test_trials_fill_the_table_and_the_scatter_and_the_best_is_marked(qtbot):
     panel = AutoTunePanel()
     qtbot.addWidget(panel)
+    for name in ("left", "bottom"):  # kept as pixmaps: points come, the axes seldom move
+        axis = panel._plot.getPlotItem().getAxis(name)
+        assert axis.cacheMode() == axis.CacheMode.DeviceCoordinateCache
     panel.set_deployments([KEY], current=KEY)
     panel.set_slo(300)
     panel.set_running(True)

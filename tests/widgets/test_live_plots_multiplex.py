@@ -113,6 +113,9 @@ def test_group_appears_when_multiplex_data_starts(plots, store):
 
 def test_model_cache_view_shows_held_ids_beside_the_requested_distribution(plots):
     view = plots.model_cache_view()
+    for name in ("left", "bottom"):  # kept as pixmaps: the bars change every poll
+        axis = view._plot.getPlotItem().getAxis(name)
+        assert axis.cacheMode() == axis.CacheMode.DeviceCoordinateCache
     plots.set_model_cache(None, None)
     assert not view.isVisibleTo(plots)
     held = {"multiplexed#MultiplexedAdapters#abc": ["tenant-0", "tenant-3"],
