@@ -20,7 +20,7 @@ the GPU view), written once so a fix lands in all three:
   tooltip, and listed in full in the Markers list (Ctrl+Shift+M);
 * the right-click menu of every plot: copy it as an image, save it as PNG, SVG or CSV
   (widgets/plot_menu.py), and open the Markers list;
-* the ages in titles and legends ("data 0.7 s old", amber once stale), each relaid out
+* the ages in titles and legends ("live" under 2 s, then "data 3 s old", amber once stale), each relaid out
   only when its text changes (a title relayout is the costliest thing on a redraw), and
   legend entries only for series with data;
 * a plot at a time: without smooth scrolling (the console's live plots), a redraw gives

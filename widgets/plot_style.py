@@ -39,14 +39,23 @@ MIN_PLOT_HEIGHT = 110
 # Data older than this is shown as stale: the poller or the cluster has stopped answering.
 STALE_AFTER_S = 5.0
 
+# Younger than this, a series or plot reads "live": the console polls once a second, so
+# a live series' newest sample is 0 to ~1.5 s old, and whole seconds flipped "0 s" ↔
+# "1 s" twice a second in every title and legend entry, each flip a relayout (~7 % of the
+# GUI thread's work at fleet size in a py-spy profile, 2026-11-29).
+FRESH_S = 2.0
+LIVE = "live"
+
 
 def format_series_age(age_s: float | None) -> str:
-    """A series' freshness for its legend entry: whole seconds since its newest sample
-    ('0 s', '7 s', '3 min'), '—' without data. Whole seconds keep the legend from
-    re-laying out on every redraw tick."""
+    """A series' freshness for its legend entry: 'live' under FRESH_S, then whole
+    seconds since its newest sample ('3 s', '7 s', '3 min'), '—' without data. Whole
+    seconds keep the legend from re-laying out on every redraw tick."""
     if age_s is None:
         return "—"
     age_s = max(0.0, age_s)
+    if age_s < FRESH_S:
+        return LIVE
     if age_s < 120:
         return f"{int(age_s)} s"
     if age_s < 7200:
@@ -55,12 +64,15 @@ def format_series_age(age_s: float | None) -> str:
 
 
 def format_age(age_s: float | None) -> str:
-    """'data 3 s old' / 'no data yet': short enough for a plot title. Whole seconds, as
-    the legends: a title whose text changes is laid out again, and tenths would change
-    every plot's title on every redraw tick (benchmarks/gui_stall.py)."""
+    """'live' / 'data 3 s old' / 'no data yet': short enough for a plot title. 'live'
+    under FRESH_S, then whole seconds, as the legends: a title whose text changes is laid
+    out again, and tenths would change every plot's title on every redraw tick
+    (benchmarks/gui_stall.py)."""
     if age_s is None:
         return "no data yet"
     age_s = max(0.0, age_s)  # the cluster's clock may run slightly ahead of ours
+    if age_s < FRESH_S:
+        return LIVE
     if age_s < 120:
         return f"data {int(age_s)} s old"
     if age_s < 7200:
@@ -97,5 +109,6 @@ def set_legend_age(legend: pg.LegendItem, item, name: str, age: tuple[str, bool]
             color = AGE_STALE if stale else AGE_OK
             label.setText(f"{name} <span style='color:{color}'>{text}</span>",
                           color=TEXT, size="8pt")
-            label.setToolTip(f"{tip_name or name}: newest sample {text} old")
+            label.setToolTip(f"{tip_name or name}: newest sample "
+                             + (f"under {FRESH_S:.0f} s old" if text == LIVE else f"{text} old"))
             return

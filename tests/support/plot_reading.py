@@ -21,7 +21,7 @@ def plain(html: str) -> str:
 
 
 def title_age(plot: pg.PlotItem) -> tuple[str, bool]:
-    """(the age a plot's title shows, drawn as stale?): ('data 0.7 s old', False)."""
+    """(the age a plot's title shows, drawn as stale?): ('live', False) or ('data 8 s old', True)."""
     m = _AGE.search(plot.titleLabel.text)
     return (m.group(2), m.group(1) == plot_style.AGE_STALE) if m else ("no data yet", False)
 

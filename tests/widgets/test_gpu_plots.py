@@ -138,11 +138,11 @@ def test_each_series_says_how_old_it_is(view, store):
     for i in range(30, 40):
         store.add(T0 + i, sample(i, gpu1=False, node_b=False))
     view.refresh(T0 + 39.5)
-    assert curve_age(view.plots(A), view.curves(A)[("0", UTIL)])[0] == "0 s"
+    assert curve_age(view.plots(A), view.curves(A)[("0", UTIL)])[0] == "live"
     assert not curve_age(view.plots(A), view.curves(A)[("0", UTIL)])[1]
     assert curve_age(view.plots(A), view.curves(A)[("1", UTIL)])[0] == "10 s"
     assert curve_age(view.plots(A), view.curves(A)[("1", UTIL)])[1]
-    assert title_age(view.plots(A)[UTILIZATION])[0] == "data 0 s old"
+    assert title_age(view.plots(A)[UTILIZATION])[0] == "live"
     # Node B stopped at T0 + 29 as well: its titles say so.
     assert title_age(view.plots(B)[MEMORY])[0] == "data 10 s old"
     labels = legend_html(view.plots(A)[UTILIZATION])

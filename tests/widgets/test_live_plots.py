@@ -123,7 +123,7 @@ def test_pause_freezes_view_while_data_keeps_arriving(qtbot, plots, store):
     assert x_range(plots.plots()) == pytest.approx(frozen, abs=1e-3)
     assert plots.curves()["requests_per_s"].xData[-1] == T0 + 119  # nothing new drawn
     # ...but the age label still tells the truth about the store.
-    assert title_age(plots.plots()["Throughput"])[0] == "data 0 s old"
+    assert title_age(plots.plots()["Throughput"])[0] == "live"
     # The user may zoom/pan only while paused.
     vb = plots.plots()["Throughput"].getViewBox()
     assert vb.state["mouseEnabled"] == [True, True]
@@ -149,7 +149,7 @@ def test_space_toggles_pause(qtbot, plots):
 
 def test_age_label_reflects_newest_sample_and_turns_stale(plots):
     plots.refresh(T0 + 119.7)
-    assert title_age(plots.plots()["Throughput"])[0] == "data 0 s old"
+    assert title_age(plots.plots()["Throughput"])[0] == "live"
     assert not title_age(plots.plots()["Throughput"])[1]
     assert title_age(plots.plots()["Batch size"])[0] == "no data yet"
     plots.refresh(T0 + 119 + STALE_AFTER_S + 3)
@@ -164,7 +164,7 @@ def test_each_series_shows_its_own_age_in_the_legend(plots, store):
     for i in range(120, 130):
         store.add(T0 + i, {KEY: {"requests_per_s": 0.0}})
     plots.refresh(T0 + 129.4)
-    assert curve_age(plots.plots(), plots.curves()["requests_per_s"])[0] == "0 s"
+    assert curve_age(plots.plots(), plots.curves()["requests_per_s"])[0] == "live"
     assert curve_age(plots.plots(), plots.curves()["latency_p99_ms"])[0] == "10 s"
     assert not curve_age(plots.plots(), plots.curves()["requests_per_s"])[1]
     assert curve_age(plots.plots(), plots.curves()["latency_p99_ms"])[1]
@@ -173,7 +173,7 @@ def test_each_series_shows_its_own_age_in_the_legend(plots, store):
     texts = {label.text for _, label in plots._legends["Latency"].items}
     assert any("p99" in t and "10 s" in t and "#ffb300" in t for t in texts), texts
     # The plot's title gives the newest of its series.
-    assert title_age(plots.plots()["Throughput"])[0] == "data 0 s old"
+    assert title_age(plots.plots()["Throughput"])[0] == "live"
     assert title_age(plots.plots()["Latency"])[0] == "data 10 s old"
     assert legend_names(plots.plots()["Latency"]) == ["p99"]
     plots.refresh(T0 + 129 + 200)
@@ -252,3 +252,24 @@ def test_only_a_long_curve_is_clipped_and_downsampled(plots, store):
     plots.set_window(60.0)
     plots.refresh(T0 + 2200)
     assert not curve.opts["clipToView"] and not curve.opts["autoDownsample"]
+
+
+def test_a_live_series_keeps_its_title_and_legend_text_as_samples_come(plots, store):
+    """Polled once a second, a live series' newest sample is 0 to ~1.5 s old: its title
+    and legend entry read "live" throughout, never relaid out, where whole seconds
+    flipped "0 s" and "1 s" twice a second in every plot."""
+    plots.refresh(T0 + 119.2)
+    title = plots.plots()["Throughput"].titleLabel
+    [label] = [lb for s, lb in plots._legends["Throughput"].items
+               if s.item is plots.curves()["requests_per_s"]]
+    texts = []
+    title.setText = lambda *a, **k: texts.append(("title", a))
+    label.setText = lambda *a, **k: texts.append(("legend", a))
+    for i in range(120, 130):
+        for dt in (0.2, 0.6, 1.1, 1.4):   # ten ticks a second, sampled
+            plots.refresh(T0 + i - 1 + dt)
+        store.add(T0 + i, {KEY: {"requests_per_s": float(i)}})
+    assert texts == []
+    plots.refresh(T0 + 129 + 3.2)          # then the series stops: its age shows
+    assert [kind for kind, _ in texts] == ["legend", "title"], texts
+    assert "3 s" in texts[0][1][0] and "data 3 s old" in texts[1][1][0], texts

@@ -64,7 +64,7 @@ def test_multiplexed_deployment_shows_its_group_with_data(plots):
     np.testing.assert_allclose(y[-3:], [0.57, 0.58, 0.59])
     assert legend_names(plots.plots()["Model loads"]) == ["model loads/s", "model unloads/s"]
     assert plots.curves()["model_load_latency_p99_ms"].getData()[1][-1] == 45.0
-    assert title_age(plots.plots()["Models per replica"])[0] == "data 0 s old"
+    assert title_age(plots.plots()["Models per replica"])[0] == "live"
     # Only the bottom plot has a time axis (with labels); switching back hides the group
     # again.
     axes = [plots.plots()[t].getAxis("bottom").isVisible()
