@@ -112,7 +112,7 @@ def _reserve(directory: str, port: int) -> bool:
     path = os.path.join(directory, str(port))
     for _ in range(2):
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            _create_with(path, _identity())
         except FileExistsError:
             try:
                 with open(path) as f:
@@ -126,10 +126,24 @@ def _reserve(directory: str, port: int) -> bool:
             except OSError:
                 pass
             continue
-        with os.fdopen(fd, "w") as f:
-            f.write(_identity())
+        except OSError:
+            return True  # this file system cannot say: drawn unreserved, as before
         return True
     return False
+
+
+def _create_with(path: str, text: str) -> None:
+    """Create *path* holding *text* whole, or raise FileExistsError: written aside and
+    hard-linked into place, so no other process ever reads it empty (an empty one would
+    be taken for a lapsed reservation and replaced)."""
+    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".port-")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.link(tmp, path)
+    finally:
+        os.unlink(tmp)
 
 
 def reserve_ports(ports) -> None:
