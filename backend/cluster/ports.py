@@ -18,7 +18,9 @@ worker's head lost its dashboard seconds after it started, while the other worke
 one). So every port `free_ports` returns is also *reserved*: a file named for it in a
 directory all processes of the machine share (RESERVATIONS_DIR), naming the process that
 drew it. A draw skips a port reserved by any process still alive, this one included,
-until `release_ports` (LocalCluster.stop) or that process's end.
+until `release_ports` (LocalCluster.stop) or that process's end; checking and taking a
+reservation happen under the directory's lock (two processes that find one lapsed at
+once would otherwise both take it over).
 """
 
 from __future__ import annotations
@@ -28,6 +30,12 @@ import os
 import random
 import socket
 import tempfile
+from contextlib import contextmanager
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 log = logging.getLogger(__name__)
 
@@ -107,43 +115,46 @@ def _reservations_dir() -> str | None:
         return None
 
 
-def _reserve(directory: str, port: int) -> bool:
-    """Reserve *port* for this process; False where a live process holds it already."""
-    path = os.path.join(directory, str(port))
-    for _ in range(2):
+@contextmanager
+def _locked(directory: str):
+    """The reservations directory's lock (flock of its `.lock`), held while a
+    reservation is checked and taken, or given back: two processes that both find a
+    lapsed reservation of a port must not both take it over."""
+    if fcntl is None:  # no flock here (Windows): unlocked, as good as the check alone
+        yield
+        return
+    with open(os.path.join(directory, ".lock"), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            _create_with(path, _identity())
-        except FileExistsError:
-            try:
-                with open(path) as f:
-                    holder = f.read()
-            except OSError:
-                continue  # released meanwhile: try again
-            if _owner_alive(holder):
-                return False
-            try:
-                os.unlink(path)  # its process is gone: the reservation lapsed
-            except OSError:
-                pass
-            continue
-        except OSError:
-            return True  # this file system cannot say: drawn unreserved, as before
-        return True
-    return False
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
-def _create_with(path: str, text: str) -> None:
-    """Create *path* holding *text* whole, or raise FileExistsError: written aside and
-    hard-linked into place, so no other process ever reads it empty (an empty one would
-    be taken for a lapsed reservation and replaced)."""
-    fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path), prefix=".port-")
+def _reserve(directory: str, port: int) -> bool:
+    """Reserve *port* for this process; False where a live process holds it already.
+    Call with the directory _locked."""
+    path = os.path.join(directory, str(port))
     try:
+        with open(path) as f:
+            if _owner_alive(f.read()):
+                return False
+    except FileNotFoundError:
+        pass
+    except OSError:
+        return False
+    # Free, or its process is gone (the reservation lapsed). Written aside and moved
+    # into place, so that `reserved()`, which reads without the lock, never sees it half
+    # written.
+    try:
+        fd, tmp = tempfile.mkstemp(dir=directory, prefix=".port-")
         with os.fdopen(fd, "w") as f:
-            f.write(text)
+            f.write(_identity())
         os.chmod(tmp, 0o644)
-        os.link(tmp, path)
-    finally:
-        os.unlink(tmp)
+        os.replace(tmp, path)
+    except OSError:
+        return True  # this file system will not say: drawn unreserved, as before
+    return True
 
 
 def reserve_ports(ports) -> None:
@@ -151,8 +162,9 @@ def reserve_ports(ports) -> None:
     stopped); a port another live process holds stays theirs, silently."""
     directory = _reservations_dir()
     if directory is not None:
-        for port in ports:
-            _reserve(directory, int(port))
+        with _locked(directory):
+            for port in ports:
+                _reserve(directory, int(port))
 
 
 def release_ports(ports) -> None:
@@ -161,15 +173,16 @@ def release_ports(ports) -> None:
     if directory is None:
         return
     me = _identity()
-    for port in ports:
-        path = os.path.join(directory, str(int(port)))
-        try:
-            with open(path) as f:
-                if f.read() != me:
-                    continue
-            os.unlink(path)
-        except OSError:
-            pass
+    with _locked(directory):
+        for port in ports:
+            path = os.path.join(directory, str(int(port)))
+            try:
+                with open(path) as f:
+                    if f.read() != me:
+                        continue
+                os.unlink(path)
+            except OSError:
+                pass
 
 
 def reserved(port: int) -> bool:
@@ -200,9 +213,12 @@ def free_ports(count: int) -> list[int]:
         if s is None:
             return
         port = s.getsockname()[1]
-        if directory is not None and not _reserve(directory, port):
-            s.close()
-            return
+        if directory is not None:
+            with _locked(directory):
+                ok = _reserve(directory, port)
+            if not ok:
+                s.close()
+                return
         socks.append(s)
         chosen.append(port)
 

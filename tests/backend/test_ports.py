@@ -6,6 +6,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -114,3 +115,32 @@ def test_a_reservation_naming_a_reused_pid_or_nothing_lapses(monkeypatch, own_re
     (own_reservations / str(LOW + 2)).write_text("")   # torn mid-write
     forced_draws(monkeypatch, LOW + 1, LOW + 2)
     assert free_ports(2) == [LOW + 1, LOW + 2]
+
+
+def test_processes_finding_one_lapsed_reservation_leave_it_to_one_of_them(own_reservations):
+    """Taking a lapsed reservation over is check-then-write: under the directory's lock,
+    so that of several processes finding it lapsed at once exactly one holds it after."""
+    own_reservations.mkdir()
+    port = LOW + 3
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                          capture_output=True, text=True).stdout.strip()
+    (own_reservations / str(port)).write_text(f"{dead} 1")
+    code = ("import sys, time; from backend.cluster import ports; "
+            f"ports.RESERVATIONS_DIR = {str(own_reservations)!r}; "
+            "d = ports._reservations_dir(); time.sleep(max(0, float(sys.argv[1]) - time.time()))\n"
+            f"with ports._locked(d): ok = ports._reserve(d, {port})\n"
+            "print(ok, flush=True); sys.stdin.read()")
+    at = str(time.time() + 1.5)
+    children = [subprocess.Popen([sys.executable, "-c", code, at], cwd=ROOT, text=True,
+                                 stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+                for _ in range(6)]
+    try:
+        answers = [c.stdout.readline().strip() for c in children]
+        holder = (own_reservations / str(port)).read_text().split()[0]
+        assert answers.count("True") == 1, answers
+        winner = children[answers.index("True")]
+        assert holder == str(winner.pid)
+    finally:
+        for c in children:
+            c.stdin.close()
+            c.wait(10)
