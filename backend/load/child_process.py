@@ -20,11 +20,8 @@ closed) — ~1 KB a message at any rate. A reader thread here merges them under 
 The child dies with the console: it stops when its control pipe reaches end of file (the
 console's end is closed, also when the console is killed) or when its parent process is
 no longer the one that started it (checked every 100 ms). It ignores SIGINT: Ctrl+C in a
-terminal is the console's to handle, and the console stops it.
-
-A plain `subprocess` rather than multiprocessing's spawn: spawn re-imports the parent's
-`__main__` in the child (the console's Qt entry point, or a benchmark script) before
-anything else runs; `-m backend.load.child_process` imports only what the engine needs.
+terminal is the console's to handle, and the console stops it. (How a child is started
+and why not with multiprocessing: backend/child.py.)
 """
 
 from __future__ import annotations
@@ -38,62 +35,15 @@ import threading
 import time
 import traceback
 from collections import deque
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from multiprocessing.connection import Connection
 
+from backend.child import Spawned, parent_gone, spawn_child
 from backend.load.load_model import LoadModel, LoadStats, LoadTarget, Profile, RunSummary
 
 PUBLISH_S = 0.1  # the child sends a delta this often
 STOP_WAIT_S = 0.7  # stop(): wait this long for the child's final delta, then kill it
-_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 _COUNTERS = ("sent", "ok", "errors", "in_flight", "timeouts", "last_error", "users")
-
-
-@dataclass
-class Spawned:
-    """A child speaking the wire: its process and the console's ends of its two pipes."""
-
-    proc: subprocess.Popen
-    ctl: Connection  # console → child
-    out: Connection  # child → console
-
-    def close(self, wait_s: float = 2.0) -> None:
-        """End the child without waiting here: its control pipe closes (it stops and
-        exits by itself), and it is killed if still there after *wait_s*."""
-        for end in (self.ctl, self.out):
-            try:
-                end.close()
-            except OSError:
-                pass
-
-        def reap() -> None:
-            try:
-                self.proc.wait(wait_s)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-
-        threading.Thread(target=reap, name="serve-console-child-reaper", daemon=True).start()
-
-
-def spawn_child(module: str) -> Spawned:
-    """Start `python -m MODULE CTL_FD OUT_FD PARENT_PID` with this repository importable."""
-    ctl_r, ctl_w = os.pipe()
-    out_r, out_w = os.pipe()
-    env = dict(os.environ)
-    env["PYTHONPATH"] = _ROOT + (os.pathsep + env["PYTHONPATH"]
-                                 if env.get("PYTHONPATH") else "")
-    try:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", module, str(ctl_r), str(out_w), str(os.getpid())],
-            pass_fds=(ctl_r, out_w), stdin=subprocess.DEVNULL, env=env)
-    except BaseException:
-        for fd in (ctl_r, ctl_w, out_r, out_w):
-            os.close(fd)
-        raise
-    os.close(ctl_r)
-    os.close(out_w)
-    return Spawned(proc, Connection(ctl_w, readable=False), Connection(out_r, writable=False))
 
 
 class ProcessLoadGenerator:
@@ -371,7 +321,7 @@ def main(argv: list[str] | None = None) -> int:
                         except ValueError:
                             pass  # the console checks the mode before sending
                     continue
-                if os.getppid() != parent:
+                if parent_gone(parent):
                     break  # the console is gone (we were re-parented)
                 d, cursor = gen.delta(cursor)
                 out.send(("delta", d))

@@ -12,7 +12,8 @@ import threading
 from collections import deque
 from dataclasses import replace
 
-from backend.load.child_process import ProcessLoadGenerator, Spawned
+from backend.child import Spawned
+from backend.load.child_process import ProcessLoadGenerator
 from backend.load.driver_spare import DRIVER_MODULE, SpareDriver
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import threading
 
-from backend.load.child_process import Spawned, spawn_child
+from backend.child import Spawned, spawn_child
 from backend.load.load_model import ClusterAccess
 
 DRIVER_MODULE = "backend.load.ray_driver"

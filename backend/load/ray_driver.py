@@ -39,6 +39,7 @@ import traceback
 from dataclasses import replace
 from multiprocessing.connection import Connection
 
+from backend.child import parent_gone
 from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 from backend.load.seconds_merge import SecondsMerger
@@ -434,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
             ray, early, connected_in, raise_priority = _connect_early(first[1], out)
             try:
                 while not ctl.poll(0.5):   # the run's "init", or end of file
-                    if os.getppid() != parent:
+                    if parent_gone(parent):
                         return 0           # the console is gone
                 first = ctl.recv()
             except (EOFError, OSError):
@@ -489,7 +490,7 @@ def main(argv: list[str] | None = None) -> int:
                     if msg[0] == "model":
                         driver.apply(msg[1])
                     continue
-                if os.getppid() != parent:
+                if parent_gone(parent):
                     break  # the console is gone (we were re-parented)
                 driver.poll(ray)
                 next_poll = time.monotonic() + POLL_S

@@ -63,7 +63,6 @@ deployment's rate); after that it drops out (see alive_replica()).
 
 from __future__ import annotations
 
-import logging
 import math
 import re
 import threading
@@ -85,8 +84,7 @@ from backend.metrics.page_fetch import PageFetcher
 from backend.metrics.health import (ProblemTracker, SourceProblem, explain_request_error,
                                     node_where)
 from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
-
-log = logging.getLogger(__name__)
+from backend.metrics.target_list import TargetList
 
 QUANTILES = {"50": 0.5, "90": 0.9, "99": 0.99}
 #: The quantiles of REPLICA_SERIES (p90 per replica would add little to p50 and p99).
@@ -843,18 +841,13 @@ class DirectScrapeSource:
                  window_s: float = 5.0, timeout_s: float = 2.0,
                  headers: dict[str, str] | None = None,
                  refresh_s: float = 5.0, max_workers: int = 4) -> None:
-        self._targets_fn = targets
         self.timeout_s = timeout_s
         self.headers = dict(headers or {})
         self._fetcher = PageFetcher(timeout_s, self.headers, per_node=max(4, max_workers))
-        self.refresh_s = refresh_s
         self._pool = ThreadPoolExecutor(max_workers=max_workers,
                                         thread_name_prefix="metrics-scrape")
         self._window = WindowedSeries(window_s)
-        self._targets: list[str] = []
-        self._targets_at = -math.inf
-        self._need_refresh = True
-        self._targets_error: str | None = None
+        self._target_list = TargetList(targets, refresh_s)
         self._last_t = -math.inf
         self._lock = threading.Lock()
         self.last_error: str | None = None
@@ -867,23 +860,21 @@ class DirectScrapeSource:
 
     def targets(self) -> list[str]:
         """The metrics URLs in use, refreshed when due."""
-        now = time.monotonic()
-        # An empty list (a head that just started) is asked again on every poll.
-        if self._need_refresh or not self._targets or now - self._targets_at >= self.refresh_s:
-            try:
-                self._targets = list(self._targets_fn())
-                self._need_refresh = False
-            except Exception as e:  # keep the last known list; say why
-                log.debug("metrics target discovery failed", exc_info=True)
-                self._targets_error = f"Could not list the nodes' metrics endpoints: {e}"
-            else:
-                self._targets_error = None
-            self._targets_at = now
-        return self._targets
+        return self._target_list.get()[0]
 
     def poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         with self._lock:
-            return self._poll()
+            urls, targets_error = self._target_list.get()
+            return self._poll(urls, targets_error)
+
+    def poll_targets(self, urls: list[str], targets_error: str | None = None
+                     ) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
+        """poll() of *urls*, listed by the caller (who says why listing them failed, if it
+        did: *targets_error*); the scrape's child process polls this way
+        (scrape_process.py). Its own list is not used; `last_stats.errors` says
+        whether some node failed (then list the nodes again before the next poll)."""
+        with self._lock:
+            return self._poll(list(urls), targets_error)
 
     def problems(self) -> list[SourceProblem]:
         """What fails now, per node ("node ip:port", since when, why), plus the node list
@@ -927,11 +918,10 @@ class DirectScrapeSource:
         snapshot = self._window.replica_values
         return {k: dict(v) for k, v in snapshot.items()}
 
-    def _poll(self) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
+    def _poll(self, urls: list[str], targets_error: str | None
+              ) -> tuple[float, dict[DeploymentKey, dict[str, float]]]:
         t0 = time.perf_counter()
         stats = ScrapeStats()
-        self._targets_error = None
-        urls = self.targets()
         stats.targets = len(urls)
         # The pool's threads wait on the network; each page is inflated and cut here, one
         # after another as they arrive, so that one thread at a time does this CPU work
@@ -940,8 +930,8 @@ class DirectScrapeSource:
         pages: list[str] = []
         page_urls: list[str] = []
         failures: dict[str, str] = {}
-        if self._targets_error:
-            failures["node list (dashboard)"] = self._targets_error
+        if targets_error:
+            failures["node list (dashboard)"] = targets_error
         for url, res in zip(urls, fetched):
             if not isinstance(res, Exception):
                 try:
@@ -961,7 +951,7 @@ class DirectScrapeSource:
         t_fetched = time.perf_counter()
         stats.fetch_ms = (t_fetched - t0) * 1000
         if stats.errors:
-            self._need_refresh = True
+            self._target_list.refresh_soon()
         # Wall-clock time for the plots; never equal to or before the previous poll.
         t = max(time.time(), self._last_t + 1e-6)
         self._last_t = t
@@ -976,8 +966,8 @@ class DirectScrapeSource:
         stats.compute_ms = (t_end - t_fetched) * 1000
         stats.total_ms = (t_end - t0) * 1000
         self.last_stats = stats
-        if self._targets_error:
-            self.last_error = self._targets_error
+        if targets_error:
+            self.last_error = targets_error
         elif not urls:
             self.last_error = "No metrics endpoints discovered yet (the cluster may still be starting)."
         elif stats.errors:

@@ -17,7 +17,7 @@ from backend.cluster.client import ClusterClient
 from backend.cluster.diagnose import ConnectionSpec, diagnose
 from backend.cluster.local import LocalCluster
 from backend.errors import ConsoleError, RefusedError
-from backend.metrics.direct import DirectScrapeSource
+from backend.metrics.scrape_process import ProcessScrapeSource
 from backend.metrics.prometheus import PrometheusSource, build_queries, queries_for
 from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
@@ -98,7 +98,7 @@ class Session(QObject):
         self.status: ServeStatus | None = None
         self._local: LocalCluster | None = None
         self._local_reported_dead = False
-        self._source: DirectScrapeSource | None = None
+        self._source: ProcessScrapeSource | PrometheusSource | None = None
         self._status_poller: Poller | None = None
         self._metrics_poller: Poller | None = None
         self._connect_generation = 0
@@ -128,6 +128,7 @@ class Session(QObject):
                                        operations=self.operations, parent=self)
         self.tuning.notice.connect(self.event)
         self._metrics_error: str | None = None
+        self._metrics_poll_failed = False  # the last metrics poll raised
         self._metrics_problems: list = []
         # The source whose slow report interval the event log was told of.
         self._source_told_slow = None
@@ -262,6 +263,7 @@ class Session(QObject):
         self._watcher = ReplicaWatcher()
         self.connection_opened.emit(info)
         self._source = self._make_source("prometheus" if info.prometheus_url else "direct")
+        self._metrics_poll_failed = False
         self._status_poller = Poller(self._poll_runner, self._poll_status,
                                      STATUS_INTERVAL_MS, self._on_status_result,
                                      self._on_status_error, parent=self,
@@ -292,7 +294,9 @@ class Session(QObject):
         client, info = self.client, self.info
         if kind == "prometheus" and info is not None and info.prometheus_url:
             return PrometheusSource(info.prometheus_url, window_s=10.0, verify=client.verify)
-        return DirectScrapeSource(client.metrics_targets, window_s=5.0)
+        # The direct scrape runs in a child process: its Python never holds this
+        # process's GIL against the GUI thread (backend/metrics/scrape_process.py).
+        return ProcessScrapeSource(client.metrics_targets, window_s=5.0)
 
     def set_metrics_source(self, kind: str) -> None:
         """Switch between the direct scrape and Prometheus for this session."""
@@ -529,19 +533,21 @@ class Session(QObject):
         self._metrics_problems = list(problems)
         self.metrics_problems.emit(list(problems))
 
-    def _on_metrics_state(self, last_error: str | None, log: bool = False) -> None:
+    def _on_metrics_state(self, last_error: str | None, poll_failed: bool = False) -> None:
         """The metrics label's state. Per-source trouble reaches the event log through
-        _report_problems; *log* is for a poll that failed as a whole."""
+        _report_problems; a poll that failed as a whole (*poll_failed*) is said there
+        too, and so is the next poll that did not."""
+        if poll_failed and last_error != self._metrics_error:
+            self.event.emit(f"Metrics: {last_error}", "warning")
+        elif not poll_failed and self._metrics_poll_failed:
+            self.event.emit("Metrics: polling works again.", "info")
+        self._metrics_poll_failed = poll_failed
         if last_error != self._metrics_error:
-            had_error, self._metrics_error = self._metrics_error, last_error
-            if log and last_error:
-                self.event.emit(f"Metrics: {last_error}", "warning")
-            elif log and had_error:
-                self.event.emit("Metrics: polling works again.", "info")
+            self._metrics_error = last_error
             self.metrics_state.emit(last_error or "")
 
     def _on_metrics_error(self, error: BaseException) -> None:
-        self._on_metrics_state(user_message(error), log=True)
+        self._on_metrics_state(user_message(error), poll_failed=True)
 
     # -- tuning -------------------------------------------------------------------------------
     def knob_set(self, app: str, deployment: str, status=None) -> KnobSet | None:
