@@ -315,7 +315,7 @@ class Session(QObject):
             self.metrics_problems.emit([])
         old, self._source = self._source, self._make_source(kind)
         if old is not None:
-            self.action_runner.submit(old.close)
+            old.close()  # never waits: a pool shut down, or a child's pipes closed
 
     @property
     def metrics_error(self) -> str:
@@ -364,8 +364,10 @@ class Session(QObject):
         self.load.stop()
         self.load.release()
         if self._source is not None:
+            # Here, not on a worker (a queued task is cancelled at shutdown, which would
+            # leave the scrape's child to the end of this process): it never waits.
             source, self._source = self._source, None
-            self.action_runner.submit(source.close)
+            source.close()
         was_connected = self.client is not None
         if self.held_models:
             self.held_models = {}

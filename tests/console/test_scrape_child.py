@@ -58,11 +58,12 @@ def test_a_killed_scrape_child_is_said_replaced_and_the_plots_go_on(qtbot, sessi
     qtbot.waitUntil(lambda: _points(session) > before, timeout=10_000)
 
 
-def test_a_disconnect_ends_the_scrape_child(qtbot, session):
+@pytest.mark.parametrize("how", ["disconnect", "shutdown"])
+def test_a_disconnect_or_quit_ends_the_scrape_child(qtbot, session, how):
     qtbot.waitUntil(lambda: session._source.child_pid is not None, timeout=30_000)
     pid = session._source.child_pid
-    session.disconnect()
+    getattr(session, how)()
     deadline = time.monotonic() + 10
     while _alive(pid) and time.monotonic() < deadline:
         qtbot.wait(100)
-    assert not _alive(pid), f"scrape child {pid} still there 10 s after the disconnect"
+    assert not _alive(pid), f"scrape child {pid} still there 10 s after {how}()"
