@@ -53,8 +53,15 @@ class Spawned:
         threading.Thread(target=reap, name="serve-console-child-reaper", daemon=True).start()
 
 
-def spawn_child(module: str) -> Spawned:
-    """Start `python -m MODULE CTL_FD OUT_FD PARENT_PID` with this repository importable."""
+def spawn_child(module: str, own_session: bool = False) -> Spawned:
+    """Start `python -m MODULE CTL_FD OUT_FD PARENT_PID` with this repository importable.
+
+    *own_session*: the child starts a session of its own (setsid). Where the kernel
+    groups processes by session for scheduling (Linux's autogroup, on by default on
+    desktop distributions), a child that is busy for seconds (the load generator flat
+    out, the scrape at fleet size) then takes its CPU share beside the console's, not out
+    of the GUI thread's. It no longer gets the terminal's signals (Ctrl+Z included); it
+    still ends with the console (its pipe, its parent)."""
     ctl_r, ctl_w = os.pipe()
     out_r, out_w = os.pipe()
     env = dict(os.environ)
@@ -63,7 +70,8 @@ def spawn_child(module: str) -> Spawned:
     try:
         proc = subprocess.Popen(
             [sys.executable, "-m", module, str(ctl_r), str(out_w), str(os.getpid())],
-            pass_fds=(ctl_r, out_w), stdin=subprocess.DEVNULL, env=env)
+            pass_fds=(ctl_r, out_w), stdin=subprocess.DEVNULL, env=env,
+            start_new_session=own_session)
     except BaseException:
         for fd in (ctl_r, ctl_w, out_r, out_w):
             os.close(fd)

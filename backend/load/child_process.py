@@ -42,6 +42,7 @@ from backend.child import Spawned, parent_gone, spawn_child
 from backend.load.load_model import LoadModel, LoadStats, LoadTarget, Profile, RunSummary
 
 PUBLISH_S = 0.1  # the child sends a delta this often
+OWN_SESSION = True  # the generator child in a session of its own (backend/child.py)
 STOP_WAIT_S = 0.7  # stop(): wait this long for the child's final delta, then kill it
 _COUNTERS = ("sent", "ok", "errors", "in_flight", "timeouts", "last_error", "users")
 
@@ -128,7 +129,7 @@ class ProcessLoadGenerator:
 
     def _spawn(self) -> Spawned:
         """The child this run talks to (a subclass may hand over one started earlier)."""
-        return spawn_child(self.CHILD_MODULE)
+        return spawn_child(self.CHILD_MODULE, own_session=OWN_SESSION)
 
     def _init_message(self) -> tuple:
         return ("init", self.target, self._options, self._model)

@@ -149,7 +149,7 @@ class ProcessScrapeSource:
 
     # -- the child's life -------------------------------------------------------------
     def _start(self) -> Spawned:
-        child = spawn_child(CHILD_MODULE)
+        child = spawn_child(CHILD_MODULE, own_session=True)
         try:
             child.ctl.send(("init", self._options))
         except OSError:

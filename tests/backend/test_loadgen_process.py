@@ -78,6 +78,8 @@ def test_runs_in_a_child_process_that_stop_ends(server):
         assert not gen.in_process
         pid = loadgen_child(os.getpid())
         assert pid is not None and pid != os.getpid()
+        # A session of its own: its CPU is scheduled beside the console's (autogroup).
+        assert os.getsid(pid) == pid != os.getsid(0)
         wait_sending(gen)
         time.sleep(1.5)
         st = gen.stats()

@@ -52,6 +52,7 @@ def test_the_child_answers_what_the_source_in_this_process_does(fleet_url):
             _, got = child.poll()
             _, want = here.poll()
             assert child.child_pid is not None and child.child_pid != os.getpid()
+            assert os.getsid(child.child_pid) == child.child_pid != os.getsid(0)
             assert got.keys() == want.keys() and len(got) >= 6
             for key in want:
                 assert _close(got[key], want[key]), (i, key, got[key], want[key])
