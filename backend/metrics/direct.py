@@ -252,6 +252,10 @@ class _PagePlan:
     gauge_slot: np.ndarray            # their (family, deployment) slots
     gauge_rslot: np.ndarray           # their replica slots (ongoing requests), else -1
     others: list[tuple[int, tuple]]   # (position, route) of held models and GPUs
+    # The text this plan last read and its values: the very same text object again (a
+    # page that came unchanged, DirectScrapeSource.same_page) needs no split at all.
+    last_text: str | None = None
+    last_vals: np.ndarray | None = None
 
 
 class WindowedSeries:
@@ -365,7 +369,9 @@ class WindowedSeries:
         A node's page repeats the same lines poll after poll, only the values change.
         A page split at its values (_SAMPLE_END) whose other parts equal those of the
         same node's page the poll before is read from that poll's plan: its values
-        converted at once, the counters' and buckets' handed over as arrays. Otherwise
+        converted at once, the counters' and buckets' handed over as arrays (and the
+        very text the plan read the poll before, a page that came unchanged, is not even
+        split: its values are those it had). Otherwise
         its lines are read one by one (_read_lines), each line's series text (all but
         the value) looked up in `_routes`, which says what to do with the value; only a
         series not seen before is parsed (`_route`); a plan is made for the next poll."""
@@ -388,25 +394,30 @@ class WindowedSeries:
         g_parts: tuple[list, list, list] = ([], [], [])
         names = keys if keys is not None else range(len(pages))
         for page, (key, text) in enumerate(zip(names, pages)):
-            parts = _SAMPLE_END.split(text)
-            heads = parts[0::2]
             plan = self._plans.get(key)
-            if plan is not None and plan.heads == heads:
-                try:
-                    vals = np.array(parts[1::2], dtype=float)
-                except ValueError:
-                    pass  # a value that is not a number: read line by line, say which
-                else:
-                    ix_parts.append(plan.cum_idx)
-                    v_parts.append(vals[plan.cum_pos])
-                    g_parts[0].append(plan.gauge_slot)
-                    g_parts[1].append(plan.gauge_rslot)
-                    g_parts[2].append(vals[plan.gauge_pos])
-                    if plan.others:
-                        listed = vals.tolist()
-                        for pos, route in plan.others:
-                            other(route, listed[pos])
-                    continue
+            vals = None
+            if plan is not None and plan.last_text is text:
+                vals = plan.last_vals
+            else:
+                parts = _SAMPLE_END.split(text)
+                if plan is not None and plan.heads == parts[0::2]:
+                    try:
+                        vals = np.array(parts[1::2], dtype=float)
+                    except ValueError:
+                        pass  # a value that is not a number: read line by line, say which
+                    else:
+                        plan.last_text, plan.last_vals = text, vals
+            if vals is not None:
+                ix_parts.append(plan.cum_idx)
+                v_parts.append(vals[plan.cum_pos])
+                g_parts[0].append(plan.gauge_slot)
+                g_parts[1].append(plan.gauge_rslot)
+                g_parts[2].append(vals[plan.gauge_pos])
+                if plan.others:
+                    listed = vals.tolist()
+                    for pos, route in plan.others:
+                        other(route, listed[pos])
+                continue
             plan = self._read_lines(t, page, text, parts, other, ix_parts, v_parts, g_parts)
             if plan is None:
                 self._plans.pop(key, None)

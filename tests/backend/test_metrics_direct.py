@@ -465,6 +465,34 @@ def test_a_page_that_comes_again_unchanged_is_not_cut_again_and_reads_the_same(
     assert got[3][key]["latency_p99_ms"] == expected[3][key]["latency_p99_ms"]
 
 
+def test_a_page_text_read_again_is_not_split_again_and_reads_as_a_copy_would(
+        real_pair, monkeypatch):
+    import backend.metrics.direct as direct
+
+    splits = []
+
+    class Counting:
+        def split(self, text):
+            splits.append(1)
+            return real_split(text)
+
+    real_split = direct._SAMPLE_END.split
+    monkeypatch.setattr(direct, "_SAMPLE_END", Counting())
+    p0, p1 = ex.prefilter(real_pair[0]), ex.prefilter(real_pair[1])
+    same, copies = WindowedSeries(5.0), WindowedSeries(5.0)
+    for i, p in enumerate([p0, p1, p1, p1, p0]):
+        before = len(splits)
+        got = same.ingest(1.0 + i, [p])                    # the same object again
+        split_here = len(splits) - before
+        want = copies.ingest(1.0 + i, [p[:1] + p[1:]])     # an equal copy
+        assert got == want, i
+        assert same.replica_values == copies.replica_values, i
+        assert same.held_models == copies.held_models and same.gpus == copies.gpus
+        if i in (2, 3):
+            assert split_here == 0, "the text its plan read the poll before was split again"
+    assert got and any(v.get("requests_per_s", 0) > 0 for v in got.values())
+
+
 def test_same_page_compares_gzip_bodies_past_their_time_stamp():
     text = b"ray_serve_x_total 1\n" * 50
     a, b = gzip.compress(text, mtime=1), gzip.compress(text, mtime=2)
