@@ -127,7 +127,9 @@ class ScrapeStats:
     compute_ms: float = 0.0  # windows, rates, quantiles
     total_ms: float = 0.0
     errors: list[str] = field(default_factory=list)
-    reused: int = 0         # pages that came unchanged since the last poll (not cut again)
+    # Pages whose kept lines came unchanged since the last poll, so not read again (and
+    # not even inflated and cut where the body came byte for byte the same).
+    reused: int = 0
 
 
 def same_page(last: bytes, body: bytes, encoding: str) -> bool:
@@ -878,8 +880,9 @@ class DirectScrapeSource:
         self.last_stats = ScrapeStats()
         self._health = ProblemTracker()
         # {url: (the body as fetched, its cut)}: a page whose body comes again unchanged
-        # (a cluster on Ray's 10 s report interval: 9 polls in 10) is not inflated and
-        # cut again (same_page).
+        # is not inflated and cut again (same_page), and one whose kept lines come
+        # unchanged (a cluster on Ray's 10 s report interval: 9 polls in 10) is not read
+        # again.
         self._last_pages: dict[str, tuple[bytes, tuple]] = {}
 
     @property
@@ -973,6 +976,14 @@ class DirectScrapeSource:
                         res = self._cut(body, encoding)
                     except Exception as e:  # noqa: BLE001 — an encoding it cannot read
                         res = e
+                    else:
+                        if last is not None and res[0] == last[1][0]:
+                            # Only lines the console does not keep moved (a Ray node's
+                            # page has its agent's own CPU and GC counters, which move
+                            # at every scrape): the kept text is the last poll's very
+                            # object, which WindowedSeries does not read again.
+                            res = last[1][0], res[1], res[2]
+                            stats.reused += 1
                 if not isinstance(res, Exception):
                     self._last_pages[url] = (body, res)
             if isinstance(res, Exception):

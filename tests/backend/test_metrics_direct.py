@@ -493,6 +493,42 @@ def test_a_page_text_read_again_is_not_split_again_and_reads_as_a_copy_would(
     assert got and any(v.get("requests_per_s", 0) > 0 for v in got.values())
 
 
+def test_a_page_whose_kept_lines_come_unchanged_is_not_read_again(page_server, real_pair,
+                                                                   monkeypatch):
+    """A Ray node's page changes at every scrape in lines the console does not keep (its
+    agent's own process and GC counters); between two reports its kept lines do not."""
+    import backend.metrics.direct as direct
+
+    splits = []
+    real_split = direct._SAMPLE_END.split
+
+    class Counting:
+        def split(self, text):
+            splits.append(1)
+            return real_split(text)
+
+    monkeypatch.setattr(direct, "_SAMPLE_END", Counting())
+    handler, url = page_server
+    cpu = "process_cpu_seconds_total {}\n"
+    handler.pages = [real_pair[0] + cpu.format(1.0), real_pair[1] + cpu.format(1.5),
+                     real_pair[1] + cpu.format(2.0), real_pair[1] + cpu.format(2.5)]
+    got, reused, split = [], [], []
+    with DirectScrapeSource(lambda: [url], window_s=5.0) as src:
+        for _ in handler.pages:
+            before = len(splits)
+            got.append(src.poll()[1])
+            reused.append(src.last_stats.reused)
+            split.append(len(splits) - before)
+    assert reused == [0, 0, 1, 1]
+    assert split[2:] == [0, 0]
+    want = WindowedSeries(5.0)
+    expected = [want.ingest(1.0 + i, [ex.prefilter(p)]) for i, p in enumerate(handler.pages)]
+    key = ("batched", "Batched")
+    for g, w in zip(got, expected):
+        assert {k: set(x) for k, x in g.items()} == {k: set(x) for k, x in w.items()}
+        assert g[key].get("latency_p99_ms") == w[key].get("latency_p99_ms")
+
+
 def test_same_page_compares_gzip_bodies_past_their_time_stamp():
     text = b"ray_serve_x_total 1\n" * 50
     a, b = gzip.compress(text, mtime=1), gzip.compress(text, mtime=2)
