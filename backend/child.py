@@ -20,6 +20,7 @@ import os
 import subprocess
 import sys
 import threading
+import traceback
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 
@@ -84,3 +85,14 @@ def spawn_child(module: str, own_session: bool = False) -> Spawned:
 def parent_gone(parent_pid: int) -> bool:
     """Whether the process that started this child has gone (this one was re-parented)."""
     return os.getppid() != parent_pid
+
+
+def say_failed(out: Connection, e: BaseException) -> int:
+    """In a child: tell the console why it cannot go on (("error", text): the console
+    shows it), print the traceback, and give the exit status to return (1)."""
+    try:
+        out.send(("error", f"{type(e).__name__}: {e}"))
+    except OSError:
+        pass
+    traceback.print_exc()
+    return 1

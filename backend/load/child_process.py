@@ -33,12 +33,11 @@ import subprocess
 import sys
 import threading
 import time
-import traceback
 from collections import deque
 from dataclasses import replace
 from multiprocessing.connection import Connection
 
-from backend.child import Spawned, parent_gone, spawn_child
+from backend.child import Spawned, parent_gone, say_failed, spawn_child
 from backend.load.load_model import LoadModel, LoadStats, LoadTarget, Profile, RunSummary
 
 PUBLISH_S = 0.1  # the child sends a delta this often
@@ -338,12 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                 pass
         return 0
     except BaseException as e:  # say why before going: the console shows it
-        try:
-            out.send(("error", f"{type(e).__name__}: {e}"))
-        except OSError:
-            pass
-        traceback.print_exc()
-        return 1
+        return say_failed(out, e)
 
 
 if __name__ == "__main__":

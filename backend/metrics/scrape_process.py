@@ -35,7 +35,7 @@ import time
 import traceback
 from typing import Callable
 
-from backend.child import Spawned, parent_gone, spawn_child
+from backend.child import Spawned, parent_gone, say_failed, spawn_child
 from backend.errors import ConsoleError
 from backend.metrics.gpu import NodeGpus
 from backend.metrics.health import SourceProblem
@@ -221,12 +221,7 @@ def main(argv: list[str] | None = None) -> int:
         assert kind == "init", kind
         source = DirectScrapeSource(list, **options)
     except BaseException as e:  # say why before going: the console shows it
-        try:
-            out.send(("error", f"{type(e).__name__}: {e}"))
-        except OSError:
-            pass
-        traceback.print_exc()
-        return 1
+        return say_failed(out, e)
     try:
         while True:
             if not ctl.poll(PARENT_CHECK_S):
