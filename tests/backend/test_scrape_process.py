@@ -32,9 +32,14 @@ def _mid_tick() -> None:
                else TICK_S / 2 - now % TICK_S)
 
 
-def _close(a: dict, b: dict, rel: float = 0.02) -> bool:
+def _close(a: dict, b: dict) -> bool:
+    """The same series; rates (…_per_s) within 10 % — the two sources poll tens of ms
+    apart (more on a loaded machine), so their windows' lengths differ, most in the
+    first short windows — and every other value (latencies, gauges, means: from the same
+    pages' values and increases) equal."""
     return a.keys() == b.keys() and all(
-        math.isclose(a[k], b[k], rel_tol=rel, abs_tol=1e-9) for k in a)
+        math.isclose(a[k], b[k], rel_tol=0.10 if k.endswith("_per_s") else 1e-9,
+                     abs_tol=1e-9) for k in a)
 
 
 @pytest.fixture(scope="module")
@@ -45,17 +50,22 @@ def fleet_url():
 
 def test_the_child_answers_what_the_source_in_this_process_does(fleet_url):
     client = ClusterClient(fleet_url)
+    compared = 0
     with ProcessScrapeSource(client.metrics_targets, window_s=5.0) as child, \
             DirectScrapeSource(client.metrics_targets, window_s=5.0) as here:
-        for i in range(4):
+        for _ in range(10):
             _mid_tick()
+            start = time.time()
             _, got = child.poll()
             _, want = here.poll()
+            if math.floor(start / TICK_S) != math.floor(time.time() / TICK_S):
+                continue  # a loaded machine: the two polls read two ticks' pages
+            compared += 1
             assert child.child_pid is not None and child.child_pid != os.getpid()
             assert os.getsid(child.child_pid) == child.child_pid != os.getsid(0)
             assert got.keys() == want.keys() and len(got) >= 6
             for key in want:
-                assert _close(got[key], want[key]), (i, key, got[key], want[key])
+                assert _close(got[key], want[key]), (key, got[key], want[key])
             got_r, want_r = child.replica_values(), here.replica_values()
             assert got_r.keys() == want_r.keys() and len(want_r) == 24
             assert all(_close(got_r[k], want_r[k]) for k in want_r)
@@ -67,9 +77,12 @@ def test_the_child_answers_what_the_source_in_this_process_does(fleet_url):
             assert child.problems() == here.problems() == []
             assert child.last_stats.ok == here.last_stats.ok == 3
             assert child.last_stats.bytes == here.last_stats.bytes > 0
-        # The last poll had traffic: rates and latencies, not only keys.
-        assert any(v.get("requests_per_s", 0) > 0 for v in got.values())
-        assert any("latency_p99_ms" in v for v in got.values())
+            if compared == 4:
+                break
+    assert compared >= 3, f"only {compared} of 10 poll pairs read one tick's pages"
+    # The last poll had traffic: rates and latencies, not only keys.
+    assert any(v.get("requests_per_s", 0) > 0 for v in got.values())
+    assert any("latency_p99_ms" in v for v in got.values())
 
 
 def test_a_node_that_fails_is_named_and_the_nodes_are_listed_again(fleet_url):
