@@ -105,6 +105,25 @@ def try_imports(mods):
             out["missing"].append(m)
             out["errors"][m] = "%s: %s" % (type(e).__name__, e)
     return out
+def own_gcs_address():
+    # Ray's JobSupervisor (this process's parent) sets the driver's RAY_ADDRESS from
+    # the cluster started last on this machine (its ray_current_cluster file, or any
+    # GCS found running), not from its own. The raylet that started the supervisor
+    # names its own cluster's GCS on its command line (the supervisor's own one is
+    # rewritten to "ray::JobSupervisor").
+    import os
+    pid = os.getppid()
+    for _ in range(3):
+        try:
+            with open("/proc/%d/cmdline" % pid, "rb") as f:
+                for arg in f.read().split(bytes(1)):
+                    if arg.startswith(b"--gcs-address=") or arg.startswith(b"--gcs_address="):
+                        return arg.split(b"=", 1)[1].decode() or None
+            with open("/proc/%d/status" % pid) as f:
+                pid = int(next(l.split()[1] for l in f if l.startswith("PPid:")))
+        except (OSError, StopIteration, ValueError):
+            return None
+    return None
 r = try_imports(MODULES)
 r["version"] = sys.version.split()[0]
 try:
@@ -116,7 +135,7 @@ if NODES:
     try:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        ray.init(logging_level="ERROR", log_to_driver=False)
+        ray.init(address=own_gcs_address(), logging_level="ERROR", log_to_driver=False)
         here = ray.get_runtime_context().get_node_id()
         def on_node(mods):
             import ray
@@ -139,7 +158,11 @@ if NODES:
             except Exception as e:
                 r["nodes"][n] = {"error": ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]}
     except BaseException as e:
-        r["nodes_error"] = ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]
+        why = ("%s: %s" % (type(e).__name__, e)).splitlines()[0]
+        if e.__cause__ is not None:
+            lines = [l for l in str(e.__cause__).splitlines() if l.strip()]
+            why += " (%s: %s)" % (type(e.__cause__).__name__, " | ".join(lines[-3:]))
+        r["nodes_error"] = why[:1500]
 print(MARK + json.dumps(r), flush=True)
 """
 

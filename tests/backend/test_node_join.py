@@ -12,6 +12,7 @@ import time
 
 from backend.cancel import CancelToken
 from backend.cluster.client import ClusterClient
+from backend.cluster.local import ray_address_file
 from backend.metrics.direct import DirectScrapeSource
 from backend.preflight.env_probe import HEAD, missing_modules_message, probe_python_env
 from tests.figures import figure
@@ -104,7 +105,13 @@ def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s(tmp_path, mo
             joined = time.monotonic() - listed
             figure(f"node joined: scraped {joined:.1f} s after the dashboard listed it")
             assert joined <= PICKUP_S, joined
-            _probe_asks_every_node(client)
+            # A head started later on this machine is "the" cluster of Ray's address
+            # file, which Ray's job supervisor hands its driver as RAY_ADDRESS: the probe
+            # still asks its own cluster's nodes (CI, 2026-11-29: another test's head
+            # started meanwhile, and the probe's driver knocked on that one's GCS).
+            with own_cluster(num_cpus=1) as later:
+                assert ray_address_file().read_text().strip().endswith(f":{later.gcs_port}")
+                _probe_asks_every_node(client)
 
             # -- leaves ------------------------------------------------------------------
             kill_worker_node(proc)

@@ -254,16 +254,19 @@ def test_replicas_placed_since_the_monitor_looked_count_as_used():
 def cluster():
     with own_cluster(num_cpus=2) as c:
         yield c
-    assert not _probe_processes(c.gcs_port), "a probe process outlived its cluster"
+    assert not _probe_processes(c.token), "a probe process outlived its cluster"
 
 
-def _probe_processes(gcs_port: int) -> list[int]:
+def _probe_processes(token: str) -> list[int]:
     """This cluster's probe processes: the probe's mark in the command line, and the
-    cluster in RAY_ADDRESS (Ray gives a job's driver its cluster's GCS address). The
-    suite's other worker runs other clusters' probes meanwhile: counted, they failed this
-    check in a clean clone (2026-11-29)."""
+    cluster's own token in RAY_AUTH_TOKEN (its raylet's environment, which its jobs'
+    drivers inherit). Not RAY_ADDRESS: Ray's job supervisor sets that from the cluster
+    started last on the machine, not from its own. The suite's other worker runs other
+    clusters' probes meanwhile: counted, they failed this check in a clean clone
+    (2026-11-29)."""
+    assert token, "the check needs the cluster's token"
     found = []
-    ours = f":{gcs_port}".encode()
+    ours = f"RAY_AUTH_TOKEN={token}".encode()
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -273,7 +276,7 @@ def _probe_processes(gcs_port: int) -> list[int]:
                 env = f.read().split(b"\0")
         except OSError:
             continue  # ended meanwhile
-        if any(e.startswith(b"RAY_ADDRESS=") and e.endswith(ours) for e in env):
+        if ours in env:
             found.append(int(pid))
     return found
 
