@@ -118,11 +118,13 @@ class _Syntax:
     brace: str | bytes
     space: str | bytes
     after_name: tuple           # what may follow a family's name on its own lines
+    after_type: tuple           # what may follow a family's name on its "# TYPE" line
 
 
-_STR = _Syntax("\n", "\n# ", _COMMENT_PREFIXES, "#", "{", " ", ("{", " ", "_", ""))
+_STR = _Syntax("\n", "\n# ", _COMMENT_PREFIXES, "#", "{", " ", ("{", " ", "_", ""),
+               (" ", "\n", ""))
 _BYTES = _Syntax(b"\n", b"\n# ", tuple(p.encode() for p in _COMMENT_PREFIXES), b"#", b"{",
-                 b" ", (b"{", b" ", b"_", b""))
+                 b" ", (b"{", b" ", b"_", b""), (b" ", b"\n", b""))
 
 
 @functools.lru_cache(maxsize=16)
@@ -159,28 +161,41 @@ def prefilter(text: str | bytes, families: frozenset[str] = NEEDED_FAMILIES) -> 
         syn = _STR
         wanted, samples, starts = families, _sample_names(families), _line_starts(families)
     nl = syn.nl
+    help_, type_ = syn.prefixes
+    find, size = text.find, len(text)
     kept: list = []
     pos = 0 if text.startswith(syn.hash + syn.space) else _next_comment(text, 0, syn)
     if pos != 0:
-        _filter_lines(text[:pos if pos >= 0 else len(text)], wanted, samples, starts, kept)
+        _filter_lines(text[:pos if pos >= 0 else size], wanted, samples, starts, kept)
     while pos >= 0:
         start = pos + 1 if text[pos:pos + 1] == nl else pos
-        pos = _next_comment(text, start, syn)
-        end = pos if pos >= 0 else len(text)
         if text.startswith(syn.prefixes, start):
-            name_end = text.find(syn.space, start + 7)
-            line_end = text.find(nl, start)
+            name_end = find(syn.space, start + 7)
+            line_end = find(nl, start)
             if line_end < 0:
-                line_end = len(text)
+                line_end = size
             if name_end < 0 or name_end > line_end:
                 name_end = line_end
             family = text[start + 7:name_end]
+            if (text.startswith(help_, start)
+                    and text.startswith(type_ + family, line_end + 1)
+                    and text[line_end + 8 + len(family):line_end + 9 + len(family)]
+                    in syn.after_type):
+                # The family's "# TYPE" line right behind its "# HELP" line (as every
+                # family of a Ray page has them): one block, one step of the walk.
+                type_end = find(nl, line_end + 1)
+                line_end = type_end if type_end >= 0 else size
+            pos = _next_comment(text, line_end, syn) if line_end < size else -1
+            end = pos if pos >= 0 else size
             if family not in wanted:
                 if _only_its_own(text, line_end, end, family, syn):
                     continue
             elif _ends_with_its_own(text, line_end, end, samples, syn):
                 kept.append(text[start:end].rstrip(nl))
                 continue
+        else:
+            pos = _next_comment(text, start, syn)
+            end = pos if pos >= 0 else size
         _filter_lines(text[start:end], wanted, samples, starts, kept)
     kept.append(text[:0])
     return nl.join(kept)

@@ -145,9 +145,26 @@ def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
     "# TYPE ray_tasks gauge\nray_tasks 2\n"
     'ray_serve_replica_processing_queries{application="a"} 1\n# TYPE ray_x gauge\nray_x 1\n',
     "# HELP ray_tasks T\n# TYPE ray_tasks gauge\nray_tasks 2\n\n",
+    # A family's HELP and TYPE lines taken as one step: a wanted and an unwanted one
+    # in turn; a HELP followed by another family's TYPE (one named like it but longer,
+    # and one of a wanted family); a HELP and TYPE with nothing after them, with and
+    # without a newline at the end; an untyped wanted line after a HELP/TYPE pair.
+    "# HELP ray_serve_replica_processing_queries Q\n"
+    "# TYPE ray_serve_replica_processing_queries gauge\n"
+    'ray_serve_replica_processing_queries{application="a"} 1\n'
+    "# HELP ray_tasks T\n# TYPE ray_tasks gauge\nray_tasks 2\n",
+    "# HELP ray_serve_replica_processing_queries Q\n"
+    "# TYPE ray_serve_replica_processing_queries_x gauge\nray_serve_replica_processing_queries_x 1\n",
+    "# HELP ray_tasks T\n# TYPE ray_serve_replica_processing_queries gauge\n"
+    "ray_serve_replica_processing_queries 1\n",
+    "# HELP ray_serve_replica_processing_queries Q\n# TYPE ray_serve_replica_processing_queries",
+    "# HELP ray_tasks T\n# TYPE ray_tasks gauge\n",
+    "# HELP ray_tasks T\n# TYPE ray_tasks gauge\nray_tasks 2\n"
+    "ray_serve_replica_processing_queries 5\n# HELP ray_x X\n# TYPE ray_x gauge\nray_x 1",
 ])
 def test_prefilter_by_blocks_on_odd_layouts(text):
     assert ex.prefilter(text) == ex.prefilter_by_line(text)
+    assert ex.prefilter(text.encode()) == ex.prefilter_by_line(text).encode()
 
 
 @pytest.mark.parametrize("line,name,labels,value", [
