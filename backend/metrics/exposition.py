@@ -177,10 +177,10 @@ def prefilter(text: str | bytes, families: frozenset[str] = NEEDED_FAMILIES) -> 
             if name_end < 0 or name_end > line_end:
                 name_end = line_end
             family = text[start + 7:name_end]
+            after = line_end + 1 + len(type_) + len(family)  # behind the name on a TYPE line
             if (text.startswith(help_, start)
                     and text.startswith(type_ + family, line_end + 1)
-                    and text[line_end + 8 + len(family):line_end + 9 + len(family)]
-                    in syn.after_type):
+                    and text[after:after + 1] in syn.after_type):
                 # The family's "# TYPE" line right behind its "# HELP" line (as every
                 # family of a Ray page has them): one block, one step of the walk.
                 type_end = find(nl, line_end + 1)

@@ -80,13 +80,20 @@ def node_label(node_id: str, ip: str | None) -> str:
 # worker: a runtime_env with pip/uv/conda activates its env (VIRTUAL_ENV/CONDA_PREFIX set,
 # its python first on PATH); otherwise the worker is what the raylet's
 # --python_worker_command names, and the raylet is the supervisor's parent.
-_PICK_PYTHON = (
-    'PY=$(command -v python || command -v python3 || echo python); '
-    'if [ -z "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ] && [ -r /proc/$PPID/status ]; then '
+# The raylet also names its own cluster's GCS (--gcs-address), which the probe's driver
+# joins (SERVE_CONSOLE_PROBE_GCS): Ray's JobSupervisor sets the driver's RAY_ADDRESS from
+# the cluster started last on this machine (its ray_current_cluster file), not from its
+# own, and on a machine running two clusters the driver knocked on the other one's GCS.
+_FROM_RAYLET = (
+    'PY=$(command -v python || command -v python3 || echo python); GCS=; '
+    'if [ -r /proc/$PPID/status ]; then '
     "RL=$(awk '/^PPid:/{print $2}' /proc/$PPID/status); "
-    "W=$(tr '\\000' '\\n' < /proc/$RL/cmdline 2>/dev/null "
-    "| sed -n 's/^--python_worker_command=\\([^ ]*\\).*/\\1/p'); "
-    'if [ -n "$W" ] && [ -x "$W" ]; then PY=$W; fi; fi; '
+    "ARGS=$(tr '\\000' '\\n' < /proc/$RL/cmdline 2>/dev/null); "
+    "GCS=$(printf '%s\\n' \"$ARGS\" | sed -n 's/^--gcs-address=//p' | head -n 1); "
+    'if [ -z "${VIRTUAL_ENV:-}${CONDA_PREFIX:-}" ]; then '
+    "W=$(printf '%s\\n' \"$ARGS\" | sed -n 's/^--python_worker_command=\\([^ ]*\\).*/\\1/p'); "
+    'if [ -n "$W" ] && [ -x "$W" ]; then PY=$W; fi; fi; fi; '
+    'export SERVE_CONSOLE_PROBE_GCS="$GCS"; '
 )
 
 _PROBE_CODE = """\
@@ -105,25 +112,14 @@ def try_imports(mods):
             out["missing"].append(m)
             out["errors"][m] = "%s: %s" % (type(e).__name__, e)
     return out
-def own_gcs_address():
-    # Ray's JobSupervisor (this process's parent) sets the driver's RAY_ADDRESS from
-    # the cluster started last on this machine (its ray_current_cluster file, or any
-    # GCS found running), not from its own. The raylet that started the supervisor
-    # names its own cluster's GCS on its command line (the supervisor's own one is
-    # rewritten to "ray::JobSupervisor").
-    import os
-    pid = os.getppid()
-    for _ in range(3):
-        try:
-            with open("/proc/%d/cmdline" % pid, "rb") as f:
-                for arg in f.read().split(bytes(1)):
-                    if arg.startswith(b"--gcs-address=") or arg.startswith(b"--gcs_address="):
-                        return arg.split(b"=", 1)[1].decode() or None
-            with open("/proc/%d/status" % pid) as f:
-                pid = int(next(l.split()[1] for l in f if l.startswith("PPid:")))
-        except (OSError, StopIteration, ValueError):
-            return None
-    return None
+def why(e):
+    # The exception's first line, and the last lines of its cause (ray.init's
+    # ConnectionError says only "Failed to connect"; its cause says why).
+    text = ("%s: %s" % (type(e).__name__, e)).splitlines()[0]
+    if e.__cause__ is not None:
+        lines = [l for l in str(e.__cause__).splitlines() if l.strip()]
+        text += " (%s: %s)" % (type(e.__cause__).__name__, " | ".join(lines[-3:]))
+    return text[:1500]
 r = try_imports(MODULES)
 r["version"] = sys.version.split()[0]
 try:
@@ -135,7 +131,9 @@ if NODES:
     try:
         import ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
-        ray.init(address=own_gcs_address(), logging_level="ERROR", log_to_driver=False)
+        import os
+        ray.init(address=os.environ.get("SERVE_CONSOLE_PROBE_GCS") or None,
+                 logging_level="ERROR", log_to_driver=False)
         here = ray.get_runtime_context().get_node_id()
         def on_node(mods):
             import ray
@@ -156,13 +154,9 @@ if NODES:
             try:
                 r["nodes"][n] = ray.get(ref)
             except Exception as e:
-                r["nodes"][n] = {"error": ("%s: %s" % (type(e).__name__, e)).splitlines()[0][:300]}
+                r["nodes"][n] = {"error": why(e)}
     except BaseException as e:
-        why = ("%s: %s" % (type(e).__name__, e)).splitlines()[0]
-        if e.__cause__ is not None:
-            lines = [l for l in str(e.__cause__).splitlines() if l.strip()]
-            why += " (%s: %s)" % (type(e.__cause__).__name__, " | ".join(lines[-3:]))
-        r["nodes_error"] = why[:1500]
+        r["nodes_error"] = why(e)
 print(MARK + json.dumps(r), flush=True)
 """
 
@@ -178,7 +172,7 @@ def probe_entrypoint(modules: Iterable[str], nodes: Iterable[str] = ()) -> str:
     ids = [n for n in nodes if isinstance(n, str) and re.fullmatch(r"[0-9a-fA-F]+", n)]
     code = (f"MODULES = {json.dumps(mods)}\nMARK = {json.dumps(_PROBE_MARK)}\n"
             f"NODES = {json.dumps(ids)}\nWAIT_S = {NODE_WAIT_S}\n" + _PROBE_CODE)
-    return _PICK_PYTHON + 'exec "$PY" -c ' + shlex.quote(code)
+    return _FROM_RAYLET + 'exec "$PY" -c ' + shlex.quote(code)
 
 
 def alive_nodes(client: ClusterClient) -> dict[str, str | None]:

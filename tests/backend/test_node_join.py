@@ -109,8 +109,11 @@ def test_a_worker_node_joining_and_leaving_is_picked_up_within_10_s(tmp_path, mo
             # file, which Ray's job supervisor hands its driver as RAY_ADDRESS: the probe
             # still asks its own cluster's nodes (CI, 2026-11-29: another test's head
             # started meanwhile, and the probe's driver knocked on that one's GCS).
-            with own_cluster(num_cpus=1) as later:
-                assert ray_address_file().read_text().strip().endswith(f":{later.gcs_port}")
+            # (The suite's other worker may start a head too: the file then names that
+            # one, still not this cluster.)
+            with own_cluster(num_cpus=1):
+                named = ray_address_file().read_text().strip()
+                assert not named.endswith(f":{cluster.gcs_port}"), named
                 _probe_asks_every_node(client)
 
             # -- leaves ------------------------------------------------------------------
