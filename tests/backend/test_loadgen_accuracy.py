@@ -17,7 +17,7 @@ import time
 import pytest
 import requests
 
-from backend.load.generator import LoadGenerator, offer_for
+from backend.load.generator import LoadGenerator, ThreadLoadGenerator, offer_for
 from backend.load.load_model import LoadModel, LoadTarget, ModelIds, Profile, demo_target
 from tests.support.reference_server import ReferenceServer
 
@@ -195,6 +195,55 @@ def test_step_profile_shapes_the_offered_rate(server):
     levels = [x.level for x in gen.stats().history[:4]]
     assert levels == [50, 50, 100, 100]
     assert all(abs(o - want) <= 3 for o, want in zip(offered, levels)), offered
+
+
+def sends_of(gen) -> list[float]:
+    """Record the intended send time of every request *gen* (a ThreadLoadGenerator)
+    issues: its own `_request` is wrapped, the requests still go out."""
+    times: list[float] = []
+    request = gen._request
+
+    def recorded(session, payload, seq, start_t):
+        times.append(start_t)
+        return request(session, payload, seq, start_t)
+
+    gen._request = recorded
+    return times
+
+
+def test_generators_sharing_a_start_interleave_however_late_each_comes_up(server):
+    # Two generators at 50 req/s each, as a cluster's two load workers run (one start
+    # for both, the second's phase half a gap): the second comes up 0.51 s late, so
+    # that a first send "now + phase" would land on the first's grid, not between.
+    # Their sends must interleave into one even 100 req/s stream: each of the second's
+    # sends half a gap (10 ms) from the first's grid, also after a rate step.
+    target = LoadTarget(url=f"{server}/fast")
+    start_at = time.time() + 0.2
+    gens = [ThreadLoadGenerator(target, model=LoadModel(rate=50), start_at=start_at,
+                                phase_s=k / 100.0) for k in range(2)]
+    sends = [sends_of(g) for g in gens]
+    gens[0].start()
+    time.sleep(max(0.0, start_at + 0.51 - time.time()))
+    gens[1].start()
+    try:
+        time.sleep(1.5)
+        step_at = time.monotonic()
+        for g in gens:
+            g.set_rate(25)  # a step: each goes on at the new rate on its own grid
+        time.sleep(1.5)
+    finally:
+        for g in gens:
+            g.stop()
+    assert abs(gens[0]._t0 - gens[1]._t0) < 0.002  # one start, read on one clock
+    t0 = gens[0]._t0
+    for k, want in ((0, 0.0), (1, 0.5)):
+        assert len([t for t in sends[k] if t > step_at + 0.1]) > 20, sends[k]
+        for t in sends[k]:
+            if step_at <= t <= step_at + 0.1:
+                continue  # due before the step took hold, or its first send
+            gap = 1 / 50 if t < step_at else 1 / 25
+            share = ((t - t0) / gap) % 1.0  # where in its gap it was sent
+            assert min(abs(share - want), 1 - abs(share - want)) < 1e-3, (k, t - t0, share)
 
 
 # -- closed loop ------------------------------------------------------------------------
