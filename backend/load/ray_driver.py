@@ -43,6 +43,7 @@ from backend.child import parent_gone
 from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 from backend.load.seconds_merge import SecondsMerger
+from backend.load.wire import rebuilt
 
 POLL_S = 0.5  # a poll of every worker (also their heartbeat) this often: each poll is a
 # Ray Client round trip per worker, CPU taken from the machine being measured; the
@@ -192,7 +193,7 @@ class Driver:
         refs = {k: w.poll.remote() for k, w in self.workers.items()}
         for k, ref in refs.items():
             try:
-                d = ray.get(ref, timeout=CALL_TIMEOUT_S)
+                d = rebuilt(ray.get(ref, timeout=CALL_TIMEOUT_S))
             except Exception as e:  # noqa: BLE001  (the actor died, its node was lost)
                 self.lost(k, e)
                 continue
@@ -246,7 +247,7 @@ class Driver:
             if ref not in ready:
                 continue
             try:
-                d = ray.get(ref, timeout=0.5)
+                d = rebuilt(ray.get(ref, timeout=0.5))
             except Exception:  # noqa: BLE001  (it is killed below either way)
                 continue
             if self.merger is not None:

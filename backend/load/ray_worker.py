@@ -28,6 +28,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from backend.load.engine import DeltaCursor, ThreadLoadGenerator
 from backend.load.load_model import LoadModel, LoadTarget
+from backend.load.wire import plain
 
 SILENCE_S = 5.0  # no call from the driver for this long: stop and exit
 _PROBE_TIMEOUT_S = 0.5
@@ -150,7 +151,8 @@ class LoadWorker:
 
     def poll(self) -> dict:
         """What changed since the last poll (the engine's delta, with its closed seconds'
-        histograms encoded) and whether the engine still runs. A heartbeat."""
+        histograms encoded) and whether the engine still runs, as plain values
+        (wire.rebuilt makes it the engine's delta again). A heartbeat."""
         self._beat()
         with self._lock:
             gen = self._gen
@@ -158,7 +160,7 @@ class LoadWorker:
                 return dict(running=False)
             d, self._cursor = gen.delta(self._cursor)
         d["running"] = gen.running
-        return d
+        return plain(d)  # builtins only: pickled by name, cheap (backend/load/wire.py)
 
     def stop(self) -> dict:
         """Stop sending (what is in flight is cancelled) and return the last delta."""

@@ -4,6 +4,7 @@ node's Serve proxy, how the load is split across workers, and the room check's w
 from __future__ import annotations
 
 import socket
+import time
 
 import pytest
 
@@ -125,3 +126,43 @@ def test_without_the_permission_the_niceness_stays_and_nothing_fails():
     got = _unnice_in_child("unprivileged")
     niced = min(os.getpriority(os.PRIO_PROCESS, 0) + 12, 19)
     assert (got["before"], got["after"], got["main"], got["other"]) == (niced,) * 4, got
+
+
+def test_a_workers_poll_is_plain_values_small_to_pickle_with_its_code_by_value():
+    # A worker's code travels by value (a remote cluster lacks the console's): pickled
+    # there as it was, a poll's delta carried the definitions of its dataclasses
+    # (~20 kB, 1–3 ms of the worker's GIL twice a second). As plain values it is a
+    # fraction of that, and the driver makes the very same delta again.
+    import ray.cloudpickle as cloudpickle
+
+    import backend
+    from backend.load.engine import ThreadLoadGenerator
+    from backend.load.load_model import LoadTarget, RunSummary, SecondStats
+    from backend.load.wire import plain, rebuilt
+    from tests.support.reference_server import ReferenceServer
+
+    with ReferenceServer() as url:
+        gen = ThreadLoadGenerator(LoadTarget(url=f"{url}/sleep/5"),
+                                  model=LoadModel(mode=OPEN, rate=50), keep_seconds=True,
+                                  start_at=time.time())
+        gen.start()
+        time.sleep(2.3)
+        d, _ = gen.delta(None)
+        gen.stop()
+    assert isinstance(d["summary"], RunSummary) and d["seconds"], d
+    assert isinstance(d["seconds"][0][1], SecondStats)
+    wire = plain(d)
+    cloudpickle.register_pickle_by_value(backend)
+    try:
+        as_is, as_plain = cloudpickle.dumps(d), cloudpickle.dumps(wire)
+    finally:
+        cloudpickle.unregister_pickle_by_value(backend)
+    assert len(as_plain) * 5 < len(as_is), (len(as_plain), len(as_is))
+    assert rebuilt(cloudpickle.loads(as_plain)) == d
+
+
+def test_a_poll_naming_a_class_the_console_lacks_says_so():
+    from backend.load.wire import _TAG, rebuilt
+
+    with pytest.raises(ValueError, match="'Mystery'.*other code"):
+        rebuilt({"summary": (_TAG, "Mystery", 1, 2)})
