@@ -46,8 +46,22 @@ class ClusterLoadGenerator(ProcessLoadGenerator):
         self._events_lock = threading.Lock()
 
     def _spawn(self) -> Spawned:
-        spawned = self.spare.take(self.access) if self.spare is not None else None
-        return spawned or super()._spawn()
+        if self.spare is None:
+            return super()._spawn()
+        connected = self.spare.ready()
+        spawned = self.spare.take(self.access)
+        if spawned is None:
+            return super()._spawn()
+        if not connected:
+            # Its Ray Client connect is under way (it can take ~30 s when the head's
+            # per-client server is slow to come up): say what the start waits for.
+            with self._events_lock:
+                self._events.append(("info", f"waiting for the connection to "
+                                             f"{self.access.ray_address} opened in advance "
+                                             f"(Ray Client), then checking room and placing "
+                                             f"{self.cluster.workers} load worker"
+                                             f"{'s' if self.cluster.workers != 1 else ''}"))
+        return spawned
 
     def _init_message(self) -> tuple:
         return ("init", self.target, dict(self._options), self._model, self.cluster,

@@ -287,6 +287,37 @@ def _ready(spare: SpareDriver, within_s: float = 60.0) -> None:
         time.sleep(0.1)
 
 
+def test_a_run_that_takes_a_driver_still_connecting_says_what_it_waits_for(two_nodes,
+                                                                          server):
+    """Start right after choosing the cluster: the run takes the driver whose Ray Client
+    connect is under way (Ray's can take ~30 s now and then), and the event log says the
+    start waits for it, rather than nothing while no request goes out."""
+    cluster, access, _, _ = two_nodes
+    spare = SpareDriver()
+    try:
+        spare.prepare(access)
+        assert not spare.ready()  # a connect takes over a second: it is still connecting
+        connecting = spare.pid
+        gen = ClusterLoadGenerator(LoadTarget(url=server + "/sleep/2", method="GET", body="",
+                                              headers=()),
+                                   ClusterLoad(workers=1, own_proxy=False), access,
+                                   model=LoadModel(rate=20), spare=spare)
+        gen.start()
+        assert gen.pid == connecting
+        try:
+            _started(gen)
+        finally:
+            gen.stop()
+        events = [text for _, text in gen.take_events()]
+        waits = [e for e in events if e.startswith("waiting for the connection to ")]
+        assert len(waits) == 1 and access.ray_address in waits[0], events
+        assert "checking room and placing 1 load worker" in waits[0], waits
+        assert any("connected in advance (" in e for e in events), events
+        _no_workers_within(cluster, 5.0)
+    finally:
+        spare.close()
+
+
 def test_a_driver_connected_in_advance_runs_the_next_load_and_a_new_one_waits(two_nodes,
                                                                               server):
     """The console keeps a driver connected while load from the cluster is chosen: the
@@ -326,6 +357,7 @@ def test_a_driver_connected_in_advance_runs_the_next_load_and_a_new_one_waits(tw
         assert any("in advance in" in e for e in events), events        # the spare's
         assert any("connected in advance (" in e for e in events), events  # the run's
         assert not any(e.startswith("connecting to") for e in events), events
+        assert not any(e.startswith("waiting for the connection") for e in events), events
         s = gen.summary()
         assert seen(server)["count"] - before == s.sent > 0 and s.errors == 0
         assert _process_gone(waiting, 10.0)
