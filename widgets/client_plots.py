@@ -69,6 +69,9 @@ class ClientPlots(QWidget):
             self._plots[name].setXLink(self._plots["rate"])
         for name in ("errors", "in_flight"):
             self._plots[name].setLabel("bottom", "s since start")
+        for plot in self._plots.values():
+            # Seconds stay seconds: an empty plot's 0–1 range read "(x0.001)" over 0–1000.
+            plot.getAxis("bottom").enableAutoSIPrefix(False)
         PlotMenu(self._layout_widget, self._drawn_plots, self._plot_name)
 
     def _plot(self, name: str, title: str, row: int, col: int,

@@ -89,3 +89,17 @@ def test_clear_drops_what_waits(qtbot):
     plots.clear()
     x, _ = plots.curve("p50").getData()
     assert x is None or len(x) == 0
+
+
+def test_an_empty_plot_labels_its_seconds_as_seconds(qtbot):
+    # Before a run, each plot's x range is 0–1: pyqtgraph's SI prefix made the axis
+    # read "s since start (x0.001)" over 0–1000.
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    plots.show()
+    plots._plots["rate"].setXRange(0.0, 0.9, padding=0)  # the x axes are linked
+    qtbot.wait(50)
+    for name in ("errors", "in_flight"):
+        axis = plots._plots[name].getAxis("bottom")
+        assert axis.range[1] < 1.0, axis.range
+        assert "x0.001" not in axis.labelString() and axis.autoSIPrefixScale == 1.0
