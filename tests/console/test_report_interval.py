@@ -126,6 +126,8 @@ def test_the_event_log_says_the_cluster_reports_every_4_s(observed):
     # each at a newer report's time. The gaps between them depend on the two phases (two
     # clean-clone runs saw 1.0, 3.0, 1.0 s), so no gap is fixed: a store is at the time
     # of the report, which may be less than a poll after the other worker's. Stored once
-    # per poll, as before, it would be ~10.
+    # per poll, as before, it would be ~10. (A clean clone under load saw 7, with gaps
+    # 0.96, 3.21, 0.77, 0.02, 2.96, 1.03 s: two reports 20 ms apart, each a store of its
+    # own, as they should be.)
     gaps = [round(b - a, 2) for a, b in zip(ts, ts[1:])]
-    assert 2 <= len(ts) <= 6, gaps
+    assert 2 <= len(ts) <= 8, gaps
