@@ -449,9 +449,10 @@ class ThreadLoadGenerator:
         """The first of this generator's evenly spaced send times at *rate* that is not
         before *t*. Generators that share a start (*start_at*, so one `_t0`) each send on
         a grid of their own: _t0 + (m + f) / rate, f its phase as a share of a gap
-        (phase_s × the model's level, fixed at its first send). N generators at rate/N with phases k/N then interleave into
-        one even stream whenever each comes up: two that sent at the same instants read
-        a p99 ~10 % longer at the server than one generator with the whole rate."""
+        (phase_s × the model's level, fixed at its first send). N generators at rate/N
+        with phases k/N then interleave into one even stream whenever each comes up: two
+        that sent at the same instants read a p99 ~10 % longer at the server than one
+        generator with the whole rate."""
         gap = 1.0 / rate
         if self._grid_frac is None:
             level = self._model.level()

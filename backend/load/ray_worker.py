@@ -32,6 +32,7 @@ from backend.load.load_model import LoadModel, LoadTarget
 from backend.load.wire import plain
 
 SILENCE_S = 5.0  # no call from the driver for this long: stop and exit
+SWITCH_INTERVAL_S = 0.0005  # the worker process's GIL switch interval (set in start)
 _PROBE_TIMEOUT_S = 0.5
 
 
@@ -90,9 +91,6 @@ def own_proxy_url(url: str, node_ip: str | None,
             netloc = parts.netloc.rsplit("@", 1)[0] + "@" + netloc
         return urlunsplit(parts._replace(netloc=netloc)), "own node's proxy"
     return url, "the console's URL"
-
-
-SWITCH_INTERVAL_S = 0.0005  # the worker process's GIL switch interval (start)
 
 
 class LoadWorker:

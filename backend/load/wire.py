@@ -35,12 +35,8 @@ def plain(value):
     return value
 
 
-def _classes() -> dict[str, type]:
-    return {name: cls for name, cls in vars(load_model).items()
+_CLASSES = {name: cls for name, cls in vars(load_model).items()
             if isinstance(cls, type) and dataclasses.is_dataclass(cls)}
-
-
-_CLASSES = _classes()
 
 
 def rebuilt(value):
