@@ -119,12 +119,13 @@ class _Syntax:
     space: str | bytes
     after_name: tuple           # what may follow a family's name on its own lines
     after_type: tuple           # what may follow a family's name on its "# TYPE" line
+    key: type                   # a slice as a set's key (a bytearray's slice: bytes)
 
 
 _STR = _Syntax("\n", "\n# ", _COMMENT_PREFIXES, "#", "{", " ", ("{", " ", "_", ""),
-               (" ", "\n", ""))
+               (" ", "\n", ""), str)
 _BYTES = _Syntax(b"\n", b"\n# ", tuple(p.encode() for p in _COMMENT_PREFIXES), b"#", b"{",
-                 b" ", (b"{", b" ", b"_", b""), (b" ", b"\n", b""))
+                 b" ", (b"{", b" ", b"_", b""), (b" ", b"\n", b""), bytes)
 
 
 @functools.lru_cache(maxsize=16)
@@ -152,9 +153,10 @@ def prefilter(text: str | bytes, families: frozenset[str] = NEEDED_FAMILIES) -> 
     first comment, and blocks headed by any other comment, are checked line by line.
 
     Works on the page's bytes (as fetched: decoding a whole page costs more than this
-    walk) as on text, and returns the same type.
+    walk) as on text, and returns the same type; a bytearray (as libdeflate inflates)
+    is read as it is, without a copy, and gives bytes.
     """
-    if isinstance(text, bytes):
+    if isinstance(text, (bytes, bytearray)):
         syn = _BYTES
         wanted, samples, starts = _as_bytes(families)
     else:
@@ -187,7 +189,7 @@ def prefilter(text: str | bytes, families: frozenset[str] = NEEDED_FAMILIES) -> 
                 line_end = type_end if type_end >= 0 else size
             pos = _next_comment(text, line_end, syn) if line_end < size else -1
             end = pos if pos >= 0 else size
-            if family not in wanted:
+            if syn.key(family) not in wanted:
                 if _only_its_own(text, line_end, end, family, syn):
                     continue
             elif _ends_with_its_own(text, line_end, end, samples, syn):
@@ -233,7 +235,7 @@ def _ends_with_its_own(text, header_end: int, end: int, samples, syn: _Syntax) -
     name_end = text.find(syn.brace, last_start, last_end)
     if name_end < 0:
         name_end = text.find(syn.space, last_start, last_end)
-    return name_end > last_start and text[last_start:name_end] in samples
+    return name_end > last_start and syn.key(text[last_start:name_end]) in samples
 
 
 def _only_its_own(text, header_end: int, end: int, family, syn: _Syntax) -> bool:
@@ -270,7 +272,8 @@ def _filter_lines(text: str, families: frozenset[str], samples: frozenset[str],
     """Append to *kept* the lines of *text* that prefilter keeps. Cost is one `split`
     and one C-level `startswith` per line; only lines that share a common prefix of the
     wanted names (`ray_serve_`, `ray_node_g`) are looked at in Python."""
-    syn = _BYTES if isinstance(text, bytes) else _STR
+    syn = _BYTES if isinstance(text, (bytes, bytearray)) else _STR
+    key = syn.key
     append = kept.append
     for line in text.split(syn.nl):
         if not line.startswith(starts):
@@ -278,13 +281,13 @@ def _filter_lines(text: str, families: frozenset[str], samples: frozenset[str],
         if line[:1] == syn.hash:
             # "# TYPE name type" / "# HELP name text"
             end = line.find(syn.space, 7)
-            if (line[7:end] if end >= 0 else line[7:]) in families:
+            if key(line[7:end] if end >= 0 else line[7:]) in families:
                 append(line)
             continue
         end = line.find(syn.brace)
         if end < 0:
             end = line.find(syn.space)
-        if line[:end] in samples:
+        if key(line[:end]) in samples:
             append(line)
 
 

@@ -128,6 +128,9 @@ def test_prefilter_matches_names_exactly_not_by_prefix():
 
 def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
     assert ex.prefilter(real_page) == ex.prefilter_by_line(real_page)
+    # A bytearray (libdeflate's inflate gives one) reads as its bytes, and gives bytes.
+    cut = ex.prefilter(bytearray(real_page.encode()))
+    assert type(cut) is bytes and cut == ex.prefilter_by_line(real_page).encode()
 
 
 @pytest.mark.parametrize("text", [
@@ -165,6 +168,8 @@ def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
 def test_prefilter_by_blocks_on_odd_layouts(text):
     assert ex.prefilter(text) == ex.prefilter_by_line(text)
     assert ex.prefilter(text.encode()) == ex.prefilter_by_line(text).encode()
+    cut = ex.prefilter(bytearray(text.encode()))
+    assert type(cut) is bytes and cut == ex.prefilter_by_line(text).encode()
 
 
 @pytest.mark.parametrize("line,name,labels,value", [
