@@ -13,7 +13,7 @@ import re
 import threading
 import time
 from typing import Any, Iterable
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import requests
 
@@ -321,9 +321,14 @@ class ClusterClient:
         """`/logical/actors?ids=…` for *ids*, LOGICAL_ACTORS_PER_REQUEST at a time: the
         dashboard's server refuses a request line over 8,190 bytes (HTTP 400), which
         ~230 actor ids in one query already exceed. One answer per request."""
-        return [self._json("GET", "/logical/actors", timeout_s=timeout_s,
-                           params={"ids": ",".join(ids[i:i + LOGICAL_ACTORS_PER_REQUEST]),
-                                   "nocache": "1"})
+        # The query written out, each id quoted and the commas between them as they are
+        # (allowed in a query): as params, requests escaped every comma and urllib3 then
+        # re-checked the ~7 kB line character by character in Python (~4 ms a request
+        # at 200 ids, most of a steady status poll's CPU at 1,000 replicas). A hex id
+        # needs no quoting, so the line has no "%" for urllib3 to look at.
+        return [self._json("GET", "/logical/actors?ids=" + ",".join(
+                    quote(a, safe="") for a in ids[i:i + LOGICAL_ACTORS_PER_REQUEST])
+                    + "&nocache=1", timeout_s=timeout_s)
                 for i in range(0, len(ids), LOGICAL_ACTORS_PER_REQUEST)]
 
     def dead_serve_actors(self, limit: int = 500, only: set[str] | None = None

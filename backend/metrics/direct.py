@@ -186,6 +186,28 @@ def histogram_quantile(q: float, buckets: list[tuple[float, float]]) -> float | 
     return start + (end - start) * (rank / count)
 
 
+def quantiles_by_key(per_key: dict[Hashable, dict[float, float]], qs: dict[str, float]
+                     ) -> dict[Hashable, dict[str, float]]:
+    """{key: {label: histogram_quantile(q, its buckets)}} for many keys' buckets
+    ({key: {upper bound: cumulative count}}), the quantiles that are not None; keys
+    with the same bounds (every deployment of a family, unless its bounds were changed)
+    computed at once as the rows of a matrix (cumulative.histogram_quantiles: the same
+    numbers)."""
+    groups: dict[tuple, list] = defaultdict(list)
+    for key, per_le in per_key.items():
+        groups[tuple(sorted(per_le))].append(key)
+    out: dict[Hashable, dict[str, float]] = {}
+    for bounds, keys in groups.items():
+        rows = np.array([[per_key[k][b] for b in bounds] for k in keys], dtype=float)
+        results = {label: histogram_quantiles(q, list(bounds), rows).tolist()
+                   for label, q in qs.items()}
+        for i, key in enumerate(keys):
+            got = {label: res[i] for label, res in results.items() if not math.isnan(res[i])}
+            if got:
+                out[key] = got
+    return out
+
+
 def histogram_mean(buckets: list[tuple[float, float]], integer: bool = False) -> float | None:
     """Mean of the observations in (upper_bound, cumulative_count) buckets.
 
@@ -237,8 +259,11 @@ def _key(labels: dict, drop: str | None = None) -> tuple:
 
 
 #: A sample line's end: `} value` and the newline (Ray's Serve lines all have labels and
-#: no timestamp). A page split at these gives its series texts and its values.
+#: no timestamp). A page split at these gives its series texts and its values; a page as
+#: cut (bytes, DirectScrapeSource._cut) is split as bytes, never decoded while a plan
+#: reads it (the decode and the split of str cost ~40 % more, benchmarks/fleet_scale.py).
 _SAMPLE_END = re.compile(r"\} ([^ \n]+)\n")
+_SAMPLE_END_BYTES = re.compile(rb"\} ([^ \n]+)\n")
 _BAD = object()
 
 
@@ -247,7 +272,8 @@ class _PagePlan:
     """What to do with each value of a page whose lines, up to their values, are those
     of an earlier poll of the same node (WindowedSeries._read_pages)."""
 
-    heads: list[str]                  # the page split at _SAMPLE_END, values left out
+    heads: list                       # the page split at _SAMPLE_END, values left out
+    #                                   (bytes for a page as cut, str for text)
     cum_pos: np.ndarray               # positions of the counters' and buckets' values
     cum_idx: np.ndarray               # their CumulativeColumns indices
     gauge_pos: np.ndarray             # positions of the gauges' values
@@ -256,7 +282,7 @@ class _PagePlan:
     others: list[tuple[int, tuple]]   # (position, route) of held models and GPUs
     # The text this plan last read and its values: the very same text object again (a
     # page that came unchanged, DirectScrapeSource.same_page) needs no split at all.
-    last_text: str | None = None
+    last_text: str | bytes | None = None
     last_vals: np.ndarray | None = None
 
 
@@ -317,9 +343,10 @@ class WindowedSeries:
         #: values are as of the poll.
         self.data_t: float | None = None
 
-    def ingest(self, t: float, pages: Iterable[str], keys: list | None = None
+    def ingest(self, t: float, pages: Iterable[str | bytes], keys: list | None = None
                ) -> dict[DeploymentKey, dict[str, float]]:
-        """One poll's pages (one node's text each, through exposition.prefilter) at time
+        """One poll's pages (one node's text each, through exposition.prefilter: UTF-8
+        bytes as cut, or text) at time
         *t*, later than every earlier poll's: the values per deployment over the window
         that ends at *t*. replica_values, held_models, gpus and malformed are brought up
         to date with them. *keys* name the pages (their URLs; default their positions):
@@ -362,7 +389,7 @@ class WindowedSeries:
         return self._polls[0]
 
     # -- reading the pages -------------------------------------------------------------
-    def _read_pages(self, t: float, pages: list[str], keys: list | None):
+    def _read_pages(self, t: float, pages: list[str | bytes], keys: list | None):
         """Take in every sample line: counters' and buckets' values are returned as
         (column indices, values) for CumulativeColumns.take, with this poll's gauges
         (per family and deployment) and ongoing requests per replica; held models and
@@ -401,7 +428,8 @@ class WindowedSeries:
             if plan is not None and plan.last_text is text:
                 vals = plan.last_vals
             else:
-                parts = _SAMPLE_END.split(text)
+                is_bytes = isinstance(text, bytes)
+                parts = (_SAMPLE_END_BYTES if is_bytes else _SAMPLE_END).split(text)
                 if plan is not None and plan.heads == parts[0::2]:
                     try:
                         vals = np.array(parts[1::2], dtype=float)
@@ -420,7 +448,16 @@ class WindowedSeries:
                     for pos, route in plan.others:
                         other(route, listed[pos])
                 continue
+            if is_bytes:  # read as text; the plan keeps the bytes' heads (same lines)
+                heads = parts[0::2]
+                text = text.decode("utf-8", "replace")
+                parts = _SAMPLE_END.split(text)
             plan = self._read_lines(t, page, text, parts, other, ix_parts, v_parts, g_parts)
+            if plan is not None and is_bytes:
+                if len(heads) == len(plan.heads):
+                    plan.heads = heads
+                else:  # pragma: no cover  (the pattern's characters are ASCII)
+                    plan = None
             if plan is None:
                 self._plans.pop(key, None)
             else:
@@ -752,12 +789,9 @@ class WindowedSeries:
         model load latency, from the window's bucket increases."""
         for family, prefix in ((ex.PROCESSING_LATENCY, "latency"),
                                (ex.HTTP_LATENCY, "http_latency")):
-            for dkey, per_le in buckets.get(family, {}).items():
-                pairs = list(per_le.items())
-                for label, q in QUANTILES.items():
-                    v = histogram_quantile(q, pairs)
-                    if v is not None:
-                        values[dkey][f"{prefix}_p{label}_ms"] = v
+            for dkey, got in quantiles_by_key(buckets.get(family, {}), QUANTILES).items():
+                for label, v in got.items():
+                    values[dkey][f"{prefix}_p{label}_ms"] = v
         # The autoscaler's metrics health: how late its inputs (replica and handle
         # reports together) reached the controller, p99 over the window.
         delays: dict[DeploymentKey, dict[float, float]] = defaultdict(lambda: defaultdict(float))
@@ -958,7 +992,7 @@ class DirectScrapeSource:
         # after another as they arrive, so that one thread at a time does this CPU work
         # (not four contending for the GIL, with the GUI thread among them).
         fetched = self._pool.map(self._fetch_safe, urls) if urls else iter(())
-        pages: list[str] = []
+        pages: list[bytes] = []
         page_urls: list[str] = []
         failures: dict[str, str] = {}
         if targets_error:
@@ -1034,7 +1068,7 @@ class DirectScrapeSource:
     def _cut(self, body: bytes, encoding: str):
         a = time.thread_time()
         page = self._fetcher.inflate(body, encoding)
-        filtered = ex.prefilter(page).decode("utf-8", "replace")
+        filtered = ex.prefilter(page)  # bytes: WindowedSeries reads them as they are
         return filtered, len(page), time.thread_time() - a
 
     def _fetch_safe(self, url: str):

@@ -10,7 +10,7 @@ import time
 import pytest
 import requests
 
-from backend.cluster.client import ClusterClient
+from backend.cluster.client import LOGICAL_ACTORS_PER_REQUEST, ClusterClient
 from backend.errors import ApiError
 from backend.metrics import exposition as ex
 from backend.metrics.direct import DirectScrapeSource
@@ -166,6 +166,12 @@ def test_the_fast_death_check_asks_about_every_replica_of_a_large_fleet(client, 
     assert client.dead_replica_actors(actors, limit=len(actors)) == []
     after = requests.get(f"{fleet_url}/fleet/info", timeout=10).json()
     assert after["refused_long_request_lines"] == before["refused_long_request_lines"]
+    # Each piece's query (its commas written out, not escaped) names exactly its ids,
+    # and the dashboard knows every one of them.
+    answers = client._logical_actors(actors)
+    assert len(answers) == -(-len(actors) // LOGICAL_ACTORS_PER_REQUEST)
+    asked = [i for a in answers for i, known in a["data"]["actors"].items() if known]
+    assert asked == actors
 
 
 def test_an_unchanged_serve_answer_is_not_parsed_again_and_details_are_the_callers(fleet_url):
