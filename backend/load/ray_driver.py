@@ -301,9 +301,20 @@ def _rate(m: LoadModel) -> float:
     return m.rate if m.mode == OPEN else 0.0
 
 
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
 def _short(e: BaseException, limit: int = 160) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()[0] if str(e) else type(e).__name__
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return _clip(text, limit)
+
+
+def _server_said(e: BaseException, limit: int = 160) -> str:
+    """Ray Client's failure as its last line: the head's own reason comes after a
+    first line that only says the server failed ("Initialization failure from server:")."""
+    lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+    return _clip(lines[-1] if lines else type(e).__name__, limit)
 
 
 def _placement_error(ray, e: BaseException, k: int, cluster: ClusterLoad) -> str:
@@ -331,11 +342,22 @@ def _auth_env(access: ClusterAccess) -> None:
         os.environ["RAY_AUTH_MODE"] = "disabled"
 
 
-def _connect(ray, access: ClusterAccess, event) -> None:
-    """Ray Client, tried twice: about one connection in fifty, the head's client proxy
-    fails to start the per-client server ("Starting Ray client server failed") and a
-    second try succeeds (benchmarks/cluster_load.py). A port nobody listens on is said
-    at once, not after Ray Client's own timeouts (a minute)."""
+#: Tries of Ray Client's connect when the head says its per-client server failed.
+CONNECT_TRIES = 4
+#: Tries when the connect failed otherwise (timed out: each such try waits ~30 s).
+OTHER_TRIES = 2
+
+
+def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5) -> None:
+    """Ray Client, tried up to CONNECT_TRIES times when the head answers that it could
+    not start the client's server (ConnectionAbortedError). The head's client proxy
+    forks a server for each client while its own gRPC threads run, and now and then the
+    forked child aborts in gRPC's fork handler ("Check failed: next_worker->state ==
+    KICKED" in the head's ray_client_server.err); the client then reads "Starting Ray
+    client server failed". Each try forks anew: here 1 connect in 8 failed so with two
+    heads' clients connecting at once, and CI saw two in a row at a load average of 10
+    on 2 cores. Any other ConnectionError (a timeout) is tried OTHER_TRIES times, as
+    each waits Ray Client's own timeout. A port nobody listens on is said at once."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(access.ray_address)
@@ -347,16 +369,18 @@ def _connect(ray, access: ClusterAccess, event) -> None:
             f"from the cluster places its workers through it. Give its address in the "
             f"connect dialog (Ray Client) or with --ray-client ray://HOST:PORT; a head "
             f"started with `ray start --head` listens on 10001.") from None
-    try:
-        _init(ray, access)
-    except ConnectionError as e:
-        event(f"Ray Client at {access.ray_address} refused the first try ({_short(e)}); "
-              f"trying again", "warning")
+    for attempt in range(1, CONNECT_TRIES + 1):
         try:
-            ray.shutdown()
-        except Exception:  # noqa: BLE001
-            pass
-        _init(ray, access)
+            _init(ray, access)
+            return
+        except ConnectionError as e:
+            tries = CONNECT_TRIES if isinstance(e, ConnectionAbortedError) else OTHER_TRIES
+            if attempt >= tries:
+                raise
+            event(f"Ray Client at {access.ray_address} refused try {attempt} of "
+                  f"{tries} ({_server_said(e)}); trying again", "warning")
+            _disconnect(ray)
+            time.sleep(pause_s)
 
 
 def _connect_early(access: ClusterAccess, out: Connection):

@@ -166,3 +166,76 @@ def test_a_poll_naming_a_class_the_console_lacks_says_so():
 
     with pytest.raises(ValueError, match="'Mystery'.*other code"):
         rebuilt({"summary": (_TAG, "Mystery", 1, 2)})
+
+
+class _Shutdowns:
+    """Ray's module as _connect uses it between tries: only shutdown is called on it."""
+
+    def __init__(self):
+        self.count = 0
+
+    def shutdown(self):
+        self.count += 1
+
+
+def _connect_with(monkeypatch, failures: int, error=ConnectionAbortedError):
+    """_connect against a port that listens, with Ray Client's init failing *failures*
+    times the way the head's client proxy fails it when its forked server aborts (a
+    failure nobody can cause on demand: it depends on gRPC's threads at the fork)."""
+    from backend.load import ray_driver
+    from backend.load.load_model import ClusterAccess
+
+    tries = []
+
+    def init(ray, access):
+        tries.append(access.ray_address)
+        if len(tries) <= failures:
+            raise error(
+                "Initialization failure from server:\nRuntimeError: Starting Ray client "
+                "server failed. See ray_client_server_23001.err for detailed logs.")
+
+    monkeypatch.setattr(ray_driver, "_init", init)
+    events, ray = [], _Shutdowns()
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen()
+        access = ClusterAccess(f"ray://127.0.0.1:{listening.getsockname()[1]}",
+                               "http://127.0.0.1:1")
+        try:
+            ray_driver._connect(ray, access, lambda text, level="info":
+                                events.append((level, text)), pause_s=0.0)
+            error = None
+        except ConnectionError as e:
+            error = e
+    return tries, events, ray.count, error
+
+
+def test_ray_client_refusing_three_tries_in_a_row_still_connects_and_says_each(monkeypatch):
+    from backend.load.ray_driver import CONNECT_TRIES
+
+    tries, events, shutdowns, error = _connect_with(monkeypatch, CONNECT_TRIES - 1)
+    assert error is None
+    assert len(tries) == CONNECT_TRIES
+    assert shutdowns == CONNECT_TRIES - 1  # each failed try is shut down before the next
+    assert [level for level, _ in events] == ["warning"] * (CONNECT_TRIES - 1)
+    assert f"try 1 of {CONNECT_TRIES}" in events[0][1]
+    assert "Starting Ray client server failed" in events[0][1]
+
+
+def test_ray_client_refusing_every_try_fails_with_its_own_error(monkeypatch):
+    from backend.load.ray_driver import CONNECT_TRIES
+
+    tries, events, _, error = _connect_with(monkeypatch, CONNECT_TRIES)
+    assert isinstance(error, ConnectionAbortedError)
+    assert len(tries) == CONNECT_TRIES and len(events) == CONNECT_TRIES - 1
+
+
+def test_a_connect_that_times_out_is_tried_only_twice(monkeypatch):
+    """Each such try waits Ray Client's own timeout: four would keep a start waiting
+    minutes for a port that answers but is not Ray Client."""
+    from backend.load.ray_driver import OTHER_TRIES
+
+    tries, events, _, error = _connect_with(monkeypatch, 10, error=ConnectionError)
+    assert type(error) is ConnectionError
+    assert len(tries) == OTHER_TRIES and len(events) == OTHER_TRIES - 1
+    assert f"try 1 of {OTHER_TRIES}" in events[0][1]
