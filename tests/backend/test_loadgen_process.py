@@ -46,8 +46,21 @@ def parent_of(pid: int) -> int:
         return int(f.read().rsplit(")", 1)[1].split()[1])
 
 
-def loadgen_child(parent: int) -> int | None:
-    """The running load-generator child of *parent* (found in /proc, as `ps` would)."""
+def loadgen_child(parent: int, wait_s: float = 0.0) -> int | None:
+    """The running load-generator child of *parent* (found in /proc, as `ps` would),
+    looked for again for up to *wait_s*: Popen returns once the child's exec has begun
+    (its close-on-exec pipe closed), and until the kernel has set up the new program's
+    arguments its cmdline reads empty — under load long enough to be seen (CI,
+    2026-12-02: not found right after start())."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        found = _loadgen_child(parent)
+        if found is not None or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.02)
+
+
+def _loadgen_child(parent: int) -> int | None:
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
@@ -76,7 +89,7 @@ def test_runs_in_a_child_process_that_stop_ends(server):
     assert time.monotonic() - t0 < 0.5  # start() does not wait for the child
     try:
         assert not gen.in_process
-        pid = loadgen_child(os.getpid())
+        pid = loadgen_child(os.getpid(), wait_s=5.0)
         assert pid is not None and pid != os.getpid()
         # A session of its own: its CPU is scheduled beside the console's (autogroup).
         assert os.getsid(pid) == pid != os.getsid(0)
