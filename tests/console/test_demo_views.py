@@ -20,6 +20,11 @@ from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps
 from tests.support.plot_reading import curve_age
 
+# Its demos under the console's load must answer every request: in the parallel pass,
+# beside another head at load average ~30, the combined demo at 20 req/s timed out 318
+# requests (a clean clone of 2026-12-03); test.sh runs the quiet tests one at a time.
+pytestmark = pytest.mark.quiet
+
 # Its own head: the multiplexed, combined and streaming demos' metric series would
 # stay on the package head's page for every later console test (tests/cluster_fixtures.py).
 ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()
