@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 
+import pytest
 import requests
 
 from backend.metrics.direct import DirectScrapeSource
@@ -20,6 +21,11 @@ from tests.cluster_fixtures import own_cluster_fixtures
 # not on the package head's, which by then carries every earlier test's series
 # (tests/cluster_fixtures.py); its renders and the load compete less for the 2 cores.
 ray_cluster, cluster_client, batched_demo = own_cluster_fixtures()
+
+# The two sources' ongoing counts agree only without a queue: in the parallel pass, at
+# load average ~15-30, they read 6.0 against 2.5 (a clean clone of 2026-12-03). test.sh
+# runs the quiet tests one at a time.
+pytestmark = pytest.mark.quiet
 
 RPS = 30.0
 
