@@ -159,19 +159,19 @@ class LocalCluster:
         cancel = cancel or CancelToken()
         if self.running:
             return self.dashboard_url
-        for attempt in range(1, START_TRIES + 1):
+        attempt = 1
+        while True:
             try:
                 return self._start_once(timeout_s, progress, cancel)
             except _TimedOutStarting as e:
                 if attempt == START_TRIES:
                     raise LocalClusterError(str(e)) from None
-                self.stop()
-                log.warning("the local Ray head timed out during startup; trying again")
-                if progress:
-                    progress(f"The local Ray cluster's node timed out during startup (a "
-                             f"busy machine); trying again ({attempt + 1} of "
-                             f"{START_TRIES})…")
-        raise AssertionError("unreachable")  # pragma: no cover
+            self.stop()
+            attempt += 1
+            log.warning("the local Ray head timed out during startup; trying again")
+            if progress:
+                progress(f"The local Ray cluster's node timed out during startup (a busy "
+                         f"machine); trying again ({attempt} of {START_TRIES})…")
 
     def _start_once(self, timeout_s: float, progress, cancel: CancelToken) -> str:
         """One `ray start`, waited for as start() says; _TimedOutStarting where it exits
