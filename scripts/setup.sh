@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Create .venv (if needed) and install serve-console with its test tools into it.
-# Idempotent and quick when nothing changed: re-installs only when pyproject.toml did.
+# Idempotent and quick when nothing changed: re-installs only when pyproject.toml, setup.py
+# or the C source did.
 #
 # The install goes through uv (from PyPI, into the .venv), which fetches and unpacks in
 # parallel: 18 s on a clean clone here against 57 s for pip (2026-11-28), the same
@@ -15,7 +16,10 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.serve-console-installed
-if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
+# The one C extension (setup.py) is built by the install, in place: its source changing
+# also calls for one.
+if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
+    || [ backend/metrics/_value_scan.c -nt "$stamp" ]; then
   echo "serve-console: installing dependencies into .venv (first time: a minute or so)" >&2
   pip_option() {  # every value pip is configured with for option $1 (files, env)
     .venv/bin/python -m pip config list 2>/dev/null \
@@ -30,7 +34,7 @@ if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ]; then
   done < <(pip_option constraint)
   if .venv/bin/python -m pip install -q uv \
       && .venv/bin/uv pip install -q --compile-bytecode --python .venv/bin/python \
-           "${uv_args[@]}" -e ".[test]"; then
+           --reinstall-package serve-console "${uv_args[@]}" -e ".[test]"; then
     :
   else
     echo "serve-console: uv could not install; installing with pip" >&2

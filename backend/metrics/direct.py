@@ -64,7 +64,6 @@ deployment's rate); after that it drops out (see alive_replica()).
 from __future__ import annotations
 
 import math
-import re
 import threading
 import time
 from collections import defaultdict, deque
@@ -77,7 +76,7 @@ import numpy as np
 import requests
 
 from backend.metrics import exposition as ex
-from backend.metrics import gpu
+from backend.metrics import gpu, value_split
 from backend.metrics.cumulative import CumulativeColumns, histogram_quantiles
 from backend.metrics.report_cadence import ReportCadence
 from backend.metrics.page_fetch import PageFetcher
@@ -262,8 +261,6 @@ def _key(labels: dict, drop: str | None = None) -> tuple:
 #: no timestamp). A page split at these gives its series texts and its values; a page as
 #: cut (bytes, DirectScrapeSource._cut) is split as bytes, never decoded while a plan
 #: reads it (the decode and the split of str cost ~40 % more, benchmarks/fleet_scale.py).
-_SAMPLE_END = re.compile(r"\} ([^ \n]+)\n")
-_SAMPLE_END_BYTES = re.compile(rb"\} ([^ \n]+)\n")
 _BAD = object()
 
 
@@ -272,8 +269,9 @@ class _PagePlan:
     """What to do with each value of a page whose lines, up to their values, are those
     of an earlier poll of the same node (WindowedSeries._read_pages)."""
 
-    heads: list                       # the page split at _SAMPLE_END, values left out
-    #                                   (bytes for a page as cut, str for text)
+    key: object                       # its heads, to compare the next page with
+    #                                   (value_split.heads_key: of the bytes for a page
+    #                                   as cut, of the text for text)
     cum_pos: np.ndarray               # positions of the counters' and buckets' values
     cum_idx: np.ndarray               # their CumulativeColumns indices
     gauge_pos: np.ndarray             # positions of the gauges' values
@@ -396,7 +394,7 @@ class WindowedSeries:
         GPUs are set from this poll alone.
 
         A node's page repeats the same lines poll after poll, only the values change.
-        A page split at its values (_SAMPLE_END) whose other parts equal those of the
+        A page split at its values (value_split) whose other parts equal those of the
         same node's page the poll before is read from that poll's plan: its values
         converted at once, the counters' and buckets' handed over as arrays (and the
         very text the plan read the poll before, a page that came unchanged, is not even
@@ -425,18 +423,15 @@ class WindowedSeries:
         for page, (key, text) in enumerate(zip(names, pages)):
             plan = self._plans.get(key)
             vals = None
+            is_bytes = isinstance(text, bytes)
             if plan is not None and plan.last_text is text:
                 vals = plan.last_vals
-            else:
-                is_bytes = isinstance(text, bytes)
-                parts = (_SAMPLE_END_BYTES if is_bytes else _SAMPLE_END).split(text)
-                if plan is not None and plan.heads == parts[0::2]:
-                    try:
-                        vals = np.array(parts[1::2], dtype=float)
-                    except ValueError:
-                        pass  # a value that is not a number: read line by line, say which
-                    else:
-                        plan.last_text, plan.last_vals = text, vals
+            elif plan is not None:
+                # None where the heads differ or a value is not a number: then read line
+                # by line (which says which value).
+                vals = value_split.values_if_same(text, plan.key)
+                if vals is not None:
+                    plan.last_text, plan.last_vals = text, vals
             if vals is not None:
                 ix_parts.append(plan.cum_idx)
                 v_parts.append(vals[plan.cum_pos])
@@ -448,15 +443,14 @@ class WindowedSeries:
                     for pos, route in plan.others:
                         other(route, listed[pos])
                 continue
+            page_text = text
             if is_bytes:  # read as text; the plan keeps the bytes' heads (same lines)
-                heads = parts[0::2]
                 text = text.decode("utf-8", "replace")
-                parts = _SAMPLE_END.split(text)
+            parts = value_split.split(text)
             plan = self._read_lines(t, page, text, parts, other, ix_parts, v_parts, g_parts)
-            if plan is not None and is_bytes:
-                if len(heads) == len(plan.heads):
-                    plan.heads = heads
-                else:  # pragma: no cover  (the pattern's characters are ASCII)
+            if plan is not None:
+                plan.key, n = value_split.heads_key(page_text, None if is_bytes else parts)
+                if n != len(parts) // 2:  # pragma: no cover  (the pattern is ASCII)
                     plan = None
             if plan is None:
                 self._plans.pop(key, None)
@@ -569,7 +563,7 @@ class WindowedSeries:
         cum = [(pos, r[1]) for pos, r in enumerate(seq) if r is not None and r[0] == _CUM]
         gauge = [(pos, r[4], r[5]) for pos, r in enumerate(seq)
                  if r is not None and r[0] == _GAUGE]
-        return _PagePlan(heads=heads,
+        return _PagePlan(key=None,  # set by _read_pages
                          cum_pos=np.array([p for p, _ in cum], dtype=np.int64),
                          cum_idx=np.array([i for _, i in cum], dtype=np.int64),
                          gauge_pos=np.array([g[0] for g in gauge], dtype=np.int64),

@@ -495,19 +495,26 @@ def test_a_page_that_comes_again_unchanged_is_not_cut_again_and_reads_the_same(
     assert got[3][key]["latency_p99_ms"] == expected[3][key]["latency_p99_ms"]
 
 
+def _count_splits(monkeypatch) -> list:
+    """A list that grows by one at every split of a page at its values (value_split:
+    for reading from a plan, for reading line by line, or for a plan's key)."""
+    from backend.metrics import value_split
+
+    splits: list = []
+    for name in ("split", "heads_key", "values_if_same"):
+        real = getattr(value_split, name)
+
+        def counting(*args, _real=real, **kw):
+            splits.append(1)
+            return _real(*args, **kw)
+
+        monkeypatch.setattr(value_split, name, counting)
+    return splits
+
+
 def test_a_page_text_read_again_is_not_split_again_and_reads_as_a_copy_would(
         real_pair, monkeypatch):
-    import backend.metrics.direct as direct
-
-    splits = []
-
-    class Counting:
-        def split(self, text):
-            splits.append(1)
-            return real_split(text)
-
-    real_split = direct._SAMPLE_END.split
-    monkeypatch.setattr(direct, "_SAMPLE_END", Counting())
+    splits = _count_splits(monkeypatch)
     p0, p1 = ex.prefilter(real_pair[0]), ex.prefilter(real_pair[1])
     same, copies = WindowedSeries(5.0), WindowedSeries(5.0)
     for i, p in enumerate([p0, p1, p1, p1, p0]):
@@ -527,20 +534,7 @@ def test_a_page_whose_kept_lines_come_unchanged_is_not_read_again(page_server, r
                                                                    monkeypatch):
     """A Ray node's page changes at every scrape in lines the console does not keep (its
     agent's own process and GC counters); between two reports its kept lines do not."""
-    import backend.metrics.direct as direct
-
-    splits = []
-
-    class Counting:
-        def __init__(self, pattern):
-            self.pattern = pattern
-
-        def split(self, text):
-            splits.append(1)
-            return self.pattern.split(text)
-
-    for name in ("_SAMPLE_END", "_SAMPLE_END_BYTES"):  # pages as cut are split as bytes
-        monkeypatch.setattr(direct, name, Counting(getattr(direct, name)))
+    splits = _count_splits(monkeypatch)
     handler, url = page_server
     cpu = "process_cpu_seconds_total {}\n"
     handler.pages = [real_pair[0] + cpu.format(1.0), real_pair[1] + cpu.format(1.5),
