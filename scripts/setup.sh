@@ -19,7 +19,7 @@ stamp=.venv/.serve-console-installed
 # The one C extension (setup.py) is built by the install, in place: its source changing
 # also calls for one.
 if [ ! -f "$stamp" ] || [ pyproject.toml -nt "$stamp" ] || [ setup.py -nt "$stamp" ] \
-    || [ backend/metrics/_value_scan.c -nt "$stamp" ]; then
+    || [ backend/metrics/_page_scan.c -nt "$stamp" ]; then
   echo "serve-console: installing dependencies into .venv (first time: a minute or so)" >&2
   pip_option() {  # every value pip is configured with for option $1 (files, env)
     .venv/bin/python -m pip config list 2>/dev/null \

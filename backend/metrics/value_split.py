@@ -7,7 +7,7 @@ plan (direct.WindowedSeries._read_pages). At fleet size (50 pages of ~570 kB kep
 ~64,000 values a second) the split, the comparison and the conversion of the values
 are most of what a steady poll's reading costs in Python (~25–40 ms a poll on the
 reference machine, 2026-12-03), so they are done in C where the extension
-`backend/metrics/_value_scan.c` was built (setup: pip/uv build it with the package; a
+`backend/metrics/_page_scan.c` was built (setup: pip/uv build it with the package; a
 machine without a compiler installs without it, `optional`), else by the regex here:
 
 * `heads_key(text) -> (key, n)`: what to compare the next poll's page with, and its
@@ -29,16 +29,16 @@ import re
 
 import numpy as np
 
-try:  # built with the package where a C compiler was there (pyproject.toml, setup.py)
-    from backend.metrics import _value_scan
+try:  # built with the package where a C compiler was there (setup.py)
+    from backend.metrics import _page_scan
 except ImportError:  # pragma: no cover  (a machine that could not build it)
-    _value_scan = None
+    _page_scan = None
 
 SAMPLE_END = re.compile(r"\} ([^ \n]+)\n")
 SAMPLE_END_BYTES = re.compile(rb"\} ([^ \n]+)\n")
 
 #: Whether the C scan is in use (False: the regex, e.g. where it could not be built).
-IN_C = _value_scan is not None
+IN_C = _page_scan is not None
 
 
 def split(text: str | bytes) -> list:
@@ -50,8 +50,8 @@ def split(text: str | bytes) -> list:
 def heads_key(text: str | bytes, parts: list | None = None) -> tuple[object, int]:
     """(key, number of values) of *text*'s heads; *parts*: its split, where the caller
     made it already (used where the regex is)."""
-    if _value_scan is not None and isinstance(text, bytes):
-        return _value_scan.heads_key(text)
+    if _page_scan is not None and isinstance(text, bytes):
+        return _page_scan.heads_key(text)
     if parts is None:
         parts = split(text)
     return _PyKey(parts[0::2]), len(parts) // 2
@@ -63,7 +63,7 @@ def values_if_same(text: str | bytes, key: object) -> np.ndarray | None:
     if isinstance(key, bytes):
         if not isinstance(text, bytes):
             return None
-        got = _value_scan.values_if_same(text, key)
+        got = _page_scan.values_if_same(text, key)
         return None if got is None else np.frombuffer(got, dtype=float)
     parts = split(text)
     if parts[0::2] != key.heads:

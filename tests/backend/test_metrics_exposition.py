@@ -7,6 +7,8 @@ import math
 from pathlib import Path
 
 import pytest
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.metrics import exposition as ex
@@ -128,9 +130,55 @@ def test_prefilter_matches_names_exactly_not_by_prefix():
 
 def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
     assert ex.prefilter(real_page) == ex.prefilter_by_line(real_page)
-    # A bytearray (libdeflate's inflate gives one) reads as its bytes, and gives bytes.
-    cut = ex.prefilter(bytearray(real_page.encode()))
-    assert type(cut) is bytes and cut == ex.prefilter_by_line(real_page).encode()
+    # A bytearray (libdeflate's inflate gives one) reads as its bytes, and gives bytes:
+    # cut in C where the extension is built, by the walk in Python either way.
+    want = ex.prefilter_by_line(real_page).encode()
+    for cut_bytes in (ex.prefilter, ex.prefilter_walk):
+        for data in (real_page.encode(), bytearray(real_page.encode())):
+            cut = cut_bytes(data)
+            assert type(cut) is bytes and cut == want, (cut_bytes, type(data))
+
+
+def test_bytes_are_cut_in_c_where_it_is_built(monkeypatch):
+    from backend.metrics import value_split
+
+    if not value_split.IN_C:
+        pytest.skip("the C extension is not built here (test_value_split says whether "
+                    "it should be)")
+    walks = []
+    monkeypatch.setattr(ex, "prefilter_walk", lambda *a: walks.append(1))
+    assert ex.prefilter(b"ray_serve_x 1\n") == b""
+    assert walks == []
+    ex.prefilter("ray_serve_x 1\n")  # text takes the walk
+    assert walks == [1]
+
+
+def _lines(text: str) -> list[str]:
+    return [line for line in text.split("\n") if line]
+
+
+_LINE_PIECES = st.sampled_from([
+    "\n", " ", "{", "}", "#", "# HELP ", "# TYPE ", "ray_serve_", "ray_node_g",
+    "ray_serve_replica_processing_queries", "ray_serve_deployment_request_counter_total",
+    "ray_serve_batch_wait_time_ms", "_bucket", "_sum", "_count", "_max", "ray_tasks",
+    'application="a"', "1.5", "gauge", "x"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_LINE_PIECES, max_size=60))
+@example(["ray_serve_replica_processing_queries"])      # no "{", no " ", no newline
+@example(["ray_serve_replica_processing_queriesx"])     # the line less its last byte
+@example(["# HELP "])                                  # a comment with no name
+@example(["# TYPE ", "ray_serve_batch_wait_time_ms", "\n", "\n", "ray_serve_batch_wait_time_ms",
+          "_bucket", "{", "}", " ", "1.5"])
+def test_generated_pages_cut_alike_in_c_by_the_walk_and_line_by_line(pieces):
+    text = "".join(pieces)
+    want = ex.prefilter_by_line(text)
+    # The walk keeps a wanted block whole, an empty line in it too (readers skip it).
+    assert _lines(ex.prefilter_walk(text)) == _lines(want)
+    assert _lines(ex.prefilter_walk(text.encode()).decode()) == _lines(want)
+    assert ex.prefilter(text.encode()) == want.encode()
+    assert ex.prefilter(bytearray(text.encode())) == want.encode()
 
 
 @pytest.mark.parametrize("text", [
@@ -168,6 +216,7 @@ def test_prefilter_by_blocks_keeps_what_every_line_checked_keeps(real_page):
 def test_prefilter_by_blocks_on_odd_layouts(text):
     assert ex.prefilter(text) == ex.prefilter_by_line(text)
     assert ex.prefilter(text.encode()) == ex.prefilter_by_line(text).encode()
+    assert ex.prefilter_walk(text.encode()) == ex.prefilter_by_line(text).encode()
     cut = ex.prefilter(bytearray(text.encode()))
     assert type(cut) is bytes and cut == ex.prefilter_by_line(text).encode()
 

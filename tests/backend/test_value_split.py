@@ -1,4 +1,4 @@
-"""The C split of a page at its values (backend/metrics/_value_scan.c) against the regex
+"""The C split of a page at its values (backend/metrics/_page_scan.c) against the regex
 it replaces (backend/metrics/value_split.py), on real Ray pages, simulated fleet pages
 and generated texts."""
 
@@ -90,7 +90,7 @@ def test_the_c_scan_is_built_where_it_can_be():
     compiler = shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc")
     if not (headers and compiler):
         pytest.skip("no C compiler or no Python headers here: the regex is used")
-    assert value_split.IN_C, ("the C scan (backend/metrics/_value_scan.c) is not built: "
+    assert value_split.IN_C, ("the C scan (backend/metrics/_page_scan.c) is not built: "
                               "run scripts/setup.sh again (it reinstalls the package)")
 
 
