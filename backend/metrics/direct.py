@@ -257,11 +257,11 @@ def _key(labels: dict, drop: str | None = None) -> tuple:
     return tuple(sorted((k, v) for k, v in labels.items() if k != drop))
 
 
-#: A sample line's end: `} value` and the newline (Ray's Serve lines all have labels and
-#: no timestamp). A page split at these gives its series texts and its values; a page as
-#: cut (bytes, DirectScrapeSource._cut) is split as bytes, never decoded while a plan
-#: reads it (the decode and the split of str cost ~40 % more, benchmarks/fleet_scale.py).
-_BAD = object()
+# A page is split at its values' ends (`} value` and the newline: Ray's Serve lines all
+# have labels and no timestamp) by value_split; a page as cut (bytes,
+# DirectScrapeSource._cut) is split as bytes, never decoded while a plan reads it (the
+# decode and the split of str cost ~40 % more, benchmarks/fleet_scale.py).
+_BAD = object()  # a line _read_lines could not read
 
 
 @dataclass(slots=True)
