@@ -62,6 +62,7 @@ from common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.metrics.direct import DirectScrapeSource  # noqa: E402
+from backend.metrics import value_split  # noqa: E402
 from backend.metrics.scrape_process import ProcessScrapeSource  # noqa: E402
 from backend.metrics.series import SeriesStore  # noqa: E402
 from backend.scaling.replica_watch import ReplicaWatcher, poll_replica_events  # noqa: E402
@@ -261,8 +262,11 @@ def main() -> None:
                     help="seconds per GUI-lag run of the real console at the largest size "
                          "(0: skip it and the recording figure)")
     args = ap.parse_args()
+    # The figures differ by half with and without the C page scan (setup.py): say which.
     print(f"fleet_scale: {args.repeats} repeats × {args.polls} polls per size; "
-          f"{load_text(machine_load())}", flush=True)
+          f"{load_text(machine_load())}; the page cut and split "
+          f"{'in C (backend/metrics/_page_scan.c)' if value_split.IN_C else 'in Python (the C extension is not built here)'}",
+          flush=True)
     rows = []
     print(f"{'deps':>5} {'nodes':>5} {'replicas':>8}  {'CPU s / poll (status + metrics)':<44} "
           f"{'core share':>10} {'scrape MB/s':>11}")
@@ -353,6 +357,7 @@ def main() -> None:
           "memory": memory,
           "scrape_bytes_per_s": big["scrape_bytes_per_s"], "poll_cpu_s": big["poll_cpu_s"],
           "poll_cpu_s_ratio_100_vs_10": round(ratio, 3), "bars_met": bars, "sizes": rows,
+          "page_scan_in_c": value_split.IN_C,
           "console_poll_cpu_s": console["poll"].json(4),
           "console_poll_core_share": round(console["poll"].median, 4),
           "console_poll_core_share_10s_reports": round(slow["poll"].median, 4),
