@@ -263,10 +263,10 @@ def main() -> None:
                          "(0: skip it and the recording figure)")
     args = ap.parse_args()
     # The figures differ by half with and without the C page scan (setup.py): say which.
+    where = ("in C (backend/metrics/_page_scan.c)" if value_split.IN_C
+             else "in Python (the C extension is not built here)")
     print(f"fleet_scale: {args.repeats} repeats × {args.polls} polls per size; "
-          f"{load_text(machine_load())}; the page cut and split "
-          f"{'in C (backend/metrics/_page_scan.c)' if value_split.IN_C else 'in Python (the C extension is not built here)'}",
-          flush=True)
+          f"{load_text(machine_load())}; the page cut and split {where}", flush=True)
     rows = []
     print(f"{'deps':>5} {'nodes':>5} {'replicas':>8}  {'CPU s / poll (status + metrics)':<44} "
           f"{'core share':>10} {'scrape MB/s':>11}")

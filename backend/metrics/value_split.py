@@ -30,15 +30,16 @@ import re
 import numpy as np
 
 try:  # built with the package where a C compiler was there (setup.py)
-    from backend.metrics import _page_scan
+    from backend.metrics import _page_scan as page_scan
 except ImportError:  # pragma: no cover  (a machine that could not build it)
-    _page_scan = None
+    page_scan = None
 
 SAMPLE_END = re.compile(r"\} ([^ \n]+)\n")
 SAMPLE_END_BYTES = re.compile(rb"\} ([^ \n]+)\n")
 
 #: Whether the C scan is in use (False: the regex, e.g. where it could not be built).
-IN_C = _page_scan is not None
+#: `page_scan` is the extension itself (exposition.prefilter cuts with it too), or None.
+IN_C = page_scan is not None
 
 
 def split(text: str | bytes) -> list:
@@ -50,11 +51,11 @@ def split(text: str | bytes) -> list:
 def heads_key(text: str | bytes, parts: list | None = None) -> tuple[object, int]:
     """(key, number of values) of *text*'s heads; *parts*: its split, where the caller
     made it already (used where the regex is)."""
-    if _page_scan is not None and isinstance(text, bytes):
-        return _page_scan.heads_key(text)
+    if page_scan is not None and isinstance(text, bytes):
+        return page_scan.heads_key(text)
     if parts is None:
         parts = split(text)
-    return _PyKey(parts[0::2]), len(parts) // 2
+    return parts[0::2], len(parts) // 2  # the regex's key: the heads as a list
 
 
 def values_if_same(text: str | bytes, key: object) -> np.ndarray | None:
@@ -63,21 +64,13 @@ def values_if_same(text: str | bytes, key: object) -> np.ndarray | None:
     if isinstance(key, bytes):
         if not isinstance(text, bytes):
             return None
-        got = _page_scan.values_if_same(text, key)
+        got = page_scan.values_if_same(text, key)
         return None if got is None else np.frombuffer(got, dtype=float)
     parts = split(text)
-    if parts[0::2] != key.heads:
+    if parts[0::2] != key:
         return None
     try:
         return np.array(parts[1::2], dtype=float)
     except ValueError:
         return None
 
-
-class _PyKey:
-    """The regex's key: the heads as a list (compared part by part)."""
-
-    __slots__ = ("heads",)
-
-    def __init__(self, heads: list) -> None:
-        self.heads = heads

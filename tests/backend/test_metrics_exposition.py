@@ -177,8 +177,13 @@ def test_generated_pages_cut_alike_in_c_by_the_walk_and_line_by_line(pieces):
     # The walk keeps a wanted block whole, an empty line in it too (readers skip it).
     assert _lines(ex.prefilter_walk(text)) == _lines(want)
     assert _lines(ex.prefilter_walk(text.encode()).decode()) == _lines(want)
-    assert ex.prefilter(text.encode()) == want.encode()
-    assert ex.prefilter(bytearray(text.encode())) == want.encode()
+    from backend.metrics import value_split
+
+    if value_split.IN_C:  # the C cut checks every line: exactly the reference
+        assert ex.prefilter(text.encode()) == want.encode()
+        assert ex.prefilter(bytearray(text.encode())) == want.encode()
+    else:
+        assert _lines(ex.prefilter(bytearray(text.encode())).decode()) == _lines(want)
 
 
 @pytest.mark.parametrize("text", [
