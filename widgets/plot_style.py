@@ -68,10 +68,15 @@ def opaque_grid(axis: pg.AxisItem) -> None:
     def draw_opaque(painter, axis_spec, tick_specs, text_specs):
         bg = _background_of(axis)
         edges = _view_edges(axis)
-        draw(painter, axis_spec,
-             [(pen if _on_edge(axis, p1, edges) else _blended(pen, bg), p1, p2)
-              for pen, p1, p2 in tick_specs],
-             text_specs)
+        opaque: dict[int, QPen] = {}  # pyqtgraph gives a level's ticks one pen
+        specs = []
+        for pen, p1, p2 in tick_specs:
+            if not _on_edge(axis, p1, edges):
+                if id(pen) not in opaque:
+                    opaque[id(pen)] = _blended(pen, bg)
+                pen = opaque[id(pen)]
+            specs.append((pen, p1, p2))
+        draw(painter, axis_spec, specs, text_specs)
 
     axis.drawPicture = draw_opaque
 
