@@ -1,6 +1,7 @@
 """Client-side plots of a load run: what the generator offered and saw, per second.
 
-Four plots (2 × 2) sharing the x axis (seconds since the run started): offered vs achieved rate
+Four plots (2 × 2) sharing the x axis (seconds since the run started; the first minute in
+one range, `MIN_SPAN_S`): offered vs achieved rate
 (with the profile's target level), latency p50/p90/p99/p99.9, errors/s by kind (status
 code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
 Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern), a
@@ -26,6 +27,12 @@ from widgets import plot_style
 from widgets.plot_menu import PlotMenu
 from widgets.steady_range import SteadyViewBox
 from widgets.whole_axis import WholeNumberAxis
+
+# The run's first minute in one x range, as the server-side plots' default window: a
+# range fitted to a run seconds old stepped every second or two, and each step drew all
+# four time axes again — the longest paints of the GUI thread under load
+# (benchmarks/gui_stall.py, benchmarks/axis_paint.py). Longer runs fit their length.
+MIN_SPAN_S = 60.0
 
 # The server-side plots' palette (widgets/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
@@ -81,7 +88,8 @@ class ClientPlots(QWidget):
         # drawn again, four times a second (widgets/steady_range.py).
         axes = {"left": WholeNumberAxis(orientation="left")} if whole else None
         p = self._layout_widget.addPlot(row=row, col=col, axisItems=axes,
-                                        viewBox=SteadyViewBox(steady_x=True))
+                                        viewBox=SteadyViewBox(steady_x=True,
+                                                              min_x_span=MIN_SPAN_S))
         p.setTitle(title, size="9pt")
         p.showGrid(x=True, y=True, alpha=0.2)
         p.setClipToView(True)

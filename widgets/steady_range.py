@@ -99,9 +99,14 @@ class SteadyViewBox(pg.ViewBox):
     """A ViewBox whose y autorange (and x's too, with *steady_x*) is steady_range's (see
     the module docstring); an autoranged axis not steadied is pyqtgraph's own."""
 
-    def __init__(self, *args, steady_x: bool = False, **kwargs) -> None:
+    def __init__(self, *args, steady_x: bool = False, min_x_span: float = 0.0,
+                 **kwargs) -> None:
+        """*min_x_span*: a steadied x range spans at least this much from its start (the
+        client plots' first minute of a run: its seconds would step the range, and draw
+        every time axis again, every second or two)."""
         super().__init__(*args, **kwargs)
         self._steady_x = steady_x
+        self._min_x_span = min_x_span
         # By axis: the round range set here, the range shown for it (with margins) and
         # the view's size in pixels the margins were for.
         self._steady: dict[int, tuple[tuple[float, float], tuple[float, float], float]] = {}
@@ -139,6 +144,12 @@ class SteadyViewBox(pg.ViewBox):
             mine = self._steady.get(ax)  # (round range, range shown for it, size)
             current = mine[0] if mine is not None and _same(mine[1], view[ax]) else None
             new = steady_range(current, bounds[0], bounds[1], self.suggestPadding(ax))
+            if ax == 0 and new[1] - new[0] < self._min_x_span:
+                # From a fifth of the span below (0 for a run's seconds), so that the
+                # first seconds' own rounding does not move it.
+                unit = self._min_x_span / STEPS
+                start = math.floor(new[0] / unit) * unit
+                new = (start, start + self._min_x_span)
             size = self.width() if ax == 0 else self.height()
             # Resized (laid out after its first data, a splitter moved): the same round
             # range with margins of as many pixels as before, or the end labels drop.

@@ -141,8 +141,9 @@ def test_the_client_plots_steady_their_y_axes_and_cache_their_axes(qtbot):
                 plot.getAxis(name).CacheMode.DeviceCoordinateCache
 
 
-def test_the_client_plots_time_axis_moves_in_steps_as_the_run_grows(qtbot):
+def test_the_client_plots_time_axis_holds_the_first_minute_then_moves_in_steps(qtbot):
     from backend.load.load_model import SecondStats
+    from widgets.client_plots import MIN_SPAN_S
     plots = ClientPlots()
     qtbot.addWidget(plots)
     plots.resize(600, 400)
@@ -150,7 +151,7 @@ def test_the_client_plots_time_axis_moves_in_steps_as_the_run_grows(qtbot):
     rate = plots._plots["rate"]
     ranges = []
     history = []
-    for t in range(1, 41):
+    for t in range(1, 151):
         history.append(_second(SecondStats, t))
         plots.set_history(history)
         QApplication.processEvents()
@@ -158,7 +159,13 @@ def test_the_client_plots_time_axis_moves_in_steps_as_the_run_grows(qtbot):
         x0, x1 = rate.getViewBox().viewRange()[0]
         assert -0.05 * x1 < x0 <= 1.0 and x1 >= t  # every second shown, from 0 (a margin)
         ranges.append((x0, x1))
-    assert len(set(ranges)) <= 15  # not forty: each new range ~25 % past the last
+    # (the first second is drawn before the plots are laid out for their titles)
+    first_minute = {r for t, r in enumerate(ranges, start=1) if 2 <= t < MIN_SPAN_S - 1}
+    assert len(first_minute) == 1  # one range: no time axis drawn again for a minute
+    x0, x1 = first_minute.pop()
+    assert MIN_SPAN_S <= x1 - x0 < 1.1 * MIN_SPAN_S
+    # Then 80, 100, 125, 150: each new range ~25 % past the last (150 seconds, 6 ranges).
+    assert len(set(ranges)) <= 6
 
 
 def _second(cls, t: int):
