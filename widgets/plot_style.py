@@ -1,6 +1,7 @@
 """What the three plot stacks (LivePlots, ReplicaView, GpuPlots) share: their colours,
-how old a series or a plot's newest sample reads, and how that age is written into a
-plot's title and a legend entry — one copy, so a fix lands in all three."""
+axes that are cheap to draw (`cache_axes`, the other plots' too), how old a series or a
+plot's newest sample reads, and how that age is written into a plot's title and a legend
+entry — one copy, so a fix lands in all three."""
 
 from __future__ import annotations
 
@@ -36,8 +37,9 @@ def cache_axes(plot: pg.PlotItem, axes: tuple[str, ...] = ("left", "bottom")) ->
     - Its grid lines opaque, in the colour the translucent line would have had over the
       plot's background (`opaque_grid`): Qt's raster engine blends a translucent line
       pixel by pixel, 8× an opaque one (10 lines across a 420 × 320 pixmap: 0.56 against
-      0.07 ms), and an axis drawn again was ~3 ms of grid for ~0.4 ms of text — the
-      client plots' longest paints (all four time axes at once) 30 ms against 15 ms.
+      0.07 ms); replaying an axis into its pixmap took ~2.4 of its ~3.5 ms, ~0.15 ms
+      opaque — the client plots' longest paint 43.8 against 13.0 ms
+      (benchmarks/axis_paint.py).
     - Beneath the data: an opaque grid line drawn over a curve would cut a pixel out of
       it where a translucent one tinted it (pyqtgraph puts axes above the view; their
       `shape` is the axis strip alone, so the grid never took the view's mouse)."""
