@@ -11,8 +11,9 @@ paints `benchmarks/gui_stall.py` found on the GUI thread under flat-out load.
 
 Variants, each in a fresh process, alternated in every repeat:
   opaque       the console as it is;
-  translucent  the same with `plot_style.opaque_grid` switched off (pyqtgraph's own grid
-               lines, translucent) — the console before 2026-12-06.
+  translucent  the same with `plot_style.opaque_grid` switched off: pyqtgraph's own grid
+               lines, translucent, as before 2026-12-06 (the axes still beneath the data,
+               as `cache_axes` puts them now; only the grid's pens differ).
 
 Per variant: median paint, p99 and the longest paint (each the median of the repeats, with
 their range), and how many paints redrew an axis. The last line is one JSON object.
@@ -37,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from benchmarks.common import Spread, emit  # noqa: E402
 
 VARIANTS = ("opaque", "translucent")
-SIZE = (900, 380)  # the load panel's plots in a 1,440 × 900 window
+SIZE = (900, 380)  # about the load panel's plots in a 1,400 × 900 window
 
 
 def one_run(variant: str, seconds: int, seed: int) -> dict:
