@@ -30,8 +30,14 @@ named `…_smooth`.
 Per case: p50/p99/max lateness (median of the runs, with their range) and the achieved
 request rate. Goal: p99 ≤ 16 ms and max ≤ 50 ms in every case (the default scrolling).
 
+With `--own-core` (a diagnostic, not the bar's rig) the console runs alone on one CPU and
+every process it starts (the local Ray head, the generator's child, the reference server)
+on the others (benchmarks/core_split.py): what is left is the console's own lateness,
+without the waits for a CPU that sharing 2 cores with a cluster under load adds.
+
 Usage: python benchmarks/gui_stall.py [--seconds 10] [--repeats 3] [--users 64]
                                       [--no-in-process] [--scroll step|smooth|both]
+                                      [--own-core]
 The last line is one JSON object.
 """
 
@@ -316,7 +322,18 @@ def main() -> None:
     ap.add_argument("--scroll", choices=("step", "smooth", "both"), default="both",
                     help="the plots moving once a second (the default), gliding ten "
                          "times a second, or both alternated")
+    ap.add_argument("--own-core", action="store_true",
+                    help="diagnostic, not the bar's rig: the console alone on one CPU, "
+                         "every process it starts on the others (benchmarks/core_split.py)")
     args = ap.parse_args()
+    watcher = None
+    if args.own_core:
+        from benchmarks.core_split import split
+
+        mine, others, watcher = split()
+        print(f"diagnostic rig (--own-core): the console on CPU {mine}, every process it "
+              f"starts on CPU {','.join(map(str, sorted(others)))}; not the bar's rig",
+              flush=True)
     t_start = time.monotonic()
     load_before = os.getloadavg()
     print(f"cpus: {os.cpu_count()}, load average: {load_before[0]:.2f} "
@@ -349,6 +366,8 @@ def main() -> None:
                           f"{res['cpu_wait_s']:.2f} s for a CPU)", flush=True)
     finally:
         bench.shutdown()
+        if watcher is not None:
+            watcher.terminate()
     load_after = os.getloadavg()
     elapsed = time.monotonic() - t_start
 
@@ -380,7 +399,9 @@ def main() -> None:
         goal_met = None
     print(f"goal: p99 ≤ {GOAL_P99_MS:g} ms and max ≤ {GOAL_MAX_MS:g} ms in idle, live and "
           f"flat_out (the default scrolling): {'met' if goal_met else 'NOT met'}"
-          + ("" if "idle" in summ else " (not run: --scroll smooth)"))
+          + ("" if "idle" in summ else " (not run: --scroll smooth)")
+          + (" — on the diagnostic rig (--own-core), not the bar's" if args.own_core
+             else ""))
     print(f"load average before {load_before[0]:.2f}, after {load_after[0]:.2f} "
           f"({os.cpu_count()} cpus); {elapsed:.0f} s in all")
 
@@ -407,6 +428,7 @@ def main() -> None:
         "goal_p99_ms": GOAL_P99_MS, "goal_max_ms": GOAL_MAX_MS, "goal_met": goal_met,
         "seconds": args.seconds, "repeats": args.repeats, "users": args.users,
         "scroll": args.scroll,
+        "rig": "own_core" if args.own_core else "shared",
         "load_average_before": round(load_before[0], 2),
         "load_average_after": round(load_after[0], 2),
         "elapsed_s": round(elapsed, 1),
