@@ -7,11 +7,12 @@ machine those take the other core; the console's GUI thread then competes only w
 console's own threads. It is a diagnostic, not the bar's rig: the bar is measured with
 every process free to run anywhere, as a user's machine runs them.
 
-How: `split(parent_pid)` pins every thread of this process to CPU 0 and starts a watcher
+How: `split()` pins every thread of this process to its first CPU and starts a watcher
 process on the other CPUs. The watcher looks at /proc every 50 ms and moves every thread
-of every descendant of *parent_pid* (its children, their children: `ray start`'s raylet
-and its workers) onto the other CPUs. A process lives at most ~50 ms on CPU 0 before it
-is moved. The watcher ends when the parent has gone. Linux only.
+of every descendant of this process (its children, their children: `ray start`'s raylet
+and its workers) onto the other CPUs (the process tree: tests/support/tree_cpu.py). A
+process lives at most ~50 ms on the console's CPU before it is moved. The watcher ends
+when this process has gone. Linux only.
 """
 
 from __future__ import annotations
@@ -20,12 +21,13 @@ import os
 import subprocess
 import sys
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from tests.support.tree_cpu import process_tree  # noqa: E402
 
 POLL_S = 0.05
-
-
-def available() -> bool:
-    return hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= 2
 
 
 def _tasks(pid: int) -> list[int]:
@@ -35,56 +37,28 @@ def _tasks(pid: int) -> list[int]:
         return []
 
 
-def pin_self(cpus: set[int]) -> None:
-    """Every thread of this process (existing ones; new ones inherit) onto *cpus*."""
-    for tid in _tasks(os.getpid()):
+def _pin(pid: int, cpus: set[int]) -> None:
+    """Every thread of *pid* (existing ones; new ones inherit) onto *cpus*."""
+    for tid in _tasks(pid):
         try:
-            os.sched_setaffinity(tid, cpus)
+            if os.sched_getaffinity(tid) != cpus:
+                os.sched_setaffinity(tid, cpus)
         except OSError:
-            pass
+            pass  # gone meanwhile
 
 
-def split(parent_pid: int | None = None) -> tuple[int, set[int], subprocess.Popen]:
+def split() -> tuple[int, set[int], subprocess.Popen]:
     """Pin this process to its first CPU; start the watcher that moves its descendants
-    to the rest. Returns (console CPU, the others' CPUs, the watcher)."""
+    to the rest. Returns (the console's CPU, the others, the watcher)."""
     cpus = sorted(os.sched_getaffinity(0))
     if len(cpus) < 2:
         raise RuntimeError("--own-core needs at least 2 CPUs")
     mine, others = cpus[0], set(cpus[1:])
-    parent = parent_pid or os.getpid()
     watcher = subprocess.Popen(
-        [sys.executable, os.path.abspath(__file__), str(parent),
+        [sys.executable, os.path.abspath(__file__), str(os.getpid()),
          ",".join(map(str, sorted(others)))], stdin=subprocess.DEVNULL)
-    pin_self({mine})
+    _pin(os.getpid(), {mine})
     return mine, others, watcher
-
-
-def _parents() -> dict[int, int]:
-    out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
-        except OSError:
-            continue
-        # pid (comm) state ppid …: comm may hold spaces and parentheses.
-        out[int(name)] = int(stat[stat.rindex(b")") + 2:].split()[1])
-    return out
-
-
-def _descendants(root: int, parents: dict[int, int]) -> set[int]:
-    children: dict[int, list[int]] = {}
-    for pid, ppid in parents.items():
-        children.setdefault(ppid, []).append(pid)
-    found, todo = set(), [root]
-    while todo:
-        for c in children.get(todo.pop(), []):
-            if c not in found:
-                found.add(c)
-                todo.append(c)
-    return found
 
 
 def watch(parent: int, others: set[int]) -> None:
@@ -92,16 +66,11 @@ def watch(parent: int, others: set[int]) -> None:
     os.sched_setaffinity(0, others)
     me = os.getpid()
     while True:
-        parents = _parents()
-        if parent not in parents:
+        tree = process_tree(parent)
+        if not tree:
             return
-        for pid in _descendants(parent, parents) - {me}:
-            for tid in _tasks(pid):
-                try:
-                    if os.sched_getaffinity(tid) != others:
-                        os.sched_setaffinity(tid, others)
-                except OSError:
-                    pass  # gone meanwhile
+        for pid in tree - {parent, me}:
+            _pin(pid, others)
         time.sleep(POLL_S)
 
 

@@ -149,7 +149,7 @@ class SteadyViewBox(pg.ViewBox):
                 # first seconds' own rounding does not move it.
                 unit = self._min_x_span / STEPS
                 start = math.floor(new[0] / unit) * unit
-                new = (start, start + self._min_x_span)
+                new = (start, max(start + self._min_x_span, new[1]))
             size = self.width() if ax == 0 else self.height()
             # Resized (laid out after its first data, a splitter moved): the same round
             # range with margins of as many pixels as before, or the end labels drop.

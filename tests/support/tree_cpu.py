@@ -34,6 +34,22 @@ def _table() -> dict[int, tuple[int, float]]:
     return out
 
 
+def process_tree(root: int, table: dict[int, tuple[int, float]] | None = None) -> set[int]:
+    """*root* and every process it started, and they started (from *table*, or now),
+    as far as they are alive; empty if *root* is gone."""
+    table = _table() if table is None else table
+    children = collections.defaultdict(list)
+    for pid, (ppid, _) in table.items():
+        children[ppid].append(pid)
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        if pid in table and pid not in tree:
+            tree.add(pid)
+            todo.extend(children[pid])
+    return tree
+
+
 class TreeCpu:
     """Charges the tree's CPU to `current` (a label) until stopped."""
 
@@ -57,15 +73,7 @@ class TreeCpu:
 
     def _sample(self, charge: bool = True) -> None:
         table = _table()
-        children = collections.defaultdict(list)
-        for pid, (ppid, _) in table.items():
-            children[ppid].append(pid)
-        tree, todo = set(), [self.root]
-        while todo:
-            pid = todo.pop()
-            if pid in table and pid not in tree:
-                tree.add(pid)
-                todo.extend(children[pid])
+        tree = process_tree(self.root, table)
         grown = 0.0
         for pid in tree:
             cpu = table[pid][1]

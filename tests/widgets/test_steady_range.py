@@ -131,6 +131,22 @@ def test_x_autorange_still_follows_the_data(qtbot):
     assert x0 <= 0.0 and x1 >= 9.0
 
 
+def test_a_minimum_x_span_still_shows_every_point(qtbot):
+    """A steadied x range given a minimum span (the client plots' first minute) widens
+    to it from a round start, and never so that data falls past its end."""
+    w = pg.PlotWidget(viewBox=SteadyViewBox(steady_x=True, min_x_span=60.0))
+    qtbot.addWidget(w)
+    w.resize(400, 300)
+    w.show()
+    for xs in ([1.0, 2.0, 3.0], [59.0, 80.0, 115.0], [3.0, 40.0, 61.0]):
+        w.plot(xs, [1.0, 2.0, 3.0], clear=True)
+        QApplication.processEvents()
+        w.getViewBox().updateAutoRange()
+        x0, x1 = w.getViewBox().viewRange()[0]
+        assert x0 <= xs[0] and x1 >= xs[-1], (xs, x0, x1)
+        assert x1 - x0 >= 60.0
+
+
 def test_the_client_plots_steady_their_y_axes_and_cache_their_axes(qtbot):
     plots = ClientPlots()
     qtbot.addWidget(plots)
