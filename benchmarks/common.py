@@ -7,8 +7,13 @@ a grid whose step would set the answer.
 
 Every benchmark prints its result as one JSON line (`emit`). Given `--save` anywhere on its
 command line, it also appends that line, with the date, the machine (cores, CPU model,
-GPUs) and the git commit, to `benchmarks/results/<benchmark>.jsonl`: the files README's
-figures cite.
+GPUs) and the git commit, to `benchmarks/results/<benchmark>.jsonl` (or the folder
+`BENCHMARK_RESULTS` names), the files `benchmarks/report.py` turns into
+docs/performance.md. A saved figure must name a commit that measured it: `--save` refuses,
+before the benchmark starts, while the product's, the benchmarks' or the tests' code has
+uncommitted changes. In a tree that is not a git checkout (one unpacked from
+`git archive`, as scripts/gpu_pack.sh packs it) the commit comes from `SERVE_CONSOLE_COMMIT`
+or a `.commit` file in the tree's root, and `--save` refuses without one.
 """
 
 from __future__ import annotations
@@ -25,13 +30,97 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
-RESULTS = Path(__file__).resolve().parent / "results"
-# Taken off the command line before the benchmark reads its own arguments.
+RESULTS = (Path(os.environ["BENCHMARK_RESULTS"]) if os.environ.get("BENCHMARK_RESULTS")
+           else Path(__file__).resolve().parent / "results")
+# What a saved figure depends on: a change here, committed or not, can move it. Saved
+# results and the docs are not code; nor is anything else outside these (README, .gitignore).
+CODE = ("console/", "widgets/", "backend/", "demo_apps/", "resources/", "benchmarks/",
+        "tests/", "scripts/", ".ci/", "pyproject.toml", "setup.py", "test.sh", "run.sh")
+NOT_CODE = ("benchmarks/results/",)
+
+
+def _git(root: Path, *args: str) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(["git", "-C", str(root), *args], capture_output=True,
+                              timeout=30)
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def is_checkout(root: Path = ROOT) -> bool:
+    """Whether *root* is the top of a git checkout with a commit (git installed)."""
+    top = _git(root, "rev-parse", "--show-toplevel")
+    head = _git(root, "rev-parse", "--verify", "-q", "HEAD^{commit}")
+    if not (top and top.returncode == 0 and head and head.returncode == 0):
+        return False
+    return Path(top.stdout.decode().strip()).resolve() == Path(root).resolve()
+
+
+def uncommitted_code(root: Path = ROOT) -> list[str]:
+    """The code files (CODE, less NOT_CODE) of the checkout *root* that differ from its
+    commit: modified, staged, deleted, renamed, or new and not ignored."""
+    out = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all")
+    if out is None or out.returncode != 0:
+        raise RuntimeError(f"git status failed in {root}")
+    entries = out.stdout.decode("utf-8", "replace").split("\0")
+    paths, i = [], 0
+    while i < len(entries):
+        entry = entries[i]
+        i += 1
+        if len(entry) < 4:
+            continue
+        paths.append(entry[3:])
+        if entry[0] in "RC":  # a rename or copy: its old path follows
+            paths.append(entries[i])
+            i += 1
+    def code(p: str) -> bool:
+        return (any(p == c or (c.endswith("/") and p.startswith(c)) for c in CODE)
+                and not any(p.startswith(n) for n in NOT_CODE))
+    return sorted({p for p in paths if code(p)})
+
+
+def given_commit(root: Path = ROOT) -> str | None:
+    """The commit a tree that is not a checkout says it was packed from: the environment's
+    SERVE_CONSOLE_COMMIT, else the first line of the tree's `.commit` file."""
+    text = os.environ.get("SERVE_CONSOLE_COMMIT", "").strip()
+    if not text:
+        try:
+            text = (Path(root) / ".commit").read_text().strip().split("\n")[0].strip()
+        except OSError:
+            text = ""
+    return text or None
+
+
+def save_refusal(root: Path = ROOT) -> str | None:
+    """Why --save must not run here (None: it may): uncommitted code changes, or neither
+    a git checkout nor a given commit."""
+    if is_checkout(root):
+        changed = uncommitted_code(root)
+        if not changed:
+            return None
+        shown = "\n".join(f"  {p}" for p in changed[:30])
+        more = f"\n  … and {len(changed) - 30} more" if len(changed) > 30 else ""
+        return ("--save refused: a saved figure must name the commit it measured, and "
+                f"these code files have uncommitted changes:\n{shown}{more}\n"
+                "Commit them (or run without --save). The benchmark was not run.")
+    if given_commit(root):
+        return None
+    return (f"--save refused: {root} is not a git checkout and no commit is given "
+            "(set SERVE_CONSOLE_COMMIT or write it to .commit in the tree's root). "
+            "The benchmark was not run.")
+
+
+# Taken off the command line before the benchmark reads its own arguments; refused here,
+# at import, so that a run whose figure could not be saved does not start.
 SAVE = "--save" in sys.argv
 if SAVE:
     sys.argv = [a for a in sys.argv if a != "--save"]
+    _why = save_refusal()
+    if _why:
+        sys.exit(_why)
 
 # The search lives in the product (the auto-tuner uses it); benchmarks import it from here.
 from backend.load.rate_search import Search, bisect_max_rate  # noqa: E402,F401
@@ -103,13 +192,13 @@ def gpus() -> list[str]:
 
 def provenance() -> dict:
     """Where and when a figure was measured: date, machine, commit, command line."""
-    root = str(Path(__file__).resolve().parents[1])
-    commit = _run(["git", "-C", root, "rev-parse", "HEAD"])
-    dirty = bool(_run(["git", "-C", root, "status", "--porcelain", "--untracked-files=no"]))
+    commit = (_run(["git", "-C", str(ROOT), "rev-parse", "HEAD"]) if is_checkout(ROOT)
+              else given_commit(ROOT))
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "gpus": gpus(),
                         "host": platform.node(), "python": platform.python_version()},
-            "commit": commit + ("+uncommitted changes" if dirty else "") if commit else None,
+            # Plain: --save refused to start with uncommitted code (save_refusal).
+            "commit": commit or None,
             "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]])}
 
 
@@ -124,4 +213,5 @@ def emit(result: dict, name: str | None = None) -> None:
     path = RESULTS / f"{name}.jsonl"
     with open(path, "a") as f:
         f.write(json.dumps({"benchmark": name, **provenance(), "result": result}) + "\n")
-    print(f"saved: {path.relative_to(RESULTS.parents[1])}", file=sys.stderr, flush=True)
+    shown = path.relative_to(ROOT) if path.is_relative_to(ROOT) else path
+    print(f"saved: {shown}", file=sys.stderr, flush=True)

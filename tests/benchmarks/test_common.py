@@ -66,4 +66,105 @@ def test_emit_prints_one_json_line_and_saves_it_with_its_provenance(tmp_path, mo
     assert rec["benchmark"] == "probe" and rec["date"].startswith("20")
     assert rec["machine"]["cores"] >= 1 and rec["machine"]["cpu"]
     assert isinstance(rec["machine"]["gpus"], list)
-    assert rec["commit"] and len(rec["commit"].split("+")[0]) == 40
+    assert rec["commit"] and len(rec["commit"]) == 40 and "+" not in rec["commit"]
+
+
+# --save refuses while code has uncommitted changes: a saved figure names the commit that
+# measured it. Checked in a real repository of its own.
+
+import os  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+
+needs_git = pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+
+
+def _git(repo, *args):
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t",
+                    *args], check=True, capture_output=True)
+
+
+@pytest.fixture
+def repo(tmp_path):
+    """A committed tree shaped like this project's, with benchmarks/common.py in it."""
+    root = tmp_path / "repo"
+    for rel in ("backend/x.py", "tests/test_x.py", "docs/a.md", "README.md",
+                "benchmarks/results/b.jsonl", "pyproject.toml"):
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        (root / rel).write_text("one\n")
+    here = Path(__file__).resolve().parents[2] / "benchmarks" / "common.py"
+    shutil.copy(here, root / "benchmarks" / "common.py")
+    # A benchmark that says when it ran; its import of common refuses --save first.
+    (root / "benchmarks" / "probe.py").write_text(
+        "import sys\nsys.path.insert(0, __import__('os').path.dirname(__file__))\n"
+        "import common\nprint('ran', common.SAVE)\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "commit", "-q", "-m", "c")
+    return root
+
+
+@needs_git
+def test_save_is_allowed_on_committed_code_and_with_non_code_changes(repo):
+    import common
+
+    assert common.is_checkout(repo) and common.save_refusal(repo) is None
+    # Saved results, the docs, README and untracked files outside the code are not code.
+    (repo / "benchmarks/results/b.jsonl").write_text("two\n")
+    (repo / "benchmarks/results/new.jsonl").write_text("x\n")
+    (repo / "docs/a.md").write_text("two\n")
+    (repo / "README.md").write_text("two\n")
+    (repo / "notes.txt").write_text("x\n")
+    assert common.uncommitted_code(repo) == []
+    assert common.save_refusal(repo) is None
+
+
+@needs_git
+def test_save_is_refused_naming_each_changed_code_file(repo):
+    import common
+
+    (repo / "backend/x.py").write_text("two\n")            # modified
+    (repo / "tests/test_new.py").write_text("x\n")          # new, untracked
+    (repo / "pyproject.toml").unlink()                       # deleted
+    _git(repo, "mv", "tests/test_x.py", "tests/test_y.py")  # renamed, staged
+    assert common.uncommitted_code(repo) == ["backend/x.py", "pyproject.toml",
+                                             "tests/test_new.py", "tests/test_x.py",
+                                             "tests/test_y.py"]
+    why = common.save_refusal(repo)
+    assert why and "--save refused" in why and "backend/x.py" in why
+    assert "tests/test_new.py" in why and "docs" not in why
+
+
+@needs_git
+def test_a_benchmark_with_save_stops_before_it_runs_on_uncommitted_code(repo):
+    (repo / "backend/x.py").write_text("two\n")
+    out = subprocess.run([sys.executable, str(repo / "benchmarks/probe.py"), "--save"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0
+    assert "backend/x.py" in out.stderr and "ran" not in out.stdout
+    # Without --save nothing is checked (what happens past the check in this bare tree
+    # does not matter here).
+    plain = subprocess.run([sys.executable, str(repo / "benchmarks/probe.py")],
+                           capture_output=True, text=True, timeout=60)
+    assert "--save refused" not in plain.stderr
+
+
+def test_outside_a_checkout_save_needs_a_given_commit(tmp_path, monkeypatch):
+    import common
+
+    monkeypatch.delenv("SERVE_CONSOLE_COMMIT", raising=False)
+    assert not common.is_checkout(tmp_path)
+    assert "not a git checkout" in common.save_refusal(tmp_path)
+    (tmp_path / ".commit").write_text("ab" * 20 + "\n")
+    assert common.given_commit(tmp_path) == "ab" * 20
+    assert common.save_refusal(tmp_path) is None
+    monkeypatch.setenv("SERVE_CONSOLE_COMMIT", "cd" * 20)
+    assert common.given_commit(tmp_path) == "cd" * 20
+
+
+def test_provenance_outside_a_checkout_names_the_given_commit(tmp_path, monkeypatch):
+    import common
+
+    monkeypatch.setattr(common, "ROOT", tmp_path)
+    monkeypatch.setenv("SERVE_CONSOLE_COMMIT", "ef" * 20)
+    assert common.provenance()["commit"] == "ef" * 20
