@@ -8,21 +8,21 @@
 # tests/parallel.py). Then most of the rest on SERVE_CONSOLE_TEST_WORKERS pytest-xdist
 # workers (default 2): much of a real-cluster test is waiting for Ray (a head starting,
 # replicas deploying, a metrics report), so two overlap even on 2 cores; each worker takes
-# work units whole (tests/parallel.py). Last the tests marked `quiet`, one at a
-# time: they measure a time bar (a death seen within 2 s, an exit within 7 s) or rates
-# under load, which other heads on 2 cores stretch. Two at a time held every bar in 5
-# runs on 2026-11-28 (load average 2-9), but not on slower days of the machine: on
-# 2026-12-02 and 2026-12-03 a quiet test beside test_faults' head starts and kills ran
-# at load average 13-35 and 4-6 of them failed each run (a demo at 20 req/s answering 6,
-# p99 of 100 ms sleeps over a second, an exit after 7.2 s for 7).
+# work units whole (tests/parallel.py); more workers only pile more heads on the same
+# cores. Last the tests marked `quiet`, one at a time: they measure a time bar (a death
+# seen within 2 s, an exit within 7 s) or rates under load, which other heads on 2 cores
+# stretch. Even two at a time held only on a quiet machine: on a slow one, a quiet test
+# beside another's head starts and kills failed its bar (a demo at 20 req/s answering a
+# third of that, the p99 of 100 ms sleeps over a second, an exit late by a fraction of a
+# second).
 # SERVE_CONSOLE_TEST_WORKERS=1 runs everything after the first pass in this process.
 set -uo pipefail
 cd "$(dirname "$0")"
 scripts/setup.sh || exit 1
 export QT_QPA_PLATFORM=offscreen
 # Each pass and each xdist worker collects the whole suite: with bytecode caching off
-# (PYTHONDONTWRITEBYTECODE, set in some images) every one of them compiled and
-# assert-rewrote every test module again (collection 14 s against 5 s with the cache).
+# (PYTHONDONTWRITEBYTECODE, set in some images) every one of them would compile and
+# assert-rewrite every test module again (a collection about three times as long).
 unset PYTHONDONTWRITEBYTECODE
 export SERVE_CONSOLE_SETTINGS="${SERVE_CONSOLE_SETTINGS:-$(mktemp -d)/settings.ini}"
 # The consoles the tests start record their sessions here, not in the user's folder.

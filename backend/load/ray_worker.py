@@ -141,8 +141,8 @@ class LoadWorker:
         # The engine's thread shares this process's GIL with Ray's: each poll is a Ray
         # task run in Python on another thread (~1 ms), and at Python's default 5 ms
         # switch interval the engine, woken to send or read, waited for it. At 0.5 ms it
-        # gets the GIL back sooner (a cluster run's p99 read ~+10 % over the console's
-        # own generator's, ~+4 % after; docs/performance-history.md).
+        # gets the GIL back sooner, which roughly halved a cluster run's p99 excess over
+        # the console's own generator's (benchmarks/cluster_load.py; docs/performance.md).
         sys.setswitchinterval(SWITCH_INTERVAL_S)
         gen = ThreadLoadGenerator(target, model=model, seed=seed, start_at=start_at,
                                   phase_s=phase_s, keep_seconds=True, **options)
