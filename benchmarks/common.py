@@ -209,7 +209,7 @@ def emit(result: dict, name: str | None = None) -> None:
     if not SAVE:
         return
     name = name or Path(sys.argv[0]).stem
-    RESULTS.mkdir(exist_ok=True)
+    RESULTS.mkdir(parents=True, exist_ok=True)
     path = RESULTS / f"{name}.jsonl"
     with open(path, "a") as f:
         f.write(json.dumps({"benchmark": name, **provenance(), "result": result}) + "\n")

@@ -17,6 +17,14 @@
 #   bash .gpu/prelude.sh && . /tmp/gpu-env.sh && cd /tmp/proj && scripts/gpu_check.sh
 # On a machine without a GPU it runs too (the demos compute on the CPU, the GPU figures
 # are null and the real-GPU test is skipped, saying why).
+#
+# Where nvidia-smi lists a GPU, the three benchmarks run with --save: each appends its line
+# (the GPU machine, the commit of the packed tree, from the .commit scripts/gpu_pack.sh
+# writes) to $BENCHMARK_RESULTS/NAME.jsonl, by default $OUT/results/ where $OUT is set
+# (a device run's folder that comes back), else benchmarks/results/. Back here, append
+# them: `cat …/results/NAME.jsonl >> benchmarks/results/NAME.jsonl`, commit, and run
+# benchmarks/report.py. GPU_CHECK_SAVE=0 saves nothing; where the commit is not known
+# (no checkout, no .commit, no SERVE_CONSOLE_COMMIT) nothing is saved and it says why.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -25,6 +33,24 @@ export PYTHONUNBUFFERED=1 QT_QPA_PLATFORM=offscreen
 # ≥ 100 requests (defaults 5 s, 300), so a trial's p99 is about its slowest request.
 export BATCHING_TRIAL_S=${BATCHING_TRIAL_S:-3} BATCHING_MIN_REQUESTS=${BATCHING_MIN_REQUESTS:-100}
 LOGS=$(mktemp -d)
+export BENCHMARK_RESULTS=${BENCHMARK_RESULTS:-${OUT:+$OUT/results}}
+save=""
+if [ "${GPU_CHECK_SAVE:-1}" != 0 ]; then
+  save=$("$PY" - <<'PY'
+import sys
+sys.path.insert(0, "benchmarks")
+import common
+if not common.gpus():
+    print("gpu_check: nvidia-smi lists no GPU: the benchmarks' lines are not saved",
+          file=sys.stderr)
+elif common.save_refusal():
+    print("gpu_check: " + common.save_refusal(), file=sys.stderr)
+else:
+    print("--save")
+PY
+)
+fi
+[ -n "$save" ] && echo "gpu_check: saving to ${BENCHMARK_RESULTS:-benchmarks/results}/" >&2
 want=" ${*:-smoke gpu_tests batching streaming multiplex} "
 
 step() {  # step NAME TIMEOUT_S COMMAND…  (its rc lands in $LOGS/NAME.rc)
@@ -61,7 +87,7 @@ print(json.dumps({"step": "device", "rc": 0, "result": {
     "gpus": torch.cuda.device_count() if cuda else 0}}), flush=True)
 PY
 
-step batching 360 "$PY" benchmarks/batching_speedup.py 3
+step batching 360 "$PY" benchmarks/batching_speedup.py 3 $save
 # Side by side, four at once (in turn they would take ~4 more minutes); the starts a few
 # seconds apart, so the Ray heads do not race for ports.
 step smoke 240 "$PY" scripts/demo_smoke.py &
@@ -70,9 +96,9 @@ step gpu_tests 200 "$PY" -m pytest -q -p no:cacheprovider -o addopts= \
   tests/backend/test_demo_batched.py tests/backend/test_gpu_view_real.py \
   tests/backend/test_gpu_shares.py tests/backend/test_metrics_gpu.py &
 sleep 8
-step streaming 200 "$PY" benchmarks/streaming_pipeline.py 960 3 &
+step streaming 200 "$PY" benchmarks/streaming_pipeline.py 960 3 $save &
 sleep 8
-step multiplex 200 "$PY" benchmarks/multiplex_hit_rate.py 300 1 &
+step multiplex 200 "$PY" benchmarks/multiplex_hit_rate.py 300 1 $save &
 wait
 failed=()
 steps=()
@@ -82,6 +108,8 @@ for f in "$LOGS"/*.rc; do
   steps+=("$name=$rc")
   [ "$rc" -eq 0 ] || failed+=("$name")
 done
-echo "{\"step\": \"all\", \"rc\": ${#failed[@]}, \"steps\": \"${steps[*]}\", \"failed\": \"${failed[*]}\"}"
+saved_to=""
+[ -n "$save" ] && saved_to=${BENCHMARK_RESULTS:-benchmarks/results}
+echo "{\"step\": \"all\", \"rc\": ${#failed[@]}, \"steps\": \"${steps[*]}\", \"failed\": \"${failed[*]}\", \"saved_to\": \"$saved_to\"}"
 rm -rf "$LOGS"
 [ ${#failed[@]} -eq 0 ]

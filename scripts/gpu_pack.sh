@@ -30,7 +30,12 @@ python3 -m pip install -q --no-deps --no-compile "${PLAT[@]}" --target "$W/site"
 rm -rf "$W/site/ray/jars" "$W/site/ray/rllib" "$W"/site/ray/dashboard/client/build/static/js/*.map "$W/site/bin"
 mkdir -p .gpu
 tar -C "$W/site" -cf - . | xz -6 -T0 > .gpu/site.tar.xz
-git archive --format=tar HEAD | xz -6 > .gpu/proj.tar.xz
+# The tree as committed, with its commit in .commit: the unpacked tree is no git checkout,
+# and a benchmark's --save names that commit (benchmarks/common.py, given_commit).
+git archive --format=tar -o "$W/proj.tar" HEAD
+git rev-parse HEAD > "$W/.commit"
+tar -C "$W" -rf "$W/proj.tar" .commit
+xz -6 < "$W/proj.tar" > .gpu/proj.tar.xz
 cat > .gpu/prelude.sh <<'PRE'
 #!/bin/bash
 # On the GPU machine: unpack Ray and the project, put `ray` on PATH. Then: cd /tmp/proj.
