@@ -513,8 +513,7 @@ run's repeats (a single number: one run, or no spread saved). A commit marked
 "+ uncommitted" was measured with changes not in that commit, so it is not exactly
 reproducible. A line saved on a GPU machine is a row of its own ("on a GPU"). The
 machine's speed varies by hour and by day: ratios measured side by side hold better than
-absolute times. How each figure was measured, and every earlier one:
-[performance-history.md](performance-history.md).
+absolute times. Every earlier saved line stays in its file, with its command line.
 """
 
 COLUMNS = ["benchmark", "what it measures", "newest figure", "date", "commit", "machine",
