@@ -355,18 +355,18 @@ BENCHMARKS: dict[str, Bench] = {
     "fleet_scale": Bench(
         "a console poll and the GUI against 50 nodes × 100 deployments × 1,000 replicas",
         _fleet_scale,
-        "the console's poll ≤ 10 % of a core; GUI p99 ≤ 16 ms; memory ≤ 300 MB; "
-        "recording ≤ 200 MB/h; at most linear growth",
-        [("≤ 10 % of a core", lambda r: le(r.get("console_poll_core_share"), 0.10)),
+        "a poll ≤ 10 % of a core (the benchmark's own bar: the scrape in one process); "
+        "GUI p99 ≤ 16 ms; memory ≤ 300 MB; recording ≤ 200 MB/h; at most linear growth",
+        [("≤ 10 % of a core", lambda r: le(r.get("poll_core_share"), 0.10)),
          ("GUI p99 ≤ 16 ms", lambda r: le(r.get("gui_p99_ms"), 16)),
          ("memory ≤ 300 MB", lambda r: le(r.get("memory_growth_mb_8h"), 300)),
          ("recording ≤ 200 MB/h", lambda r: le(r.get("recording_mb_per_h"), 200)),
          ("at most linear growth", lambda r: le(r.get("poll_cpu_s_ratio_100_vs_10"), 10))]),
     "suite_time": Bench(
         "the test suite on a clean clone (`.ci/run`)", _suite_time,
-        "the passes < 30 min, every test passed",
-        [("< 30 min", lambda r: None if (r.get("passes_s") or r.get("seconds")) is None
-          else (r.get("passes_s") or r["seconds"]) < 30 * 60),
+        "`.ci/run` < 30 min, every test passed",
+        [("< 30 min", lambda r: None if r.get("seconds") is None
+          else r["seconds"] < 30 * 60),
          ("green", lambda r: None if r.get("green") is None else bool(r["green"]))]),
 }
 
