@@ -8,7 +8,15 @@ plan (direct.WindowedSeries._read_pages). At fleet size (50 pages of ~570 kB kep
 are most of what a steady poll's reading costs in Python (~25–40 ms a poll on the
 reference machine, 2026-12-03), so they are done in C where the extension
 `backend/metrics/_page_scan.c` was built (setup: pip/uv build it with the package; a
-machine without a compiler installs without it, `optional`), else by the regex here:
+machine without a compiler installs without it, `optional`), else by the regex here.
+
+`SERVE_CONSOLE_NO_C_EXT=1` (any value but empty or `0`) forces the pure-Python path
+where the extension is built: it is then not even imported. The choice is made once,
+here, when this module is imported (`c_ext_disabled`, `page_scan`, `IN_C`); every other
+user of the extension (exposition.prefilter) takes `page_scan` from here. The metrics
+scrape runs in a child process (scrape_process.py) started with the console's
+environment, so the variable set for the console reaches it.
+
 
 * `heads_key(text) -> (key, n)`: what to compare the next poll's page with, and its
   number of values;
@@ -25,19 +33,34 @@ the regex.
 
 from __future__ import annotations
 
+import os
 import re
 
 import numpy as np
 
-try:  # built with the package where a C compiler was there (setup.py)
-    from backend.metrics import _page_scan as page_scan
-except ImportError:  # pragma: no cover  (a machine that could not build it)
+#: The environment variable that forces the pure-Python path (the README names it).
+NO_C_EXT_ENV = "SERVE_CONSOLE_NO_C_EXT"
+
+
+def c_ext_disabled(environ=os.environ) -> bool:
+    """Whether *environ* asks for the pure-Python path (`SERVE_CONSOLE_NO_C_EXT` set to
+    anything but empty or `0`)."""
+    return environ.get(NO_C_EXT_ENV, "").strip() not in ("", "0")
+
+
+if c_ext_disabled():  # as on a machine without a C compiler
     page_scan = None
+else:
+    try:  # built with the package where a C compiler was there (setup.py)
+        from backend.metrics import _page_scan as page_scan
+    except ImportError:  # pragma: no cover  (a machine that could not build it)
+        page_scan = None
 
 SAMPLE_END = re.compile(r"\} ([^ \n]+)\n")
 SAMPLE_END_BYTES = re.compile(rb"\} ([^ \n]+)\n")
 
-#: Whether the C scan is in use (False: the regex, e.g. where it could not be built).
+#: Whether the C scan is in use (False: the regex, where it could not be built or
+#: SERVE_CONSOLE_NO_C_EXT is set).
 #: `page_scan` is the extension itself (exposition.prefilter cuts with it too), or None.
 IN_C = page_scan is not None
 
