@@ -3,15 +3,16 @@
 from __future__ import annotations
 
 import json
+import socket
 import statistics
 import time
+from urllib.parse import urlencode, urlsplit
 
 import pytest
 import requests
 
 from backend.deploy.catalog import load_catalog
 from backend.deploy.deployer import deploy_demo
-from tests.figures import figure
 
 
 @pytest.fixture(scope="module")
@@ -62,26 +63,82 @@ def test_streaming_and_naive_give_the_same_video(streaming_demo, cluster_client)
     assert 0.9 * n_done["total_ms"] <= n_done["ttfo_ms"] <= n_done["total_ms"]
 
 
-def test_streaming_route_streams_progress_before_the_end(streaming_demo):
-    # 24 chunks of 8 frames: ~1 s of work here, so a client starved of a CPU for a moment
-    # on a loaded machine (a run at load 17 read all 25 lines of a 0.6 s run within 2 ms)
-    # still sees them come in over time.
-    # The first chunk line reaches the client well before the last line: it is streamed.
-    # A run can still lose that to the client's process waiting for a CPU for the whole
-    # run (a clean clone, 2026-11-29: the run took 0.4 s and all 25 lines were read at
-    # 0.377-0.399 s): up to three runs, a proxy that buffers fails all three.
-    tries = []
-    for _ in range(3):
-        lines, arrived = _run(streaming_demo + "/", mode="streaming", frames=192, chunk=8)
-        assert len(lines) == 25 and lines[-1]["chunks"] == 24
-        tries.append((round(arrived[0], 3), round(arrived[-1], 3)))
-        if arrived[0] < 0.75 * arrived[-1]:
-            break
+def _observed_run(url: str, **params) -> tuple[list[dict], list[float], list[float]]:
+    """One run read off a plain socket: its JSON lines, the time (perf_counter) each was
+    read, and every time the reader found nothing to read for 5 ms.
+
+    A line read at r arrived after the last time before r the socket was seen empty: so
+    "the socket was seen empty after line A was read and before line B was" proves that B
+    was not yet at the client when A was, however long the machine kept this process off
+    a CPU (that only merges what arrived into fewer, later reads, and proves less)."""
+    u = urlsplit(url)
+    path = (u.path or "/") + "?" + urlencode(params)
+    raw, reads, empty = bytearray(), [], []   # reads: (end offset in raw, time)
+    with socket.create_connection((u.hostname, u.port), timeout=120) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: {u.netloc}\r\n"
+                     f"Connection: close\r\n\r\n".encode())
+        sock.settimeout(0.005)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            try:
+                data = sock.recv(65536)
+            except TimeoutError:
+                empty.append(time.perf_counter())
+                continue
+            if not data:
+                break
+            raw += data
+            reads.append((len(raw), time.perf_counter()))
+    head_end = raw.index(b"\r\n\r\n") + 4
+    head = bytes(raw[:head_end]).decode("latin-1").lower()
+    assert head.startswith("http/1.1 200"), bytes(raw[:2000])
+    # The body and, for each of its bytes, where it was in the raw stream (de-chunked).
+    body, where = bytearray(), []
+    if "transfer-encoding: chunked" in head:
+        i = head_end
+        while True:
+            eol = raw.index(b"\r\n", i)
+            size = int(raw[i:eol].split(b";")[0], 16)
+            if size == 0:
+                break
+            body += raw[eol + 2:eol + 2 + size]
+            where += range(eol + 2, eol + 2 + size)
+            i = eol + 2 + size + 2
     else:
-        raise AssertionError(f"every run's lines arrived together (first, last s): {tries}")
-    if len(tries) > 1:
-        figure(f"streaming route: lines streamed in run {len(tries)}; earlier runs' first "
-               f"and last arrivals (s): {tries[:-1]}")
+        body += raw[head_end:]
+        where += range(head_end, len(raw))
+
+    def read_at(offset: int) -> float:
+        return next(t for end, t in reads if end > offset)
+
+    lines, read = [], []
+    start = 0
+    for k, byte in enumerate(body):
+        if byte == ord("\n"):
+            if body[start:k].strip():
+                lines.append(json.loads(body[start:k]))
+                read.append(read_at(where[k]))
+            start = k + 1
+    return lines, read, empty
+
+
+def test_streaming_route_streams_progress_before_the_end(streaming_demo):
+    # The first chunk's line is at the client while the last line (the end of the
+    # response) is not: the route streams. Proved by the reader seeing the socket empty
+    # between reading the two (_observed_run), which no load on the machine can fake: a
+    # route (or proxy) that held the lines back to the end sends them together, and the
+    # reader drains them without ever finding the socket empty in between. 48 chunks of
+    # 8 frames (~1-2 s of work), so that the reader is on a CPU at some moment of the run
+    # even on a loaded machine (one run at load 17 kept the client off a CPU for all of a
+    # 0.4 s run).
+    lines, read, empty = _observed_run(streaming_demo + "/", mode="streaming", frames=384,
+                                       chunk=8)
+    assert len(lines) == 49 and lines[-1]["done"] and lines[-1]["chunks"] == 48
+    first, last = read[0], read[-1]
+    gaps = [t for t in empty if first < t < last]
+    assert gaps, (f"the first chunk's line and the end came together: read at "
+                  f"{first:.3f} and {last:.3f} s, server-side first output at "
+                  f"{lines[-1]['ttfo_ms']} of {lines[-1]['total_ms']} ms")
     bad = requests.get(streaming_demo + "/", params={"mode": "bogus"}, timeout=30)
     assert bad.status_code == 400
 
