@@ -76,6 +76,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
 
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
 
     from backend.cluster.local import LocalCluster
@@ -198,6 +199,13 @@ def main() -> int:
             gen.stop()
         win.close()
         session.shutdown()
+        # Destroy the window while the QApplication still exists, as the console does
+        # (console/app.py): left to the interpreter's teardown, a plot's scene was
+        # destroyed after Python had begun finalizing, and a pyqtgraph override that
+        # the destruction called crashed the exit (SIGSEGV in shiboken, exit code -11,
+        # after the figures and the JSON line had been printed).
+        win.deleteLater()
+        qapp.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         cluster.stop()
 
     load = machine_load()
