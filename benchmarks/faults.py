@@ -58,6 +58,7 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3)
     args = p.parse_args()
 
+    from PySide6.QtCore import QEvent
     from PySide6.QtWidgets import QApplication
 
     from backend.cluster.local import LocalCluster
@@ -142,6 +143,10 @@ def main() -> int:
         session.load.stop()
         win.close()
         session.shutdown()
+        # Destroy the window while the QApplication exists (as scale_reaction.py does): a
+        # plot's scene left to the interpreter's teardown can crash the exit.
+        win.deleteLater()
+        app.sendPostedEvents(None, QEvent.Type.DeferredDelete)
         for c in clusters:
             c.stop(timeout_s=2)
 

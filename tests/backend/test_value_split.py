@@ -90,6 +90,8 @@ def test_the_c_scan_is_built_where_it_can_be():
     compiler = shutil.which(sysconfig.get_config_var("CC").split()[0] or "cc")
     if not (headers and compiler):
         pytest.skip("no C compiler or no Python headers here: the regex is used")
+    if value_split.c_ext_disabled():
+        pytest.skip("SERVE_CONSOLE_NO_C_EXT is set: the pure-Python path is forced")
     assert value_split.IN_C, ("the C scan (backend/metrics/_page_scan.c) is not built: "
                               "run scripts/setup.sh again (it reinstalls the package)")
 
