@@ -10,8 +10,8 @@ on an otherwise idle machine.
 
     .venv/bin/python benchmarks/suite_time.py [--save] [--keep]
 
---keep leaves the clone (its path is printed). Bar (benchmarks/report.py): the passes
-under 30 minutes, green.
+--keep leaves the clone (its path is printed). Bar (benchmarks/report.py): the whole
+`.ci/run` under 30 minutes, green.
 """
 
 from __future__ import annotations
