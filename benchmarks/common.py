@@ -122,6 +122,45 @@ if SAVE:
     if _why:
         sys.exit(_why)
 
+
+def current_commit(root: Path = ROOT) -> str | None:
+    """The commit the tree at *root* is: its HEAD, or outside a checkout the one given."""
+    if is_checkout(root):
+        out = _git(root, "rev-parse", "HEAD")
+        return out.stdout.decode().strip() if out is not None and out.returncode == 0 else None
+    return given_commit(root)
+
+
+# The commit a run measures is the one checked out when it started: a commit or an edit
+# made while a long benchmark runs must not be credited with (or blamed for) its figure.
+START_COMMIT = current_commit() if SAVE else None
+# A benchmark that measures a copy of the tree (suite_time.py: a clean clone) names that
+# copy's commit with pin_commit(); the checkout may then change while it runs.
+_PINNED = False
+
+
+def pin_commit(commit: str) -> None:
+    global START_COMMIT, _PINNED
+    START_COMMIT, _PINNED = commit, True
+
+
+def moved_since_start(root: Path = ROOT) -> str | None:
+    """Why the checkout's code is no longer the commit the run started on, or None."""
+    if _PINNED or START_COMMIT is None or not is_checkout(root):
+        return None
+    head = current_commit(root)
+    if head != START_COMMIT:
+        out = _git(root, "diff", "--name-only", f"{START_COMMIT}..{head}", "--", *CODE,
+                   *(f":!{p}" for p in NOT_CODE))
+        changed = out.stdout.decode().split() if out is not None and out.returncode == 0 else ["?"]
+        if changed:
+            return (f"commits with code changes were made while it ran "
+                    f"({START_COMMIT[:7]} → {head[:7]}: {', '.join(changed[:5])})")
+    dirty = uncommitted_code(root)
+    if dirty:
+        return f"code was edited while it ran ({', '.join(dirty[:5])})"
+    return None
+
 # The search lives in the product (the auto-tuner uses it); benchmarks import it from here.
 from backend.load.rate_search import Search, bisect_max_rate  # noqa: E402,F401
 
@@ -192,8 +231,7 @@ def gpus() -> list[str]:
 
 def provenance() -> dict:
     """Where and when a figure was measured: date, machine, commit, command line."""
-    commit = (_run(["git", "-C", str(ROOT), "rev-parse", "HEAD"]) if is_checkout(ROOT)
-              else given_commit(ROOT))
+    commit = START_COMMIT or current_commit(ROOT)
     return {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "machine": {"cores": os.cpu_count(), "cpu": cpu_model(), "gpus": gpus(),
                         "host": platform.node(), "python": platform.python_version()},
@@ -207,6 +245,11 @@ def emit(result: dict, name: str | None = None) -> None:
     provenance to benchmarks/results/<name>.jsonl (name: the script's)."""
     print(json.dumps(result), flush=True)
     if not SAVE:
+        return
+    moved = moved_since_start()
+    if moved:
+        print(f"not saved: {moved}; the figure could not name the commit it measured.",
+              file=sys.stderr, flush=True)
         return
     name = name or Path(sys.argv[0]).stem
     RESULTS.mkdir(parents=True, exist_ok=True)

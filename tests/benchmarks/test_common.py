@@ -168,3 +168,37 @@ def test_provenance_outside_a_checkout_names_the_given_commit(tmp_path, monkeypa
     monkeypatch.setattr(common, "ROOT", tmp_path)
     monkeypatch.setenv("SERVE_CONSOLE_COMMIT", "ef" * 20)
     assert common.provenance()["commit"] == "ef" * 20
+
+
+@needs_git
+def test_a_run_is_credited_to_the_commit_it_started_on(repo, monkeypatch):
+    """A commit or an edit of code while a long benchmark runs: its figure is not saved
+    under either commit; results and docs may change meanwhile; a pinned copy may too."""
+    import common
+
+    start = common.current_commit(repo)
+    monkeypatch.setattr(common, "START_COMMIT", start)
+    assert common.moved_since_start(repo) is None
+    (repo / "docs/a.md").write_text("two\n")
+    (repo / "benchmarks/results/b.jsonl").write_text("two\n")
+    _git(repo, "commit", "-q", "-am", "docs and results only")
+    assert common.moved_since_start(repo) is None
+    (repo / "backend/x.py").write_text("two\n")
+    assert "edited while it ran" in common.moved_since_start(repo)
+    _git(repo, "commit", "-q", "-am", "code")
+    why = common.moved_since_start(repo)
+    assert why and "backend/x.py" in why and start[:7] in why
+    monkeypatch.setattr(common, "_PINNED", True)
+    assert common.moved_since_start(repo) is None
+
+
+def test_emit_does_not_save_a_run_whose_code_moved(tmp_path, monkeypatch, capsys):
+    import common
+
+    monkeypatch.setattr(common, "RESULTS", tmp_path / "results")
+    monkeypatch.setattr(common, "SAVE", True)
+    monkeypatch.setattr(common, "moved_since_start", lambda: "code was edited while it ran (x)")
+    common.emit({"x": 1}, name="probe")
+    out = capsys.readouterr()
+    assert out.out.strip() == '{"x": 1}' and "not saved: code was edited" in out.err
+    assert not (tmp_path / "results").exists()
