@@ -10,19 +10,15 @@ sized per device at the replica's start (`spec_for`):
   8 tokens and 128 generated: 136 steps, each captured once as a CUDA graph, so the GPU
   runs kernels back to back. On an H100 (2026-11-26) one request cost 46 ms and a batch
   of 32 61 ms (1.32×); generating in a loop kept the GPU 100 % busy at either size.
-* CPU: 6 layers × 32 in float32 (no bf16 needed), a prompt of 4 tokens and 64
-  generated. A step's cost there is PyTorch's per-operation work, which like a GPU's
-  kernel launches barely grows with the batch; a request is 67 such steps, so one
-  request's model time (~58 ms on one core of the reference machine; a batch of 16
-  ~84 ms, 1.44×; of 32 ~99 ms, 1.70×) stands well above Serve's own CPU per request
-  (proxy, routing, the replica's HTTP handling: a few ms), which is what caps batching's
-  gain on 2 cores. With 12 generated tokens one request cost ~13 ms there: the
-  unbatched rate rose to meet that cap and the tuned setting's gain fell to ~2.7×. Longer
-  generations raise both sizes' cost alike until the attention over the cache grows
-  with the batch (96 tokens: 16 for 1.53×, 32 for 1.90×). A CPU model with large
-  weights would be bound by reading them at batch 1 and by arithmetic at batch 16
-  wherever the CPU lacks native bf16 (a 6×4096 float32 MLP: 34 ms for one, 122 ms for
-  16).
+* CPU: 6 layers × 32 in float32 (no bf16 needed), 4 + 12 tokens: a step's cost there is
+  PyTorch's per-operation work, which like a GPU's kernel launches barely grows with the
+  batch (~24 ms for one request on one core of the reference machine, a batch of 16
+  ~1.15×, of 32 ~1.25×). A CPU model with large weights would be bound by reading them at
+  batch 1 and by arithmetic at batch 16 wherever the CPU lacks native bf16 (the 6×4096
+  float32 MLP this demo had: 34 ms for one, 122 ms for 16 on that machine). On 2 cores
+  what caps batching's gain is then Serve's own CPU per request, not the model; 4 + 12
+  tokens measured as well as 8 + 24 there (3.15× vs 3.13× median) with a lower latency
+  floor and more margin on the premise.
 
 At start the replica builds the buffers (and graphs) of every batch size it may see and
 times batches of 1, 8, 16 and 32 after a warm-up (synchronised: the tokens are read
@@ -66,7 +62,7 @@ PROBE_CALLS = 7  # timed calls per batch size, sizes in turn (the fastest is rep
 GPU = DecoderSpec(width=768, depth=6, heads=12, dtype="bfloat16", vocab=4096,
                   prompt_tokens=8, new_tokens=128)
 CPU = DecoderSpec(width=32, depth=6, heads=1, dtype="float32", vocab=256,
-                  prompt_tokens=4, new_tokens=64)
+                  prompt_tokens=4, new_tokens=12)
 
 
 def spec_for(device: torch.device | str, bf16: bool | None = None) -> DecoderSpec:

@@ -38,9 +38,9 @@ def test_thirty_random_changes_under_load(qtbot, session, cluster_client, tuning
     rng = random.Random(43288)
     before = declarative_configs(cluster_client)
     gen = LoadGenerator(LoadTarget(url=url, body='{"seed": {seq}}'))
-    # 12 req/s: within what one replica serves unbatched (the demo's CPU model costs
-    # ~60 ms a call), so max_batch_size=1 among the random changes is no overload.
-    gen.start(12)
+    # 30 req/s: within what one replica serves unbatched (the demo's CPU model costs
+    # ~25 ms a call), so max_batch_size=1 among the random changes is no overload.
+    gen.start(30)
     applied, failed = [], []
     session.tuning.applied.connect(lambda *a: applied.append(a))
     session.tuning.failed.connect(lambda *a: failed.append(a))
@@ -65,7 +65,7 @@ def test_thirty_random_changes_under_load(qtbot, session, cluster_client, tuning
     assert not failed, failed
     assert applied, "nothing was applied"
     assert stats.errors == 0, stats.last_error
-    assert stats.ok > 100  # 12 req/s over the ~10 s of changes and more
+    assert stats.ok > 250
     cfg = cluster_client.serve_status().deployment(app, dep).config
     for path, value in last.items():
         head, _, key = path.partition(".")
