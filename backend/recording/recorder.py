@@ -12,6 +12,7 @@ lost and the error says that too.
 from __future__ import annotations
 
 import bisect
+import fcntl
 import json
 import logging
 import os
@@ -71,6 +72,28 @@ class _Flush:
 _STOP = object()
 
 
+def _claim(path: str) -> int:
+    """Opens *path* for one recording alone and returns its descriptor, locked (flock)
+    for as long as it stays open; a file that holds anything is refused. The lock makes
+    the check and the claim one step: of two recorders starting on one path at once, the
+    second finds it locked (or, once the first is done, not empty) and is told so, and
+    nothing is overwritten. An empty file (a name reserved with mkstemp) is used."""
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(fd)
+        raise schema.SessionFileError(
+            f"{path} is being recorded by another recorder; a recording never "
+            "overwrites a session.") from None
+    if os.fstat(fd).st_size > 0:
+        os.close(fd)
+        raise schema.SessionFileError(
+            f"{path} already exists; a recording never overwrites a session.")
+    return fd
+
+
 class Recorder:
     """Records one session into *path* (a new file; an existing session is never
     overwritten). *meta* goes to the file's meta table (cluster_url, ray_version, …)."""
@@ -78,15 +101,16 @@ class Recorder:
     def __init__(self, path: str, meta: dict[str, Any] | None = None,
                  on_error: Callable[[str], None] | None = None,
                  flush_s: float = FLUSH_S) -> None:
-        if os.path.exists(path) and os.path.getsize(path) > 0:
-            raise schema.SessionFileError(
-                f"{path} already exists; a recording never overwrites a session.")
-        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        self._claim = _claim(path)  # held open (and locked) until the writer ends
         self.path = path
         self._flush_s = flush_s
         self._on_error = on_error
-        self._conn = schema.connect(path)
-        schema.create(self._conn)
+        try:
+            self._conn = schema.connect(path)
+            schema.create(self._conn)
+        except BaseException:
+            os.close(self._claim)
+            raise
         now = time.time()
         self._meta = {"started_t": now, "ended_t": now, "name": "", **(meta or {})}
         self._write_meta(self._meta)
@@ -217,6 +241,7 @@ class Recorder:
             self._conn.close()
         except sqlite3.Error:
             pass
+        os.close(self._claim)  # the path is free for no one: it holds a session now
         # The last reference to this recorder may go with this thread: drop the
         # callback here (it may be a Qt signal) so nothing of Qt is freed on it.
         self._on_error = None

@@ -12,6 +12,7 @@ import hashlib
 import math
 import os
 import sqlite3
+import threading
 import time
 from pathlib import Path
 
@@ -512,3 +513,37 @@ def test_the_config_at_a_time_includes_changes_applied_before_the_next_record(tm
     assert later["applications"][0]["deployments"][0]["max_ongoing_requests"] == 48
     assert data.config_at(T0 + 4.5) == c2                      # the record wins after it
     assert data.configs[0][1] == c1                            # the record is not changed
+
+
+def test_two_recorders_starting_on_one_path_at_once_one_wins_the_other_is_told(tmp_path):
+    """The claim is one step (a lock taken as the file is opened): of recorders starting
+    together on one path, exactly one records; every other is refused with the reason,
+    and the winner's session is what the file holds."""
+    path = str(tmp_path / "s.db")
+    n = 6
+    barrier = threading.Barrier(n)
+    won: list[Recorder] = []
+    refused: list[str] = []
+
+    def start() -> None:
+        barrier.wait()
+        try:
+            won.append(Recorder(path, flush_s=0.05))
+        except schema.SessionFileError as e:
+            refused.append(str(e))
+
+    threads = [threading.Thread(target=start) for _ in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert len(won) == 1 and len(refused) == n - 1, (won, refused)
+    assert all("never overwrites" in why and path in why for why in refused)
+    # While the winner records, a later recorder is refused as well, and says why.
+    with pytest.raises(schema.SessionFileError, match="being recorded by another"):
+        Recorder(path)
+    won[0].samples(T0, {DEP_A: {"requests_per_s": 7.0}})
+    won[0].close()
+    assert open_session(path).store.snapshot(DEP_A, "requests_per_s")[1].tolist() == [7.0]
+    with pytest.raises(schema.SessionFileError, match="already exists"):
+        Recorder(path)
