@@ -25,7 +25,7 @@ import time
 from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QMetaMethod, QObject, Signal
+from PySide6.QtCore import QMetaMethod, QObject, Signal, Slot
 
 from backend.deploy.catalog import Demo
 from backend.events import LogEntry, level_of
@@ -105,10 +105,25 @@ class ConsoleModel(QObject):
         s.tuning.fit_problem.connect(self._on_tuning_fit_problem)
         s.deploys.fit_problem.connect(self._on_deploys_fit_problem)
         s.load.stats.connect(self._on_load_stats)
-        s.load.ended.connect(lambda: self.load_running.emit(False))
-        s.held_models_changed.connect(lambda _held: self.model_cache_changed.emit())
+        s.load.ended.connect(self._on_load_ended)
+        s.held_models_changed.connect(self._on_session_held_models_changed)
         s.status_changed.connect(self._on_status_changed)
-        s.connected.connect(lambda _info: s.load.keep_driver_ready(self.load_source is not None))
+        s.connected.connect(self._on_session_connected)
+        # Slots, never lambdas, for the session's signals: a lambda has no receiver that
+        # Qt could see destroyed, so its connection would keep this model (and through it
+        # the session) alive after the window that owns the model is gone.
+
+    @Slot()
+    def _on_load_ended(self) -> None:
+        self.load_running.emit(False)
+
+    @Slot(object)
+    def _on_session_held_models_changed(self, _held) -> None:
+        self.model_cache_changed.emit()
+
+    @Slot(object)
+    def _on_session_connected(self, _info) -> None:
+        self.session.load.keep_driver_ready(self.load_source is not None)
 
     # -- the event log --------------------------------------------------------------------
     def log(self, message: str, level: str = "info", t: float | None = None) -> LogEntry:

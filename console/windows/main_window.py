@@ -119,10 +119,12 @@ class MainWindow(QMainWindow):
         s.gpus.changed.connect(self._on_session_gpus_changed)
         s.scaling.notes_changed.connect(self.tree.set_scaling_notes)
         s.metrics_state.connect(self._on_session_metrics_state)
-        s.metrics_problems.connect(lambda _p: self._on_session_metrics_state(
-            self.session.metrics_error))
+        # Slots of the window, never lambdas, for signals of the session and the model:
+        # those outlive the window, and a lambda connected to them (it has no receiver
+        # that Qt could see destroyed) would keep the window, and so them, alive.
+        s.metrics_problems.connect(self._on_session_metrics_problems)
         s.connection.state_changed.connect(self._on_connection_state_changed)
-        s.local_cluster_died.connect(lambda *_: self._update_actions())
+        s.local_cluster_died.connect(self._on_session_local_cluster_died)
         s.tuning.knob_state.connect(self._on_tuning_knob_state)
         self.plots.window_changed.connect(self.replica_view.set_window)
         self.plots.paused_changed.connect(self.replica_view.set_paused)
@@ -355,6 +357,14 @@ class MainWindow(QMainWindow):
     def _on_session_gpus_changed(self) -> None:
         self.gpu_plots.set_devices(self.session.gpus.devices)
         self.gpu_plots.set_shares(self.session.gpus.shares)
+
+    @Slot(object)
+    def _on_session_metrics_problems(self, _problems) -> None:
+        self._on_session_metrics_state(self.session.metrics_error)
+
+    @Slot(str, str)
+    def _on_session_local_cluster_died(self, *_args) -> None:
+        self._update_actions()
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:

@@ -34,15 +34,29 @@ class WindowStatus(QObject):
             bar.addPermanentWidget(label)
         s = model.session
         s.connecting.connect(self.connection.setText)
-        s.connection.state_changed.connect(lambda _state, text: self.connection.setText(text))
-        s.connect_failed.connect(lambda _message: self.not_connected())
+        s.connection.state_changed.connect(self._on_connection_state_changed)
+        s.connect_failed.connect(self._on_session_connect_failed)
         s.disconnected.connect(self._on_session_disconnected)
         s.status_changed.connect(self._on_session_status_changed)
         s.status_failed.connect(self._on_session_status_failed)
         model.recording.started.connect(self._on_recording_started)
-        model.recording.stopped.connect(lambda _path: self._set(self.recording, "", ""))
+        model.recording.stopped.connect(self._on_recording_stopped)
         model.recording.failed.connect(self._on_recording_failed)
         model.advisor.hints_changed.connect(self._on_advisor_hints_changed)
+
+    # Slots, not lambdas: the session and the model outlive this object, and a lambda
+    # connected to their signals would keep it (and through it the window) alive.
+    @Slot(object, str)
+    def _on_connection_state_changed(self, _state, text: str) -> None:
+        self.connection.setText(text)
+
+    @Slot(str)
+    def _on_session_connect_failed(self, _message: str) -> None:
+        self.not_connected()
+
+    @Slot(str)
+    def _on_recording_stopped(self, _path: str) -> None:
+        self._set(self.recording, "", "")
 
     @staticmethod
     def _set(label: QLabel, text: str, tip: str) -> None:

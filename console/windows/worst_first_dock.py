@@ -6,8 +6,9 @@ deployment as the tree would."""
 from __future__ import annotations
 
 import time
+import weakref
 
-from PySide6.QtCore import Qt
+from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtGui import QKeySequence
 
 from backend.metrics.worst_first import rows
@@ -28,7 +29,24 @@ def build(w) -> None:
                       "double-click one to plot it")
     w.worst_first.deployment_chosen.connect(w._select)
     w.worst_dock.visibilityChanged.connect(lambda shown: shown and refresh(w))
-    w.session.status_changed.connect(lambda _status: refresh(w))
+    # Through a QObject that dies with the dock, not a lambda: the session outlives the
+    # window, and a lambda connected to it would keep the window alive.
+    w.session.status_changed.connect(_Refresher(w).on_session_status_changed)
+
+
+class _Refresher(QObject):
+    """Refreshes the dock on each status poll; a child of the dock (Qt drops the
+    connection when the dock goes), holding the window weakly."""
+
+    def __init__(self, w) -> None:
+        super().__init__(w.worst_dock)
+        self._window = weakref.ref(w)
+
+    @Slot(object)
+    def on_session_status_changed(self, _status) -> None:
+        w = self._window()
+        if w is not None:
+            refresh(w)
 
 
 def refresh(w) -> None:
