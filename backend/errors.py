@@ -20,6 +20,11 @@ class RefusedError(ConnectError):
         self.cause = cause
 
 
+class AnswerTimeout(ConnectError):
+    """The dashboard did not answer in time (connect or read timeout): it may be gone,
+    or only busy."""
+
+
 class AuthError(ConnectError):
     """The dashboard refused the request (401 no token, 403 wrong token)."""
 

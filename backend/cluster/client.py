@@ -19,7 +19,7 @@ import requests
 
 from backend.cluster.addresses import address_problem, clip, token_problem
 from backend.cluster.http_session import EnvOnceSession
-from backend.errors import ApiError, AuthError, ConnectError, RefusedError
+from backend.errors import AnswerTimeout, ApiError, AuthError, ConnectError, RefusedError
 from backend.metrics.discovery import metrics_targets_from_summary
 from backend.metrics.gpu_shares import ProcessGpu, process_gpus_from_logical
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
@@ -131,12 +131,12 @@ class ClusterClient:
                 "or the CA bundle."
             ) from None
         except requests.exceptions.ConnectTimeout:
-            raise ConnectError(
+            raise AnswerTimeout(
                 f"{self.host} did not answer within {timeout_s or self.timeout_s:.0f} s "
                 "(timeout). Is the address right and the port open?"
             ) from None
         except requests.exceptions.ReadTimeout:
-            raise ConnectError(
+            raise AnswerTimeout(
                 f"{self.url} accepted the connection but did not answer within "
                 f"{timeout_s or self.timeout_s:.0f} s (timeout)."
             ) from None

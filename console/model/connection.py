@@ -24,6 +24,11 @@ from backend.errors import ConsoleError
 
 CONNECTED_POLL_S = 1.0
 BACKOFF_S = (1.0, 1.0, 2.0, 3.0, 5.0)  # then 5 s: "live again ≤ 10 s after it answers"
+# One status poll that timed out while connected is asked again this soon before the
+# cluster counts as lost: a dashboard busy for a moment (a loaded head, a 2-core machine
+# under load) is not a lost cluster, and calling it one refuses the user's changes. A
+# refused connection (a stopped head) counts at once.
+TIMEOUT_RETRY_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -82,6 +87,7 @@ class ConnectionMonitor(QObject):
         self.lost_since: float | None = None  # time.time() of the first failed poll
         self.last_error = ""
         self._failures = 0
+        self._timed_out_at: float | None = None  # a first timed-out poll, while connected
 
     # -- transitions --------------------------------------------------------------------
     def _set(self, state: ConnectionState, message: str) -> None:
@@ -98,6 +104,7 @@ class ConnectionMonitor(QObject):
         self.session_name = session_name or ""
         self.lost_since = None
         self._failures = 0
+        self._timed_out_at = None
         self._set(ConnectionState.CONNECTED, message)
 
     def closed(self, message: str = "Not connected") -> None:
@@ -110,14 +117,21 @@ class ConnectionMonitor(QObject):
         if self.state == ConnectionState.LOST:
             self._set(ConnectionState.RECONNECTING, self._lost_text("reconnecting…"))
 
-    def poll_failed(self, error: str) -> float:
-        """A status poll failed; returns the seconds until the next one."""
+    def poll_failed(self, error: str, timed_out: bool = False) -> float:
+        """A status poll failed; returns the seconds until the next one. *timed_out*: it
+        got no answer in time (rather than a refusal or an error answer): the first such
+        poll while connected is asked again soon before the cluster counts as lost."""
         if self.state not in (ConnectionState.CONNECTED, ConnectionState.LOST,
                               ConnectionState.RECONNECTING):
             return CONNECTED_POLL_S
+        if (timed_out and self.state == ConnectionState.CONNECTED
+                and self._timed_out_at is None):
+            self._timed_out_at = time.time()
+            return TIMEOUT_RETRY_S
         self.last_error = error
         if self.lost_since is None:
-            self.lost_since = time.time()
+            self.lost_since = self._timed_out_at or time.time()
+        self._timed_out_at = None
         delay = BACKOFF_S[min(self._failures, len(BACKOFF_S) - 1)]
         self._failures += 1
         self._set(ConnectionState.LOST, self._lost_text(f"retrying in {delay:.0f} s"))
@@ -126,6 +140,7 @@ class ConnectionMonitor(QObject):
     def poll_ok(self, session_name: str | None) -> float:
         """A status poll answered. *session_name* is the cluster's (asked for only
         while lost); returns the seconds until the next poll."""
+        self._timed_out_at = None
         if self.state in (ConnectionState.LOST, ConnectionState.RECONNECTING):
             old, new = self.session_name, session_name or ""
             same = not old or not new or old == new
@@ -145,6 +160,11 @@ class ConnectionMonitor(QObject):
     def usable(self) -> bool:
         """True when changes may be sent to the cluster."""
         return self.state == ConnectionState.CONNECTED
+
+    @property
+    def asking_again(self) -> bool:
+        """A poll timed out while connected and is being asked again (still connected)."""
+        return self._timed_out_at is not None
 
     @property
     def awaiting_session_check(self) -> bool:

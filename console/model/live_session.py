@@ -16,7 +16,7 @@ from backend.cluster.addresses import default_ray_client_url
 from backend.cluster.client import ClusterClient
 from backend.cluster.diagnose import ConnectionSpec, diagnose
 from backend.cluster.local import LocalCluster
-from backend.errors import ConsoleError, RefusedError
+from backend.errors import AnswerTimeout, ConsoleError, RefusedError
 from backend.metrics.scrape_process import ProcessScrapeSource
 from backend.metrics.prometheus import PrometheusSource, build_queries, queries_for
 from backend.metrics.series import SeriesStore
@@ -481,8 +481,10 @@ class Session(QObject):
                 self.event.emit(f"{text} The last lines of its log:\n{tail}", "error")
                 self.local_cluster_died.emit(code, tail)
         first = self.connection.lost_since is None
-        delay = self.connection.poll_failed(text)
+        delay = self.connection.poll_failed(text, timed_out=isinstance(error, AnswerTimeout))
         self._set_status_interval(delay)
+        if self.connection.asking_again:
+            return  # one timed-out poll: asked again before anything counts as lost
         if self._metrics_problems:
             # A whole cluster gone is not a metrics problem of each of its nodes.
             self._metrics_problems = []

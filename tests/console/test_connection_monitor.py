@@ -3,6 +3,8 @@ and "same cluster session" vs "new session" when it answers again."""
 
 from __future__ import annotations
 
+import time
+
 from console.model.connection import BACKOFF_S, CONNECTED_POLL_S, ConnectionMonitor, ConnectionState
 
 
@@ -83,3 +85,30 @@ def test_failures_before_connecting_or_after_closing_change_nothing(qtbot):
     resumed = []
     m.resumed.connect(lambda *a: resumed.append(a))
     assert m.poll_ok(None) == CONNECTED_POLL_S and resumed == []
+
+
+def test_one_timed_out_poll_is_asked_again_before_the_cluster_counts_as_lost(qtbot):
+    """A dashboard busy for a moment is not a lost cluster: the first poll without an
+    answer in time is asked again soon, the connection stays usable meanwhile (changes
+    are not refused); a second one in a row is an outage, dated from the first. A refused
+    connection (a stopped head) is one at once."""
+    from console.model.connection import TIMEOUT_RETRY_S
+
+    m, states = _connected(qtbot)
+    assert m.poll_failed("no answer in 2 s", timed_out=True) == TIMEOUT_RETRY_S
+    assert m.state == ConnectionState.CONNECTED and m.usable and m.asking_again
+    assert m.lost_since is None and states[-1][0] == ConnectionState.CONNECTED
+    # Answered: nothing happened, and the next timeout gets the same grace.
+    m.poll_ok(None)
+    assert not m.asking_again
+    assert m.poll_failed("no answer in 2 s", timed_out=True) == TIMEOUT_RETRY_S
+    first = time.time()
+    time.sleep(0.01)
+    assert m.poll_failed("no answer in 2 s", timed_out=True) == BACKOFF_S[0]
+    assert m.state == ConnectionState.LOST and not m.usable and not m.asking_again
+    assert m.lost_since <= first and m.message.endswith("no answer in 2 s")
+    # While lost, timeouts back off as any failure does.
+    assert m.poll_failed("no answer in 2 s", timed_out=True) == BACKOFF_S[1]
+    # A refused connection while connected: lost at once.
+    m2, _ = _connected(qtbot)
+    assert m2.poll_failed("refused") == BACKOFF_S[0] and m2.state == ConnectionState.LOST
