@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import emit, load_text, machine_load, pin_commit  # noqa: E402
+from common import current_commit, emit, load_text, machine_load, pin_commit  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,8 +71,9 @@ def main() -> int:
     args = ap.parse_args()
     load = machine_load()
     print(load_text(load), flush=True)
-    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()
+    head = current_commit()
+    if head is None:
+        return f"suite_time: {ROOT} is not a git checkout: there is nothing to clone"
     pin_commit(head)  # the clone is measured: the checkout may change meanwhile
     folder = Path(tempfile.mkdtemp(prefix="suite-time-"))
     clone = folder / "serve-console"

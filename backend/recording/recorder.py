@@ -241,7 +241,7 @@ class Recorder:
             self._conn.close()
         except sqlite3.Error:
             pass
-        os.close(self._claim)  # the path is free for no one: it holds a session now
+        os.close(self._claim)  # the lock goes; the file now holds a session, so it stays refused
         # The last reference to this recorder may go with this thread: drop the
         # callback here (it may be a Qt signal) so nothing of Qt is freed on it.
         self._on_error = None
