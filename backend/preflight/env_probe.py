@@ -175,6 +175,33 @@ def probe_entrypoint(modules: Iterable[str], nodes: Iterable[str] = ()) -> str:
     return _FROM_RAYLET + 'exec "$PY" -c ' + shlex.quote(code)
 
 
+class CheckedNodes:
+    """The nodes whose Python a probe found fit, per cluster session and runtime_env: a
+    deploy probes again only when an alive node has not been checked (one that joined
+    since), so a node added to a running cluster is never taken on the others' word."""
+
+    def __init__(self) -> None:
+        self._ok: dict[tuple[str, str], set[str]] = {}
+
+    @staticmethod
+    def _key(session: str | None, runtime_env: dict[str, Any] | None) -> tuple[str, str]:
+        return (session or "", json.dumps(runtime_env or {}, sort_keys=True))
+
+    def unchecked(self, session: str | None, runtime_env: dict[str, Any] | None,
+                  alive: list[str]) -> list[str]:
+        """Of *alive* (node ids), those not yet checked; every node when none has been
+        (also when the dashboard could not list them: *alive* empty)."""
+        checked = self._ok.get(self._key(session, runtime_env))
+        if checked is None:
+            return list(alive) or ["?"]
+        return [n for n in alive if n not in checked]
+
+    def remember(self, session: str | None, runtime_env: dict[str, Any] | None,
+                 alive: list[str]) -> None:
+        """The probe found the Python of *alive* fit."""
+        self._ok.setdefault(self._key(session, runtime_env), set()).update(alive)
+
+
 def alive_nodes(client: ClusterClient) -> dict[str, str | None]:
     """{node id: its address} of the nodes whose raylet is alive, as the dashboard
     lists them ({} when it cannot say)."""

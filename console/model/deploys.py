@@ -31,7 +31,8 @@ from backend.deploy.deployer import (demo_app_config, put_applications, restore_
 from backend.errors import ConsoleError
 from backend.model import ServeStatus
 from backend.preflight.common import PreflightError
-from backend.preflight.env_probe import missing_modules_message, probe_python_env
+from backend.preflight.env_probe import (CheckedNodes, alive_nodes, missing_modules_message,
+                                         probe_python_env)
 from backend.preflight.fit import check_fit
 from console.model.connection import ConnectionMonitor
 from console.model.operations import Operation, Operations
@@ -83,7 +84,7 @@ class DeployController(QObject):
         #: pre-flight's words, shown in their tree rows until Ray says why itself.
         self.waiting_for_room: dict[str, str] = {}
         # (cluster session, runtime_env) whose Python was found to have DEMO_MODULES.
-        self._python_ok: set[tuple[str, str]] = set()
+        self._python_ok = CheckedNodes()
 
     # -- entry points ---------------------------------------------------------------------
     def deploy(self, demo: Demo) -> None:
@@ -184,18 +185,18 @@ class DeployController(QObject):
         return _Plan(apps=apps, fits=report.fits, fit_message=report.message, demo=demo)
 
     def _check_python(self, client, op: Operation, app: dict[str, Any]) -> None:
-        """Before a demo's first deploy on a cluster session: can the cluster's Python
-        import what the demos need? (A Ray without numpy otherwise fails the deploy
-        with a traceback.) A probe that cannot decide only warns."""
-        key = (self._connection.session_name,
-               json.dumps(app.get("runtime_env") or {}, sort_keys=True))
-        if key in self._python_ok:
+        """Before a demo's first deploy on a cluster session, and again once a node has
+        joined since: can the cluster's Python import what the demos need? (A Ray
+        without numpy otherwise fails the deploy with a traceback.) A probe that cannot
+        decide only warns."""
+        env = app.get("runtime_env")
+        alive = list(alive_nodes(client))
+        if not self._python_ok.unchecked(self._connection.session_name, env, alive):
             return
         self._progress(op, f"Checking that the cluster's Python has "
                            f"{', '.join(DEMO_MODULES)}…")
         try:
-            probe = probe_python_env(client, DEMO_MODULES, app.get("runtime_env"),
-                                     op.token, timeout_s=60)
+            probe = probe_python_env(client, DEMO_MODULES, env, op.token, timeout_s=60)
         except PreflightError as e:
             self._event(f"Could not check the cluster's Python ({e}); deploying "
                                "anyway.", "warning")
@@ -207,7 +208,7 @@ class DeployController(QObject):
         for node, why in probe.unchecked().items():
             self._event(f"Could not check the Python of {node} ({why}); deploying "
                         "anyway.", "warning")
-        self._python_ok.add(key)
+        self._python_ok.remember(self._connection.session_name, env, alive)
 
     def _start(self, kind: str, name: str, prepare: Callable[[Operation], _Plan],
                http_new: dict | None) -> None:
