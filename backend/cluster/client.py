@@ -17,13 +17,14 @@ from urllib.parse import quote, urlsplit
 
 import requests
 
-from backend.cluster.addresses import address_problem, clip, token_problem
+from backend.cluster.addresses import address_problem, token_problem
 from backend.cluster.http_session import EnvOnceSession
 from backend.errors import AnswerTimeout, ApiError, AuthError, ConnectError, RefusedError
 from backend.metrics.discovery import metrics_targets_from_summary
 from backend.metrics.gpu_shares import ProcessGpu, process_gpus_from_logical
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.scaling.replica_watch import ActorDeath, intended_stop
+from backend.text import clip
 
 SERVE_PATH = "/api/serve/applications/"
 # The dashboard's log API (ray/dashboard/modules/state/state_head.py: list_logs, get_logs).
@@ -69,12 +70,8 @@ def normalize_url(url: str) -> str:
         raise ConnectError(f"'{url}' has an invalid port (1–65535).")
     problem = address_problem(text, parts.hostname)
     if problem:
-        raise ConnectError(f"'{_clip(url)}' is not a valid address: {problem}.")
+        raise ConnectError(f"'{clip(url, 120)}' is not a valid address: {problem}.")
     return f"{parts.scheme}://{parts.netloc}{parts.path.rstrip('/')}"
-
-
-def _clip(text: str, limit: int = 120) -> str:
-    return clip(text, limit)
 
 
 _CONFIG_LOCKS: dict[str, "threading.RLock"] = {}
@@ -425,7 +422,7 @@ class ClusterClient:
                 return self._read_log_file(where, n, timeout_s)
             except _LogFileGone as e:
                 raise ApiError(f"The Serve controller's log {where[1]} is not on its node "
-                               f"({_clip(str(e), 200)}).", 500, str(e)) from None
+                               f"({clip(str(e), 200)}).", 500, str(e)) from None
 
     def _note_controller(self, details: dict[str, Any]) -> None:
         info = details.get("controller_info")
@@ -490,7 +487,7 @@ class ClusterClient:
             raise ApiError(f"{path} did not answer with JSON: is this a Ray 2.x "
                            "dashboard?", r.status_code, r.text) from None
         if isinstance(data, dict) and data.get("result") is False:
-            raise ApiError(f"The dashboard's log API failed: {_clip(str(data.get('msg')), 300)}",
+            raise ApiError(f"The dashboard's log API failed: {clip(str(data.get('msg')), 300)}",
                            r.status_code, r.text)
         return data
 
@@ -603,7 +600,7 @@ def _first_line(text: str) -> str:
 def _not_ray(source: str, what: str, where: str, value: Any, expected: str) -> ApiError:
     kind = type(value).__name__ if value is not None else "null"
     return ApiError(f"{source} answered {what} with data a Ray dashboard does not send "
-                    f"({where} is {_clip(kind, 40)}, not {expected}). Is this a Ray 2.x "
+                    f"({where} is {clip(kind, 40)}, not {expected}). Is this a Ray 2.x "
                     "dashboard?")
 
 
@@ -687,12 +684,12 @@ def check_serve_details(details: Any, source: str = "The dashboard") -> dict[str
         if details.get(key) is not None and not isinstance(details[key], dict):
             raise _not_ray(source, what, key, details[key], "a mapping")
     for name, app in (details.get("applications") or {}).items():
-        where = f"applications.{_clip(str(name), 40)}"
+        where = f"applications.{clip(str(name), 40)}"
         if not isinstance(app, dict):
             raise _not_ray(source, what, where, app, "a mapping")
         check(app, _APP_FIELDS, where)
         for dname, dep in (app.get("deployments") or {}).items():
-            dwhere = f"{where}.deployments.{_clip(str(dname), 40)}"
+            dwhere = f"{where}.deployments.{clip(str(dname), 40)}"
             if not isinstance(dep, dict):
                 raise _not_ray(source, what, dwhere, dep, "a mapping")
             check(dep, _DEPLOYMENT_FIELDS, dwhere)

@@ -57,8 +57,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from backend.cluster.addresses import clip
 from backend.model import DeploymentInfo, ServeStatus, strip_ansi
+from backend.text import clip
 
 #: Replica states counted as "starting": on their way to RUNNING (STARTING: placed or
 #: waiting to be; UPDATING: applying a new config; RECOVERING: a restarted controller
