@@ -87,13 +87,36 @@ class DeltaCursor:
 class _Second:
     """Accumulates the completions of one second."""
 
-    __slots__ = ("hist", "ttfb", "ok", "errors")
+    __slots__ = ("hist", "ttfb", "ok", "errors", "versions")
 
     def __init__(self) -> None:
         self.hist = _hist()
         self.ttfb: TimingHistogram | None = None
         self.ok = 0
         self.errors: Counter[str] = Counter()
+        # Kept only where the seconds go to a merger (a cluster load worker): per version
+        # named by x-serve-version, [ok, errors, latency histogram of the ok ones].
+        self.versions: dict[str, list] | None = None
+
+    def add_version(self, version: str, ok: bool, us: int) -> None:
+        if self.versions is None:
+            self.versions = {}
+        v = self.versions.get(version)
+        if v is None:
+            v = self.versions[version] = [0, 0, _hist()]
+        if ok:
+            v[0] += 1
+            v[2].record_value(us)
+        else:
+            v[1] += 1
+
+    def versions_encoded(self) -> dict | None:
+        """{version: (ok, errors, latency histogram encoded)} or None: what a merger adds
+        (backend/load/seconds_merge.py)."""
+        if not self.versions:
+            return None
+        return {name: (ok, errors, hist.encoded())
+                for name, (ok, errors, hist) in self.versions.items()}
 
 
 def clock_pair(tries: int = 20, within_s: float = 5e-6) -> tuple[float, float]:
@@ -302,11 +325,13 @@ class ThreadLoadGenerator:
                 ids = cur.ids
             if self._raw:
                 # (second, its SecondStats or None for the run's last partial second,
-                # latency histogram, first-chunk histogram or None), histograms encoded
-                # as (HDR encoding, sum of µs): TimingHistogram.from_encoded.
+                # latency histogram, first-chunk histogram or None, per version or
+                # None), histograms encoded as (HDR encoding, sum of µs):
+                # TimingHistogram.from_encoded.
                 d["seconds"] = tuple(
                     (idx, stats, sec.hist.encoded(),
-                     sec.ttfb.encoded() if sec.ttfb is not None else None)
+                     sec.ttfb.encoded() if sec.ttfb is not None else None,
+                     sec.versions_encoded())
                     for idx, stats, sec in self._raw)
                 self._raw.clear()
             if self._window_stats is not cur.window:
@@ -581,6 +606,8 @@ class ThreadLoadGenerator:
                     records.append((done, done - start_t, ok))
             self._roll(done)
             cur = self._cur
+            if version is not None and self._raw is not None:
+                cur.add_version(version, ok, _us(done - start_t))
             if ok:
                 self._ok += 1
                 cur.ok += 1

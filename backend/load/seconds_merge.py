@@ -12,8 +12,15 @@ percentiles are those of every request too.
 A merged second is given out once every worker that is still expected has closed it; a
 worker that died or finished stops being expected after the seconds it reported.
 
+A worker that sends at a traffic router also hands out, per second, what each version
+(named by the response's x-serve-version header) got: ok and error counts and the ok
+latencies' histogram. They are merged the same way, and the last window's per-version
+figures (`VersionLoad`: rate, errors, p50/p99 of every worker's requests) go out as the
+engine's `versions` do, so the traffic window works under cluster load.
+
 The output has the shape of the engine's `delta()` (counters, new seconds, window,
-summary), so the console reads a cluster's load exactly as it reads its own generator's.
+versions, summary), so the console reads a cluster's load exactly as it reads its own
+generator's.
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from backend.load.engine import _hist, _pcts_ms, _summary_pcts, window_stats
-from backend.load.load_model import RunSummary, SecondStats
+from backend.load.load_model import RunSummary, SecondStats, VersionLoad
 from backend.load.timing_histogram import TimingHistogram
 
 _COUNTERS = ("sent", "ok", "errors", "in_flight", "timeouts", "users")
@@ -37,13 +44,23 @@ def decode(encoded: tuple[bytes, int] | None) -> TimingHistogram | None:
 class _Pending:
     """One second, filled by the workers that closed it so far."""
 
-    __slots__ = ("hist", "ttfb", "stats", "workers")
+    __slots__ = ("hist", "ttfb", "stats", "workers", "versions")
 
     def __init__(self) -> None:
         self.hist = _hist()
         self.ttfb: TimingHistogram | None = None
         self.stats: list[SecondStats] = []
         self.workers: set[int] = set()
+        self.versions: dict[str, list] = {}  # version → [ok, errors, ok latencies]
+
+    def add_versions(self, versions: dict | None) -> None:
+        for name, (ok, errors, encoded) in (versions or {}).items():
+            v = self.versions.get(name)
+            if v is None:
+                v = self.versions[name] = [0, 0, _hist()]
+            v[0] += ok
+            v[1] += errors
+            v[2].add(decode(encoded))
 
 
 class SecondsMerger:
@@ -64,6 +81,9 @@ class SecondsMerger:
         self._window: deque[tuple[TimingHistogram, int, int]] = deque(maxlen=self._window_n)
         self._window_stats: tuple = (0.0, 0.0, None)
         self._window_changed = False
+        self._version_window: deque[dict[str, list]] = deque(maxlen=self._window_n)
+        self._versions: tuple[VersionLoad, ...] = ()
+        self._versions_changed = False
         self._run = _hist()
         self._run_ttfb: TimingHistogram | None = None
         self._counters: dict[int, dict] = {w: dict.fromkeys(_COUNTERS, 0) for w in workers}
@@ -93,7 +113,7 @@ class SecondsMerger:
         if "summary" in poll:
             self._summaries[worker] = poll["summary"]
             self._summary_changed = True
-        for idx, stats, hist, ttfb in poll.get("seconds", ()):
+        for idx, stats, hist, ttfb, *more in poll.get("seconds", ()):
             h, t = decode(hist), decode(ttfb)
             self._run.add(h)
             if t is not None:
@@ -112,6 +132,7 @@ class SecondsMerger:
                     p.ttfb = _hist()
                 p.ttfb.add(t)
             p.stats.append(stats)
+            p.add_versions(more[0] if more else None)
             p.workers.add(worker)
             self._last_seen[worker] = max(self._last_seen[worker], idx)
         self._give_out()
@@ -156,6 +177,35 @@ class SecondsMerger:
         self._window.append((p.hist, completed, offered))
         self._window_stats = window_stats(self._window)
         self._window_changed = True
+        if p.versions or self._version_window:  # once a version was seen, every second
+            self._version_window.append(p.versions)
+            versions = self._version_loads()
+            if versions != self._versions:
+                self._versions = versions
+                self._versions_changed = True
+
+    def _version_loads(self) -> tuple[VersionLoad, ...]:
+        """The window's figures per version, over every worker's requests (as the
+        engine's version_window computes them for one generator)."""
+        window_s = float(max(1, len(self._version_window)))
+        totals: dict[str, list] = {}
+        for second in self._version_window:
+            for name, (ok, errors, hist) in second.items():
+                t = totals.get(name)
+                if t is None:
+                    t = totals[name] = [0, 0, _hist()]
+                t[0] += ok
+                t[1] += errors
+                t[2].add(hist)
+        out = []
+        for name in sorted(totals):
+            ok, errors, hist = totals[name]
+            if not ok + errors:
+                continue
+            pct = _pcts_ms(hist) or {}
+            out.append(VersionLoad(name, (ok + errors) / window_s, ok, errors,
+                                   pct.get(50.0), pct.get(99.0)))
+        return tuple(out)
 
     # -- output --------------------------------------------------------------------------
     def counters(self) -> dict:
@@ -181,6 +231,9 @@ class SecondsMerger:
         if self._window_changed:
             d["window"] = self._window_stats
             self._window_changed = False
+        if self._versions_changed:
+            d["versions"] = self._versions
+            self._versions_changed = False
         if self._summary_changed and self._summaries:
             d["summary"] = self.summary()
             self._summary_changed = False

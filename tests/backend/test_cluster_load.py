@@ -104,6 +104,30 @@ def test_spread_workers_land_on_both_nodes_and_their_seconds_merge_exactly(two_n
     _no_workers_within(cluster, 5.0)
 
 
+def test_the_versions_a_router_names_are_counted_over_every_worker(two_nodes, server):
+    """The traffic window under cluster load: the reference server's split (every 4th
+    response v2, half of those HTTP 500; x-serve-version names each) as the workers'
+    merged per-version figures (the merge's exactness: tests/backend/test_seconds_merge)."""
+    cluster, access, _, _ = two_nodes
+    gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), rate=80,
+               path="/versions")
+    gen.start()
+    try:
+        _started(gen)
+        offer_for(gen, 4.0, drain_s=0.0)
+        live = {v.version: v for v in gen.stats().versions}
+    finally:
+        gen.stop()
+    assert set(live) == {"v1", "v2"}, live
+    v1, v2 = live["v1"], live["v2"]
+    # Both workers' requests: 80 req/s in all (one worker sends 40).
+    assert 60 <= v1.rps + v2.rps <= 100, (v1, v2)
+    assert 0.18 < v2.rps / (v1.rps + v2.rps) < 0.32, (v1, v2)
+    assert v1.errors == 0 and 30 <= v2.error_pct <= 70, (v1, v2)
+    assert v2.p50_ms >= 20 and v1.p50_ms < v2.p50_ms, (v1, v2)
+    _no_workers_within(cluster, 5.0)
+
+
 def test_pinned_workers_all_run_on_the_chosen_node(two_nodes, server):
     cluster, access, head, worker = two_nodes
     gen = _gen(server, access, ClusterLoad(workers=2, node=worker, own_proxy=False), rate=20)

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-from backend.load.engine import _hist, _us
+from backend.load.engine import _hist, _pcts_ms, _us
 from backend.load.load_model import RunSummary, SecondStats
 from backend.load.seconds_merge import SecondsMerger
 
@@ -120,3 +120,79 @@ def test_a_worker_that_is_forgotten_is_no_longer_waited_for():
     assert "history" not in merger.delta()
     assert merger.summary().timed == (
         sum(len(raw[0][i]) for i in range(5)) + sum(len(raw[1][i]) for i in range(2)))
+
+
+# -- per version (traffic router targets) -------------------------------------------------
+VERSIONS = {"ModelV1": 0.9, "ModelV2": 0.1}
+
+
+def _versioned_second(idx: int, lat: list[float], rng: random.Random) -> tuple[tuple, dict]:
+    """A worker's second whose requests went to the versions at random (a few failed),
+    in the engine's shape, and {version: (ok latencies, errors)} of its raw values."""
+    raw: dict[str, tuple[list[float], int]] = {}
+    per: dict[str, list] = {}
+    for v in lat:
+        name = "ModelV1" if rng.random() < VERSIONS["ModelV1"] else "ModelV2"
+        ok = rng.random() > 0.05
+        oks, errors = raw.get(name, ([], 0))
+        raw[name] = (oks + [v], errors) if ok else (oks, errors + 1)
+        p = per.setdefault(name, [0, 0, _hist()])
+        if ok:
+            p[0] += 1
+            p[2].record_value(_us(v))
+        else:
+            p[1] += 1
+    idx_, stats, hist, ttfb = _second(idx, lat)
+    encoded = {n: (ok, err, h.encoded()) for n, (ok, err, h) in per.items()}
+    return (idx_, stats, hist, ttfb, encoded), raw
+
+
+def test_per_version_figures_are_those_of_every_workers_requests():
+    raw = _raw(seed=5)
+    rng = random.Random(3)
+    m = SecondsMerger(list(SHAPES), window_s=3.0)
+    truth: dict[int, dict[str, tuple[list[float], int]]] = {}
+    for s in range(SECONDS):
+        for w in SHAPES:
+            sec, by_version = _versioned_second(s, raw[w][s], rng)
+            for name, (oks, errors) in by_version.items():
+                t_oks, t_err = truth.setdefault(s, {}).get(name, ([], 0))
+                truth[s][name] = (t_oks + oks, t_err + errors)
+            m.add(w, {"seconds": (sec,)})
+    d = m.delta()
+    got = {v.version: v for v in d["versions"]}
+    assert set(got) == set(VERSIONS)
+    window = range(SECONDS - 3, SECONDS)  # the last 3 seconds
+    for name, v in got.items():
+        oks = [x for s in window for x in truth[s].get(name, ([], 0))[0]]
+        errors = sum(truth[s].get(name, ([], 0))[1] for s in window)
+        assert (v.ok, v.errors) == (len(oks), errors)
+        assert v.rps == pytest.approx((len(oks) + errors) / 3)
+        # Exactly what one histogram recording every worker's ok requests reads: the
+        # merge loses nothing (the histograms' own rank rule and 0.1 % buckets aside).
+        one = _hist()
+        for x in oks:
+            one.record_value(_us(x))
+        want = _pcts_ms(one)
+        assert (v.p50_ms, v.p99_ms) == (want[50.0], want[99.0])
+        _close(v.p50_ms, oks, 50)
+    # Given out once; then only when the window moves.
+    assert "versions" not in m.delta()
+
+
+def test_a_version_gone_from_the_window_leaves_the_figures():
+    m = SecondsMerger([0], window_s=2.0)
+    rng = random.Random(1)
+    sec, _ = _versioned_second(0, [0.01] * 50, rng)
+    m.add(0, {"seconds": (sec,)})
+    assert {v.version for v in m.delta()["versions"]} == set(VERSIONS)
+    for s in (1, 2):  # two seconds with no versioned response: the window empties
+        m.add(0, {"seconds": (_second(s, [0.01] * 10),)})
+    assert m.delta()["versions"] == ()
+
+
+def test_seconds_without_versions_send_none():
+    m = SecondsMerger([0, 1], window_s=2.0)
+    for w in (0, 1):
+        m.add(w, {"seconds": (_second(0, [0.01] * 10),)})
+    assert "versions" not in m.delta()
