@@ -32,13 +32,20 @@ _SAVES = (
 )
 
 
+class _LastFolder:
+    """The folder the last plot file was saved in (this session, every menu): where the
+    next save dialog opens."""
+
+    path: Path | None = None
+
+    @classmethod
+    def remember(cls, path: Path) -> None:
+        cls.path = path
+
+
 class PlotMenu(QObject):
     """The menu of the plots *plots()* of *graphics*; *name(plot)* says what a plot shows
     (e.g. 'app Model Latency'), for the default file name."""
-
-    #: The folder the last file was saved in (this session, every menu): where the next
-    #: save dialog opens.
-    _folder: Path | None = None
 
     def __init__(self, graphics: pg.GraphicsLayoutWidget,
                  plots: Callable[[], Iterable[pg.PlotItem]],
@@ -102,14 +109,14 @@ class PlotMenu(QObject):
         plot = self._plot
         if plot is None:
             return
-        folder = PlotMenu._folder or Path.home()
+        folder = _LastFolder.path or Path.home()
         default = folder / (file_stem(self._name(plot), shown_time(plot)) + suffix)
         path, _ = QFileDialog.getSaveFileName(self._graphics, title, str(default), filter_)
         if not path:
             return
         if not path.lower().endswith(suffix):
             path += suffix
-        PlotMenu._folder = Path(path).parent
+        _LastFolder.remember(Path(path).parent)
         try:
             writer(plot, path)
         except OSError as e:

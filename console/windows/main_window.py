@@ -61,8 +61,9 @@ class MainWindow(QMainWindow):
         # The theme before the views: what they paint at construction is in its colours.
         self.theme = WindowTheme(self, self.settings)
         self.theme.choose(theme or self.theme.choice, persist=False)
-        build_views(self)
+        self._views, self._plots_column = build_views(self)
         build_docks(self)
+        self._sessions = self._autotune = self._traffic = None  # each made on first use
         worst_first_dock.build(self)
         self._connect = ConnectFlow(self, self.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
@@ -86,10 +87,10 @@ class MainWindow(QMainWindow):
         restyle_when_first_shown(self)  # ... and those made until it is shown
         if self.settings.per_replica_view():
             self.per_replica_action.setChecked(True)
-            self._on_per_replica_toggled(True)
+            self.show_per_replica(True)
         # The live plots move once a second with the data, unless smooth scrolling is on.
         self.smooth_scroll_action.setChecked(self.settings.smooth_scroll())
-        self._on_smooth_scroll_toggled(self.settings.smooth_scroll())
+        self.set_smooth_scroll(self.settings.smooth_scroll())
         self._update_actions()
 
     # -- layout ---------------------------------------------------------------------------
@@ -147,8 +148,8 @@ class MainWindow(QMainWindow):
         s.load.workers.connect(source.set_workers)
         s.load.nodes.connect(source.set_nodes)
         self.advisor_panel.apply_requested.connect(self.model.advisor.apply)
-        self.advisor_panel.show_requested.connect(self._select)
-        self._banner.restart_requested.connect(self._on_restart_local_triggered)
+        self.advisor_panel.show_requested.connect(self.select_deployment)
+        self._banner.restart_requested.connect(self.restart_local_cluster)
 
     # -- what the model and other drivers call --------------------------------------------
     def show_connect_dialog(self, error: str | None = None,
@@ -166,7 +167,7 @@ class MainWindow(QMainWindow):
         elif self.session.client is None and self.model.interactive:
             QMessageBox.information(self, "Not connected", why)
 
-    def _select(self, app: str, deployment: str) -> None:
+    def select_deployment(self, app: str, deployment: str) -> None:
         self.tree.select_key(app, deployment)
         self.model.select((app, deployment))
 
@@ -236,7 +237,7 @@ class MainWindow(QMainWindow):
 
     def _update_replica_rows(self) -> None:
         if not self.per_replica_action.isChecked():
-            return  # the table is filled when the view is shown (_on_per_replica_toggled)
+            return  # the table is filled when the view is shown (show_per_replica)
         self.replica_view.set_key(self.model.selected)
         self.replica_view.set_rows(self.model.replica_rows() or [])
 
@@ -289,24 +290,24 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     @Slot(bool)
-    def _on_per_replica_toggled(self, on: bool) -> None:
+    def show_per_replica(self, on: bool) -> None:
         self._views.setCurrentWidget(self.replica_view if on else self.plots)
         self.settings.set_per_replica_view(on)
         self._update_replica_rows()
         self.replica_view.refresh()
 
-    def _on_smooth_scroll_toggled(self, on: bool) -> None:
+    def set_smooth_scroll(self, on: bool) -> None:
         for stack in (self.plots, self.replica_view, self.gpu_plots):
             stack.set_smooth_scroll(on)
         self.settings.set_smooth_scroll(on)
 
     @Slot()
-    def _on_restart_local_triggered(self) -> None:
+    def restart_local_cluster(self) -> None:
         self.banner.show_message("Starting a new local Ray cluster…", "info")
         self.session.restart_local()
 
     @Slot()
-    def _on_cancel_deploy_triggered(self) -> None:
+    def cancel_deploy(self) -> None:
         pending = self.session.deploys.pending_apps()
         if not pending:
             return
@@ -341,7 +342,7 @@ class MainWindow(QMainWindow):
             status = self.session.status
             a = status.application(app) if status else None
             if a is not None and a.deployments:
-                self._select(app, a.deployments[0].name)
+                self.select_deployment(app, a.deployments[0].name)
         elif not self.model.closing and self.model.interactive and not message.startswith(
                 "Cancelled"):
             QMessageBox.warning(self, f"Deploy of {app} failed", message)

@@ -1,6 +1,8 @@
 """The main window's layout: the views in the middle (tree, plots or the per-replica view,
 the GPU view, the banner above them) and the docks around them (load, event log,
-tuning, advisor). The widgets become attributes of the window."""
+tuning, advisor). The widgets a window's menus and other parts reach become its public
+attributes; what only the window itself uses (the stack of plots and per-replica view,
+the column under it) is handed back for it to keep."""
 
 from __future__ import annotations
 
@@ -20,8 +22,10 @@ from widgets.load_panel import LoadPanel
 from widgets.replica_view import ReplicaView
 
 
-def build_views(w) -> None:
-    """Tree, plots or per-replica view, GPU view, and the banner above them."""
+def build_views(w) -> tuple[QStackedWidget, QSplitter]:
+    """Tree, plots or per-replica view, GPU view, and the banner above them. Returns the
+    stack that shows the plots or the per-replica view, and the column it sits in (over
+    the GPU view)."""
     w.tree = AppTree()
     w.plots = LivePlots()
     w.plots.set_store(w.session.store)
@@ -36,16 +40,16 @@ def build_views(w) -> None:
     w.replica_view = ReplicaView()
     w.replica_view.set_store(w.session.replica_store)
     w.replica_view.set_window(w.plots.window_seconds())
-    w._views = QStackedWidget()
-    w._views.addWidget(w.plots)
-    w._views.addWidget(w.replica_view)
+    views = QStackedWidget()
+    views.addWidget(w.plots)
+    views.addWidget(w.replica_view)
     splitter = QSplitter(Qt.Orientation.Horizontal)
     w.main_splitter = splitter  # tree | plots: View → Layout sets its sizes
     splitter.addWidget(_tree_column(w))
-    w._plots_column = QSplitter(Qt.Orientation.Vertical)
-    w._plots_column.addWidget(w._views)
-    w._plots_column.addWidget(w.gpu_plots)
-    splitter.addWidget(w._plots_column)
+    plots_column = QSplitter(Qt.Orientation.Vertical)
+    plots_column.addWidget(views)
+    plots_column.addWidget(w.gpu_plots)
+    splitter.addWidget(plots_column)
     splitter.setStretchFactor(0, 0)
     splitter.setStretchFactor(1, 1)
     splitter.setSizes([340, 760])
@@ -58,6 +62,7 @@ def build_views(w) -> None:
     box.addWidget(w.banner)
     box.addWidget(splitter, 1)
     w.setCentralWidget(central)
+    return views, plots_column
 
 
 def _tree_column(w) -> QWidget:
@@ -98,9 +103,6 @@ def build_docks(w) -> None:
     w.advisor_dock.hide()
     w.resizeDocks([w.tuning_dock], [400], Qt.Orientation.Horizontal)
     w.resizeDocks([w.load_dock], [330], Qt.Orientation.Vertical)
-    w._sessions = None  # console.windows.recordings.SessionsUi, made on first use
-    w._autotune = None  # console.windows.autotune_window.AutoTuneUi, made on first use
-    w._traffic = None   # console.windows.traffic_window.TrafficUi, made on first use
 
 
 def add_dock(w, title: str, widget: QWidget, area) -> QDockWidget:

@@ -98,7 +98,7 @@ class WindowLayouts(QObject):
         per_replica = name == INVESTIGATE
         if w.per_replica_action.isChecked() != per_replica:
             w.per_replica_action.setChecked(per_replica)
-            w._on_per_replica_toggled(per_replica)
+            w.show_per_replica(per_replica)
         sizes = w.main_splitter.sizes()
         total = sum(sizes) or w.width()
         tree = _TREE_WIDTH[name]

@@ -40,13 +40,13 @@ def _cluster_menu(w) -> None:
     w.restart_local_action = _action(
         w, cluster, "&Restart local cluster", None,
         "Start a new local Ray cluster in place of the one that stopped (and offer "
-        "to redeploy what this console had deployed)", w._on_restart_local_triggered)
+        "to redeploy what this console had deployed)", w.restart_local_cluster)
     cluster.addSeparator()
     w.cancel_deploy_action = _action(
         w, cluster, "Cancel &deploy", "Ctrl+Shift+X",
         "Stop waiting for the selected (or newest) pending deploy and put back what it "
         "changed: the application it added is removed, one it replaced is restored; "
-        "nothing else is touched", w._on_cancel_deploy_triggered)
+        "nothing else is touched", w.cancel_deploy)
     cluster.addSeparator()
     w.export_action = _action(
         w, cluster, "&Export config…", "Ctrl+E",
@@ -129,13 +129,13 @@ def _view_menu(w) -> None:
         w, view, "Per &replica", "Ctrl+R",
         "Show the selected deployment per replica: requests/s, latency and ongoing "
         "requests as one curve per replica, and a table of its replicas (node, state, "
-        "load, held models); an uneven load is flagged", w._on_per_replica_toggled)
+        "load, held models); an uneven load is flagged", w.show_per_replica)
     w.per_replica_action.setCheckable(True)
     w.smooth_scroll_action = _action(
         w, view, "S&mooth scrolling", None,
         "Glide the plots ten times a second. Off: they move once a second, when the "
         "data (polled once a second) arrives, which leaves the window far more time "
-        "for your clicks and sliders under load", w._on_smooth_scroll_toggled)
+        "for your clicks and sliders under load", w.set_smooth_scroll)
     w.smooth_scroll_action.setCheckable(True)
     w.copy_promql_action = _action(
         w, view, "Copy &PromQL of this deployment", "Ctrl+Shift+C",

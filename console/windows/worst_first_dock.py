@@ -27,7 +27,7 @@ def build(w) -> None:
     action.setToolTip("Every deployment of the cluster ranked worst first by p99 "
                       "latency, queued requests, errors/s or replicas short of target; "
                       "double-click one to plot it")
-    w.worst_first.deployment_chosen.connect(w._select)
+    w.worst_first.deployment_chosen.connect(w.select_deployment)
     w.worst_dock.visibilityChanged.connect(lambda shown: shown and refresh(w))
     # Through a QObject that dies with the dock, not a lambda: the session outlives the
     # window, and a lambda connected to it would keep the window alive.

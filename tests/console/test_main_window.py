@@ -99,7 +99,7 @@ def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window
     app, dep, _ = tuning_app
     qtbot.waitUntil(lambda: window.session.status is not None
                     and window.session.status.application(app) is not None, timeout=20_000)
-    window._select(app, dep)
+    window.select_deployment(app, dep)
     panel = window.knob_panel
     assert panel.knob_set() is not None and panel.knob_set().app == app
     current = panel.knob_set().knob("max_ongoing_requests").value

@@ -68,7 +68,7 @@ def window(qtbot, tmp_path, cluster, probe_url):
         qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
     qtbot.waitUntil(lambda: session.status is not None
                     and session.status.application(APP) is not None, timeout=20_000)
-    win._select(APP, DEP)
+    win.select_deployment(APP, DEP)
     yield win
     win.close()
     session.shutdown()

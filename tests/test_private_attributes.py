@@ -1,0 +1,52 @@
+"""No module sets another object's private attributes: in console/ and widgets/ an
+assignment to `X._name` is only ever made on `self` or `cls` (an object's state is set by
+the object, through its constructor or a public method)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def foreign_private_sets(source: str) -> list[str]:
+    """`X._name` targets of the assignments in *source* whose X is not self or cls."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                and node.func.id == "setattr" and len(node.args) >= 2
+                and isinstance(node.args[1], ast.Constant)
+                and str(node.args[1].value).startswith("_")):
+            found.append(f"{node.lineno}: setattr(…, {node.args[1].value!r})")
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            for part in ast.walk(target):
+                if (isinstance(part, ast.Attribute) and part.attr.startswith("_")
+                        and not part.attr.startswith("__")
+                        and not (isinstance(part.value, ast.Name)
+                                 and part.value.id in ("self", "cls"))):
+                    found.append(f"{node.lineno}: {ast.unparse(part)}")
+    return found
+
+
+def test_no_module_sets_another_objects_private_attributes():
+    offenders = {}
+    for folder in ("console", "widgets"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found = foreign_private_sets(path.read_text())
+            if found:
+                offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_check_finds_what_it_forbids():
+    assert foreign_private_sets("w._views = 1\nself._ok = 2\ncls._fine = 3\n") == ["1: w._views"]
+    assert foreign_private_sets("a.b._c += 1") == ["1: a.b._c"]
+    assert foreign_private_sets("setattr(w, '_x', 1)") == ["1: setattr(…, '_x')"]
+    assert foreign_private_sets("w.public = 1\nx.__dict__ = {}") == []
