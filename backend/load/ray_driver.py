@@ -44,6 +44,7 @@ from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel
                                      WorkerState)
 from backend.load.seconds_merge import SecondsMerger
 from backend.load.wire import rebuilt
+from backend.text import clip
 
 POLL_S = 0.5  # a poll of every worker (also their heartbeat) this often: each poll is a
 # Ray Client round trip per worker, CPU taken from the machine being measured; the
@@ -301,20 +302,16 @@ def _rate(m: LoadModel) -> float:
     return m.rate if m.mode == OPEN else 0.0
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _short(e: BaseException, limit: int = 160) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()[0] if str(e) else type(e).__name__
-    return _clip(text, limit)
+    return clip(text, limit)
 
 
 def _server_said(e: BaseException, limit: int = 160) -> str:
     """Ray Client's failure as its last line: the head's own reason comes after a
     first line that only says the server failed ("Initialization failure from server:")."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return _clip(lines[-1] if lines else type(e).__name__, limit)
+    return clip(lines[-1] if lines else type(e).__name__, limit)
 
 
 def _placement_error(ray, e: BaseException, k: int, cluster: ClusterLoad) -> str:
