@@ -1,7 +1,7 @@
 """How long the GUI thread paints the load panel's client plots, with the axes' grid drawn
-opaque (the console's, widgets/plot_style.cache_axes) against pyqtgraph's translucent grid.
+opaque (the console's, widgets/plots/plot_style.cache_axes) against pyqtgraph's translucent grid.
 
-The client plots (widgets/client_plots.py, 2 × 2 plots sharing "s since start") are fed a
+The client plots (widgets/plots/client_plots.py, 2 × 2 plots sharing "s since start") are fed a
 flat-out run's seconds (~10,000 req/s with noise, latency percentiles that wobble and spike,
 64 users in flight), one new second per step as the console's stats bring them; each step
 draws whatever waits and repaints. Every paint of the plots' view is timed
@@ -48,7 +48,7 @@ def one_run(variant: str, seconds: int, seed: int) -> dict:
     from PySide6.QtWidgets import QApplication
 
     from backend.load.load_model import SecondStats
-    from widgets import plot_style
+    from widgets.plots import plot_style
 
     if variant == "translucent":
         plot_style.opaque_grid = lambda axis: None
@@ -69,7 +69,7 @@ def one_run(variant: str, seconds: int, seed: int) -> dict:
 
     pg.GraphicsView.paintEvent = timed_paint
     pg.AxisItem.drawPicture = counted_draw
-    from widgets.client_plots import ClientPlots
+    from widgets.plots.client_plots import ClientPlots
 
     plots = ClientPlots()
     plots.resize(*SIZE)

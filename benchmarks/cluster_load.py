@@ -80,7 +80,7 @@ sys.path.insert(0, str(ROOT))
 from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 from backend.cluster.client import ClusterClient  # noqa: E402
-from backend.load.engine import offer_for  # noqa: E402
+from backend.load.offer import offer_for  # noqa: E402
 from backend.load.generator import LoadGenerator, SpareDriver  # noqa: E402
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel,  # noqa: E402
                                      LoadTarget)

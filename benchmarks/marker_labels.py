@@ -1,8 +1,8 @@
-"""GUI-thread cost of the markers' labels (widgets/marker_labels.py) as the plots follow
+"""GUI-thread cost of the markers' labels (widgets/plots/marker_labels.py) as the plots follow
 the clock, side by side with the same plots without markers.
 
 The live plots scroll ten times a second while following; every scroll lays the labels
-of the markers in view out again (rows, sides, elision: widgets/marker_layout.py). This
+of the markers in view out again (rows, sides, elision: widgets/plots/marker_layout.py). This
 measures, with MARKERS markers inside a 30 s window (a busy tuning session) and
 BEHIND markers earlier in the day (a console kept open all day):
 
@@ -33,9 +33,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from backend.metrics.series import SeriesStore  # noqa: E402
-from widgets.live_plots import LivePlots  # noqa: E402
-from widgets.marker_labels import MarkerLabels  # noqa: E402
-from widgets.marker_layout import layout_labels  # noqa: E402
+from widgets.plots.live_plots import LivePlots  # noqa: E402
+from widgets.plots.marker_labels import MarkerLabels  # noqa: E402
+from widgets.plots.marker_layout import layout_labels  # noqa: E402
 from benchmarks.common import emit  # noqa: E402
 
 KEY = ("app", "Model")

@@ -27,7 +27,7 @@ import pyqtgraph as pg  # noqa: E402
 from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from backend.metrics.series import SeriesStore  # noqa: E402
-from widgets.live_plots import PLOTS, LivePlots  # noqa: E402
+from widgets.plots.live_plots import PLOTS, LivePlots  # noqa: E402
 from benchmarks.common import emit  # noqa: E402
 
 KEY = ("multiplexed", "MultiplexedAdapters")

@@ -38,7 +38,7 @@ from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.deploy.deployer import deploy_demo  # noqa: E402
 from backend.load.generator import LoadGenerator, LoadTarget  # noqa: E402
 from backend.metrics import exposition as ex  # noqa: E402
-from backend.metrics.direct import WindowedSeries  # noqa: E402
+from backend.metrics.windowed_series import WindowedSeries  # noqa: E402
 from benchmarks.common import Spread, emit, load_text, machine_load  # noqa: E402
 
 VARIANTS = ("whole_reports", "poll_window")

@@ -37,7 +37,8 @@ from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.deploy.deployer import deploy_demo  # noqa: E402
 from backend.load.generator import LoadGenerator, LoadTarget  # noqa: E402
 from backend.metrics import exposition as ex  # noqa: E402
-from backend.metrics.direct import DirectScrapeSource, WindowedSeries  # noqa: E402
+from backend.metrics.direct import DirectScrapeSource  # noqa: E402
+from backend.metrics.windowed_series import WindowedSeries  # noqa: E402
 
 
 def _ms(f, repeat: int) -> float:

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog,
                                QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QTableWidget, QTableWidgetItem, QVBoxLayout, QWidget)
 
-from widgets import plot_style
+from widgets.plots import plot_style
 from widgets.theme import restyle_when_first_shown
 
 MAX_RPS, MIN_P99 = "max_rps", "min_p99"

@@ -45,7 +45,7 @@ from backend.load.load_model import (
     Profile,
     RunSummary,
 )
-from widgets.client_plots import ClientPlots
+from widgets.plots.client_plots import ClientPlots
 from widgets.load_source import LoadSourcePanel
 from widgets.request_editor import RequestEditor, double_spin, row_of
 from widgets.theme import status_color

@@ -8,7 +8,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QWidget
 
-from widgets import plot_style
+from widgets.plots import plot_style
 
 
 class ModelCacheView(QWidget):

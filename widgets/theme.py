@@ -164,7 +164,7 @@ def apply_theme(theme: Theme) -> None:
     plot that exists now."""
     global _current
     old, _current = _current, theme
-    from widgets import plot_style
+    from widgets.plots import plot_style
 
     plot_style.use_theme(theme)
     pg.setConfigOptions(background=theme.plot_background, foreground=theme.plot_foreground)

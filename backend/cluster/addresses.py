@@ -10,13 +10,11 @@ from __future__ import annotations
 import ipaddress
 from urllib.parse import urlsplit
 
+from backend.text import clip
+
 _URL_FORBIDDEN = frozenset('<>"{}|\\^`')
 MAX_URL_CHARS = 2048
 MAX_TOKEN_CHARS = 8192
-
-
-def clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def address_problem(text: str, host: str) -> str:
@@ -38,17 +36,17 @@ def host_problem(host: str) -> str:
         try:
             ipaddress.ip_address(host.split("%", 1)[0])
         except ValueError:
-            return f"'{clip(host)}' is not an IPv6 address"
+            return f"'{clip(host, 80)}' is not an IPv6 address"
         return ""
     try:
         ascii_host = host.encode("idna").decode("ascii")
     except UnicodeError:
-        return f"'{clip(host)}' is not a valid host name"
+        return f"'{clip(host, 80)}' is not a valid host name"
     labels = ascii_host[:-1].split(".") if ascii_host.endswith(".") else ascii_host.split(".")
     if len(ascii_host) > 253 or any(not 0 < len(label) <= 63 for label in labels):
-        return f"'{clip(host)}' is not a valid host name"
+        return f"'{clip(host, 80)}' is not a valid host name"
     if any(not (c.isalnum() or c in "-_") for label in labels for c in label):
-        return f"host name '{clip(host)}' has characters a host name cannot have"
+        return f"host name '{clip(host, 80)}' has characters a host name cannot have"
     return ""
 
 
@@ -106,9 +104,9 @@ def ray_client_problem(url: str) -> str:
         parts = urlsplit(text)
         port = parts.port
     except ValueError:
-        return f"{clip(text)} is not a Ray Client address: the port is not a number."
+        return f"{clip(text, 80)} is not a Ray Client address: the port is not a number."
     if parts.scheme != "ray" or not parts.hostname:
-        return f"{clip(text)} is not a Ray Client address: write it as ray://HOST:PORT."
+        return f"{clip(text, 80)} is not a Ray Client address: write it as ray://HOST:PORT."
     if port is None:
-        return f"{clip(text)} names no port: write it as ray://HOST:PORT (Ray's is 10001)."
+        return f"{clip(text, 80)} names no port: write it as ray://HOST:PORT (Ray's is 10001)."
     return ""

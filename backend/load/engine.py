@@ -29,46 +29,19 @@ import threading
 import time
 from collections import Counter, deque
 from dataclasses import dataclass, field, replace
-from typing import Callable
-
-from backend.load.timing_histogram import US_MAX, TimingHistogram
 
 from backend.load.load_model import (CLOSED, OPEN, POISSON, VERSION_HEADER, LoadModel, LoadStats,
-                                     LoadTarget, Profile, RunSummary, SecondStats, render_body,
+                                     LoadTarget, Profile, RunSummary, SecondStats,
                                      version_window)
+from backend.load.payload import Payload
+from backend.load.timing_histogram import (TimingHistogram, percentiles_ms, summary_percentiles,
+                                           to_us, window_stats)
 
-_US_MAX = US_MAX  # one hour, in microseconds: the histograms' range
-_PCTS = (50.0, 90.0, 99.0, 99.9)
 _TICK_S = 0.1  # how often idle seconds are closed
 MAX_VERSIONS = 16  # versions told apart per run (x-serve-version values)
 VERSION_RECORDS = 50_000  # recent completions kept per version (≥ the window's)
 _EARLY_S = 0.0015  # open loop: wake this much before a send is due…
 _SPIN_MAX_RPS = 200.0  # …at rates up to this
-
-
-def _hist() -> TimingHistogram:
-    return TimingHistogram()
-
-
-def _us(seconds: float) -> int:
-    return min(_US_MAX, max(1, int(seconds * 1e6)))
-
-
-def _pcts_ms(h: TimingHistogram) -> dict[float, float] | None:
-    if h.get_total_count() == 0:
-        return None
-    return {p: v / 1000.0 for p, v in h.get_percentile_to_value_dict(list(_PCTS)).items()}
-
-
-def window_stats(window) -> tuple[float, float, dict | None]:
-    """(completions/s, offered/s, {percentile: ms} or None) over the last seconds, each
-    (latency histogram, completed, offered): the histograms added, not their percentiles."""
-    merged = _hist()
-    for h, _, _ in window:
-        merged.add(h)
-    n = len(window)
-    return (sum(c for _, c, _ in window) / n, sum(o for _, _, o in window) / n,
-            _pcts_ms(merged))
 
 
 @dataclass(frozen=True)
@@ -90,7 +63,7 @@ class _Second:
     __slots__ = ("hist", "ttfb", "ok", "errors", "versions")
 
     def __init__(self) -> None:
-        self.hist = _hist()
+        self.hist = TimingHistogram()
         self.ttfb: TimingHistogram | None = None
         self.ok = 0
         self.errors: Counter[str] = Counter()
@@ -103,7 +76,7 @@ class _Second:
             self.versions = {}
         v = self.versions.get(version)
         if v is None:
-            v = self.versions[version] = [0, 0, _hist()]
+            v = self.versions[version] = [0, 0, TimingHistogram()]
         if ok:
             v[0] += 1
             v[2].record_value(us)
@@ -203,7 +176,7 @@ class ThreadLoadGenerator:
         self._window: deque[tuple[TimingHistogram, int, int]] = deque(
             maxlen=max(1, int(round(window_s))))
         self._window_stats: tuple[float, float, dict | None] = (0.0, 0.0, None)
-        self._run_hist = _hist()
+        self._run_hist = TimingHistogram()
         self._run_ttfb: TimingHistogram | None = None
         self._summary: RunSummary | None = None
         # Traffic-split targets: recent completions per version named by the response's
@@ -435,7 +408,7 @@ class ThreadLoadGenerator:
     # open loop: intended send times from the arrival process ----------------------------
     async def _open_loop(self, session, tasks: set) -> None:
         rng = random.Random(self._seed)
-        payload = _Payload(self.target, self._seed)
+        payload = Payload(self.target, self._seed)
         seq = 0
         next_t: float | None = None
         last_t: float | None = None
@@ -508,7 +481,7 @@ class ThreadLoadGenerator:
 
     # closed loop: N users, each send → response → think → send ---------------------------
     async def _closed_loop(self, session, tasks: set) -> None:
-        payload = _Payload(self.target, self._seed)
+        payload = Payload(self.target, self._seed)
         users: dict[int, asyncio.Task] = {}
         seq_box = [0]
 
@@ -607,17 +580,17 @@ class ThreadLoadGenerator:
             self._roll(done)
             cur = self._cur
             if version is not None and self._raw is not None:
-                cur.add_version(version, ok, _us(done - start_t))
+                cur.add_version(version, ok, to_us(done - start_t))
             if ok:
                 self._ok += 1
                 cur.ok += 1
                 # Latency percentiles are of successful responses; errors are counted
                 # by kind (a fast 503 must not make the latency look good).
-                cur.hist.record_value(_us(done - start_t))
+                cur.hist.record_value(to_us(done - start_t))
                 if ttfb is not None:
                     if cur.ttfb is None:
-                        cur.ttfb = _hist()
-                    cur.ttfb.record_value(_us(ttfb))
+                        cur.ttfb = TimingHistogram()
+                    cur.ttfb.record_value(to_us(ttfb))
             else:
                 self._errors += 1
                 self._errors_by_kind[kind] += 1
@@ -646,8 +619,8 @@ class ThreadLoadGenerator:
 
     def _close_second(self) -> None:
         cur, idx = self._cur, self._cur_idx
-        p = _pcts_ms(cur.hist) or {}
-        tp = _pcts_ms(cur.ttfb) if cur.ttfb is not None else None
+        p = percentiles_ms(cur.hist) or {}
+        tp = percentiles_ms(cur.ttfb) if cur.ttfb is not None else None
         tp = tp or {}
         offered = self._offered.pop(idx, 0)
         completed = cur.ok + sum(cur.errors.values())
@@ -673,7 +646,7 @@ class ThreadLoadGenerator:
         self._run_hist.add(sec.hist)
         if sec.ttfb is not None:
             if self._run_ttfb is None:
-                self._run_ttfb = _hist()
+                self._run_ttfb = TimingHistogram()
             self._run_ttfb.add(sec.ttfb)
 
     def _make_summary(self, end: float) -> RunSummary:
@@ -702,88 +675,8 @@ class ThreadLoadGenerator:
             duration_s=duration, sent=self._sent, ok=self._ok, errors=self._errors,
             errors_by_kind=tuple(sorted(self._errors_by_kind.items())),
             timeouts=self._timeouts, offered_rps=offered, achieved_rps=achieved,
-            latency_ms=_summary_pcts(self._run_hist),
-            ttfb_ms=_summary_pcts(self._run_ttfb) if self._run_ttfb is not None else (),
+            latency_ms=summary_percentiles(self._run_hist),
+            ttfb_ms=summary_percentiles(self._run_ttfb) if self._run_ttfb is not None else (),
             missed=self._missed, timed=self._run_hist.get_total_count(),
             measured_from=("intended send time (coordinated-omission corrected)"
                            if model.mode == OPEN else "actual send time (closed loop)"))
-
-
-def offer_for(gen, seconds: float,
-              drain_s: float = 1.5, start_timeout_s: float = 10.0,
-              sleep: Callable[[float], None] = time.sleep,
-              at_end: Callable[[], None] | None = None,
-              decided: Callable[[object, float], bool] | None = None) -> None:
-    """Let a started generator send for *seconds* of its own sending, then stop offering
-    and let what is in flight finish (up to *drain_s*), so that stop() cuts off nothing
-    that was measured — for runs whose figures must count every request (benchmarks,
-    accuracy tests).
-
-    start() returns at once and a generator's process sends once it has started (~0.3 s
-    on a busy machine), so the seconds are counted from its first request. Its stats are
-    the child's snapshot (≤ 100 ms old) and set_rate reaches it by a pipe: done means
-    nothing in flight and nothing sent across two fresh snapshots.
-
-    *sleep* does the waiting (a cancel token's sleep ends it early by raising);
-    *at_end* is called when the sends end, before the drain; *decided(stats, seconds
-    since the sends ended)*, when given, ends the drain early once it returns True (the
-    caller's verdict cannot change any more, e.g. a rate trial already over its SLO)."""
-    deadline = time.monotonic() + start_timeout_s
-    while gen.stats().sent == 0 and time.monotonic() < deadline:
-        sleep(0.01)
-    sleep(seconds)
-    if at_end is not None:
-        at_end()
-    gen.set_rate(0)
-    ended = time.monotonic()
-    deadline = ended + drain_s
-    last_sent = -1
-    while time.monotonic() < deadline:
-        sleep(0.1 if decided is not None else 0.25)
-        st = gen.stats()
-        if st.in_flight == 0 and st.sent == last_sent:
-            return
-        if decided is not None and decided(st, time.monotonic() - ended):
-            return
-        last_sent = st.sent
-
-
-def _summary_pcts(h: TimingHistogram) -> tuple[tuple[str, float], ...]:
-    if h.get_total_count() == 0:
-        return ()
-    p = h.get_percentile_to_value_dict(list(_PCTS))
-    return (("p50", p[50.0] / 1000), ("p90", p[90.0] / 1000), ("p99", p[99.0] / 1000),
-            ("p99.9", p[99.9] / 1000), ("max", h.get_max_value() / 1000),
-            ("mean", h.mean_ms()))
-
-
-class _Payload:
-    """Builds each request's body and headers from the target (template, model ids)."""
-
-    def __init__(self, target: LoadTarget, seed: int | None) -> None:
-        self.template = target.body
-        self.headers = dict(target.headers)
-        self.static_body = (target.body.encode() if target.body and "{" not in target.body
-                            else None)
-        self.model_ids = target.model_ids
-        self.pick = target.model_ids.sampler(seed) if target.model_ids else None
-
-    def build(self, seq: int) -> tuple[bytes | None, dict[str, str], str | None]:
-        """(body, headers, the model id this request names or None)."""
-        model_id = self.pick() if self.pick else None
-        headers = self.headers
-        if model_id is not None:
-            headers = dict(headers)
-            headers[self.model_ids.header] = model_id
-        if self.static_body is not None:
-            return self.static_body, headers, model_id
-        if not self.template:
-            return None, headers, model_id
-        return render_body(self.template, seq, model_id).encode(), headers, model_id
-
-
-def request_parts(target: LoadTarget, seq: int = 0,
-                  seed: int | None = None) -> tuple[bytes | None, dict[str, str], str | None]:
-    """The body, headers and model id of the load's request number *seq* to *target*
-    (a single request sent as the load would send it)."""
-    return _Payload(target, seed).build(seq)

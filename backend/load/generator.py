@@ -4,7 +4,7 @@ omission correction) in a child process of its own (backend/load/child_process.p
 Python work never holds the GUI's GIL, or on request on a thread of this process.
 
 This module also re-exports what callers use with it: the plain data types of
-`backend.load.load_model` and the engine's `offer_for` and `request_parts`.
+`backend.load.load_model`, `offer_for` (offer.py) and `request_parts` (payload.py).
 """
 
 from __future__ import annotations
@@ -14,7 +14,9 @@ import os
 from backend.load.child_process import ProcessLoadGenerator
 from backend.load.cluster_generator import ClusterLoadGenerator
 from backend.load.driver_spare import SpareDriver
-from backend.load.engine import ThreadLoadGenerator, offer_for, request_parts
+from backend.load.engine import ThreadLoadGenerator
+from backend.load.offer import offer_for
+from backend.load.payload import request_parts
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadPlan, LoadStats,
                                      LoadTarget, ModelIds, Profile, RunSummary, SecondStats,
                                      WorkerState)

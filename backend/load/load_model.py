@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
 from backend.cluster.addresses import url_problem
+from backend.text import clip
 
 MODEL_ID_HEADER = "serve_multiplexed_model_id"
 BATCHED_FEATURES = 256
@@ -171,10 +172,10 @@ def check_target(target: LoadTarget) -> LoadTarget:
     """
     problem = url_problem(target.url)
     if problem:
-        raise ValueError(f"URL {_clip(target.url)!r}: {problem}")
+        raise ValueError(f"URL {clip(target.url, 80)!r}: {problem}")
     method = target.method
     if not method or len(method) > 20 or not set(method) <= _TOKEN_CHARS:
-        raise ValueError(f"method {_clip(method)!r} is not an HTTP method "
+        raise ValueError(f"method {clip(method, 80)!r} is not an HTTP method "
                          "(GET, POST, PUT, …)")
     headers = list(target.headers)
     if target.model_ids is not None:
@@ -182,7 +183,7 @@ def check_target(target: LoadTarget) -> LoadTarget:
                         f"{target.model_ids.prefix}{target.model_ids.first}"))
     for name, value in headers:
         if not name or not set(name) <= _TOKEN_CHARS:
-            raise ValueError(f"header name {_clip(name)!r} has characters a header name "
+            raise ValueError(f"header name {clip(name, 80)!r} has characters a header name "
                              "cannot have (letters, digits and -_.!#$%&'*+^`|~ only)")
         bad = next((c for c in value if (ord(c) < 32 and c != "\t") or ord(c) == 127
                     or ord(c) > 255), None)
@@ -209,10 +210,6 @@ def check_target(target: LoadTarget) -> LoadTarget:
                              "placeholders need quotes: \"{model_id}\") or the header"
                              ) from None
     return target
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
 
 
 def demo_target(kind: str, url: str, hint=None) -> LoadTarget:

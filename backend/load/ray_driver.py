@@ -40,10 +40,13 @@ from dataclasses import replace
 from multiprocessing.connection import Connection
 
 from backend.child import parent_gone
+from backend.load.connect_watch import ConnectWatch, resume_args
+from backend.load.driver_spare import DRIVER_MODULE
 from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 from backend.load.seconds_merge import SecondsMerger
 from backend.load.wire import rebuilt
+from backend.text import clip
 
 POLL_S = 0.5  # a poll of every worker (also their heartbeat) this often: each poll is a
 # Ray Client round trip per worker, CPU taken from the machine being measured; the
@@ -301,20 +304,16 @@ def _rate(m: LoadModel) -> float:
     return m.rate if m.mode == OPEN else 0.0
 
 
-def _clip(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
-
-
 def _short(e: BaseException, limit: int = 160) -> str:
     text = f"{type(e).__name__}: {e}".strip().splitlines()[0] if str(e) else type(e).__name__
-    return _clip(text, limit)
+    return clip(text, limit)
 
 
 def _server_said(e: BaseException, limit: int = 160) -> str:
     """Ray Client's failure as its last line: the head's own reason comes after a
     first line that only says the server failed ("Initialization failure from server:")."""
     lines = [line.strip() for line in str(e).splitlines() if line.strip()]
-    return _clip(lines[-1] if lines else type(e).__name__, limit)
+    return clip(lines[-1] if lines else type(e).__name__, limit)
 
 
 def _placement_error(ray, e: BaseException, k: int, cluster: ClusterLoad) -> str:
@@ -348,7 +347,8 @@ CONNECT_TRIES = 4
 OTHER_TRIES = 2
 
 
-def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5) -> None:
+def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5,
+             watch: ConnectWatch | None = None) -> None:
     """Ray Client, tried up to CONNECT_TRIES times when the head answers that it could
     not start the client's server (ConnectionAbortedError). The head's client proxy
     forks a server for each client while its own gRPC threads run, and now and then the
@@ -357,7 +357,8 @@ def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5) -> None:
     client server failed". Each try forks anew: here 1 connect in 8 failed so with two
     heads' clients connecting at once, and CI saw two in a row at a load average of 10
     on 2 cores. Any other ConnectionError (a timeout) is tried OTHER_TRIES times, as
-    each waits Ray Client's own timeout. A port nobody listens on is said at once."""
+    each waits Ray Client's own timeout. A port nobody listens on is said at once.
+    *watch*: a try that stalls is noticed and the driver restarted (connect_watch.py)."""
     from urllib.parse import urlsplit
 
     parts = urlsplit(access.ray_address)
@@ -371,7 +372,13 @@ def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5) -> None:
             f"started with `ray start --head` listens on 10001.") from None
     for attempt in range(1, CONNECT_TRIES + 1):
         try:
-            _init(ray, access)
+            if watch is not None:
+                watch.start(access.ray_address)
+            try:
+                _init(ray, access)
+            finally:
+                if watch is not None:
+                    watch.done()
             return
         except ConnectionError as e:
             tries = CONNECT_TRIES if isinstance(e, ConnectionAbortedError) else OTHER_TRIES
@@ -383,7 +390,7 @@ def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5) -> None:
             time.sleep(pause_s)
 
 
-def _connect_early(access: ClusterAccess, out: Connection):
+def _connect_early(access: ClusterAccess, out: Connection, watch: ConnectWatch | None = None):
     """A spare's connect, before its run is known: (ray, access or None if it failed,
     seconds, whether its workers may raise their own priority). A failure is said as an
     event and left to the run, which tries again."""
@@ -392,7 +399,7 @@ def _connect_early(access: ClusterAccess, out: Connection):
 
     t0 = time.monotonic()
     try:
-        _connect(ray, access, lambda text, level="info": None)
+        _connect(ray, access, lambda text, level="info": None, watch=watch)
     except BaseException as e:  # noqa: BLE001  (the run connects again, and says why)
         _disconnect(ray)
         _say(out, "warning", f"connecting to {access.ray_address} in advance failed "
@@ -450,19 +457,23 @@ def main(argv: list[str] | None = None) -> int:
     ctl = Connection(ctl_fd, writable=False)
     out = Connection(out_fd, readable=False)
     driver = Driver(ctl, out, parent)
+    # A restarted driver (a stalled connect: connect_watch.py) acts on the message it had.
+    resumed, restarts = resume_args(args[3:])
+    watch = ConnectWatch(DRIVER_MODULE, (ctl_fd, out_fd, parent), out, restarts)
     ray = None
     try:
-        first = ctl.recv()
+        first = resumed if resumed is not None else ctl.recv()
+        watch.message = first
         early: ClusterAccess | None = None  # connected in advance, to this (driver_spare.py)
         connected_in = 0.0
         raise_priority = False  # the workers may raise their own (probed in advance)
         if first[0] == "connect":
-            ray, early, connected_in, raise_priority = _connect_early(first[1], out)
+            ray, early, connected_in, raise_priority = _connect_early(first[1], out, watch)
             try:
                 while not ctl.poll(0.5):   # the run's "init", or end of file
                     if parent_gone(parent):
                         return 0           # the console is gone
-                first = ctl.recv()
+                first = watch.message = ctl.recv()
             except (EOFError, OSError):
                 return 0                   # not needed any more (SpareDriver.close)
         kind, target, options, model, cluster, access = first
@@ -495,7 +506,7 @@ def main(argv: list[str] | None = None) -> int:
             driver.event(f"connecting to {access.ray_address} to place "
                          f"{cluster.workers} load worker{'s' if cluster.workers != 1 else ''}")
             t0 = time.monotonic()
-            _connect(ray, access, driver.event)
+            _connect(ray, access, driver.event, watch=watch)
             t1 = time.monotonic()
             connect_text = f"Ray Client connected in {t1 - t0:.1f} s"
         else:

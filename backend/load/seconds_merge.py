@@ -27,9 +27,9 @@ from __future__ import annotations
 
 from collections import Counter, deque
 
-from backend.load.engine import _hist, _pcts_ms, _summary_pcts, window_stats
 from backend.load.load_model import RunSummary, SecondStats, VersionLoad
-from backend.load.timing_histogram import TimingHistogram
+from backend.load.timing_histogram import (TimingHistogram, percentiles_ms, summary_percentiles,
+                                           window_stats)
 
 _COUNTERS = ("sent", "ok", "errors", "in_flight", "timeouts", "users")
 
@@ -47,7 +47,7 @@ class _Pending:
     __slots__ = ("hist", "ttfb", "stats", "workers", "versions")
 
     def __init__(self) -> None:
-        self.hist = _hist()
+        self.hist = TimingHistogram()
         self.ttfb: TimingHistogram | None = None
         self.stats: list[SecondStats] = []
         self.workers: set[int] = set()
@@ -57,7 +57,7 @@ class _Pending:
         for name, (ok, errors, encoded) in (versions or {}).items():
             v = self.versions.get(name)
             if v is None:
-                v = self.versions[name] = [0, 0, _hist()]
+                v = self.versions[name] = [0, 0, TimingHistogram()]
             v[0] += ok
             v[1] += errors
             v[2].add(decode(encoded))
@@ -84,7 +84,7 @@ class SecondsMerger:
         self._version_window: deque[dict[str, list]] = deque(maxlen=self._window_n)
         self._versions: tuple[VersionLoad, ...] = ()
         self._versions_changed = False
-        self._run = _hist()
+        self._run = TimingHistogram()
         self._run_ttfb: TimingHistogram | None = None
         self._counters: dict[int, dict] = {w: dict.fromkeys(_COUNTERS, 0) for w in workers}
         self._last_error: str | None = None
@@ -118,7 +118,7 @@ class SecondsMerger:
             self._run.add(h)
             if t is not None:
                 if self._run_ttfb is None:
-                    self._run_ttfb = _hist()
+                    self._run_ttfb = TimingHistogram()
                 self._run_ttfb.add(t)
             self._summary_changed = True
             if stats is None or idx < self._next:
@@ -129,7 +129,7 @@ class SecondsMerger:
             p.hist.add(h)
             if t is not None:
                 if p.ttfb is None:
-                    p.ttfb = _hist()
+                    p.ttfb = TimingHistogram()
                 p.ttfb.add(t)
             p.stats.append(stats)
             p.add_versions(more[0] if more else None)
@@ -158,8 +158,8 @@ class SecondsMerger:
             self._next += 1
 
     def _emit(self, idx: int, p: _Pending) -> None:
-        pct = _pcts_ms(p.hist) or {}
-        tp = (_pcts_ms(p.ttfb) if p.ttfb is not None else None) or {}
+        pct = percentiles_ms(p.hist) or {}
+        tp = (percentiles_ms(p.ttfb) if p.ttfb is not None else None) or {}
         errors: Counter[str] = Counter()
         for s in p.stats:
             errors.update(dict(s.errors))
@@ -193,7 +193,7 @@ class SecondsMerger:
             for name, (ok, errors, hist) in second.items():
                 t = totals.get(name)
                 if t is None:
-                    t = totals[name] = [0, 0, _hist()]
+                    t = totals[name] = [0, 0, TimingHistogram()]
                 t[0] += ok
                 t[1] += errors
                 t[2].add(hist)
@@ -202,7 +202,7 @@ class SecondsMerger:
             ok, errors, hist = totals[name]
             if not ok + errors:
                 continue
-            pct = _pcts_ms(hist) or {}
+            pct = percentiles_ms(hist) or {}
             out.append(VersionLoad(name, (ok + errors) / window_s, ok, errors,
                                    pct.get(50.0), pct.get(99.0)))
         return tuple(out)
@@ -257,8 +257,8 @@ class SecondsMerger:
             timeouts=sum(s.timeouts for s in ss),
             offered_rps=sum(s.offered_rps for s in ss),
             achieved_rps=sum(s.achieved_rps for s in ss),
-            latency_ms=_summary_pcts(self._run),
-            ttfb_ms=_summary_pcts(self._run_ttfb) if self._run_ttfb is not None else (),
+            latency_ms=summary_percentiles(self._run),
+            ttfb_ms=summary_percentiles(self._run_ttfb) if self._run_ttfb is not None else (),
             missed=sum(s.missed for s in ss), measured_from=first.measured_from,
             timed=self._run.get_total_count())
 

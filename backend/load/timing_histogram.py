@@ -53,3 +53,40 @@ class TimingHistogram(HdrHistogram):
         HdrHistogram.add(h, HdrHistogram.decode(data))
         h.sum_us = int(sum_us)
         return h
+
+
+#: The percentiles a second's or a window's figures carry.
+PCTS = (50.0, 90.0, 99.0, 99.9)
+
+
+def to_us(seconds: float) -> int:
+    """A latency in whole microseconds, within the histograms' range."""
+    return min(US_MAX, max(1, int(seconds * 1e6)))
+
+
+def percentiles_ms(h: TimingHistogram) -> dict[float, float] | None:
+    """{percentile: ms} of PCTS, None for an empty histogram."""
+    if h.get_total_count() == 0:
+        return None
+    return {p: v / 1000.0 for p, v in h.get_percentile_to_value_dict(list(PCTS)).items()}
+
+
+def window_stats(window) -> tuple[float, float, dict | None]:
+    """(completions/s, offered/s, {percentile: ms} or None) over the last seconds, each
+    (latency histogram, completed, offered): the histograms added, not their percentiles."""
+    merged = TimingHistogram()
+    for h, _, _ in window:
+        merged.add(h)
+    n = len(window)
+    return (sum(c for _, c, _ in window) / n, sum(o for _, _, o in window) / n,
+            percentiles_ms(merged))
+
+
+def summary_percentiles(h: TimingHistogram) -> tuple[tuple[str, float], ...]:
+    """A run summary's latency figures: p50, p90, p99, p99.9, max and mean, in ms."""
+    if h.get_total_count() == 0:
+        return ()
+    p = h.get_percentile_to_value_dict(list(PCTS))
+    return (("p50", p[50.0] / 1000), ("p90", p[90.0] / 1000), ("p99", p[99.0] / 1000),
+            ("p99.9", p[99.9] / 1000), ("max", h.get_max_value() / 1000),
+            ("mean", h.mean_ms()))

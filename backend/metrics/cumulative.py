@@ -12,8 +12,9 @@ per poll, kept while a window can reach back to it): a series' value at a time i
 value at the newest poll at or before that time, since values change only at polls.
 
 `increase_over_polls` and `increase_over_reports` are the two rules of
-direct.WindowedSeries (see direct.py's docstring), here for every series at once;
-`histogram_quantiles` is direct.histogram_quantile over the rows of a matrix.
+windowed_series.WindowedSeries (see windowed_series.py's docstring), here for every
+series at once; `histogram_quantiles` is histograms.histogram_quantile over the rows of
+a matrix.
 """
 
 from __future__ import annotations
@@ -222,7 +223,7 @@ class CumulativeColumns:
 
 
 def histogram_quantiles(q: float, bounds: list[float], rows: np.ndarray) -> np.ndarray:
-    """direct.histogram_quantile(q, zip(bounds, row)) for every row of *rows* (cumulative
+    """histograms.histogram_quantile(q, zip(bounds, row)) for every row of *rows* (cumulative
     bucket counts, one column per bound, *bounds* sorted ascending); NaN where that gives
     None. The same float operations in the same order, so the same numbers."""
     m = len(bounds)

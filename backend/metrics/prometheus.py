@@ -20,9 +20,9 @@ from dataclasses import dataclass
 
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
-from backend.metrics.direct import alive_replica, histogram_mean
 from backend.metrics.health import ProblemTracker, SourceProblem, explain_request_error
-from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
+from backend.metrics.histograms import histogram_mean
+from backend.metrics.series import DeploymentKey, ReplicaKey, alive_replica, replica_id
 
 DEP = "application, deployment"
 APP = "application"

@@ -35,6 +35,16 @@ def replica_id(label: str) -> str:
     return label.rpartition("#")[2]
 
 
+def alive_replica(values: dict[str, float]) -> bool:
+    """Whether a replica's REPLICA_SERIES values are those of a replica still there (or
+    just gone): its own ongoing-requests gauge is reported, or it served or failed
+    requests in the window. A stopped replica's counters stay on Ray's pages, flat, for
+    as long as the node agent runs: without this it would stay listed at 0 req/s.
+    Both sources apply it to the same series, so they list the same replicas."""
+    return ("ongoing_requests" in values or values.get("requests_per_s", 0.0) > 0
+            or values.get("errors_per_s", 0.0) > 0)
+
+
 @dataclass(frozen=True)
 class SeriesSpec:
     name: str

@@ -3,10 +3,10 @@
 A node's page repeats the same lines poll after poll; only the values change. Split at
 its values (`SAMPLE_END`: `} ` + the value + newline), a page whose other parts — the
 *heads* — equal those of the same node's page the poll before is read from that poll's
-plan (direct.WindowedSeries._read_pages). At fleet size (50 pages of ~570 kB kept text,
-~64,000 values a second) the split, the comparison and the conversion of the values
-are most of what a steady poll's reading costs in Python (~25–40 ms a poll on the
-reference machine, 2026-12-03), so they are done in C where the extension
+plan (windowed_series.WindowedSeries._read_pages). At fleet size (50 pages of ~570 kB
+kept text, ~64,000 values a second) the split, the comparison and the conversion of
+the values are most of what a steady poll's reading costs in Python (~25–40 ms a poll
+on the reference machine, 2026-12-03), so they are done in C where the extension
 `backend/metrics/_page_scan.c` was built (setup: pip/uv build it with the package; a
 machine without a compiler installs without it, `optional`), else by the regex here.
 

@@ -18,14 +18,7 @@ What Ray 2.60 says, and where (read in the installed source):
   num_replicas change, `DeploymentState.deploy`, ray/serve/_private/deployment_state.py):
   "Upscaling from 1 to 3 replicas." / "Downscaling from 3 to 1 replicas." — kept until the
   deployment is HEALTHY again (then "").
-- **The controller's log line** (`DeploymentState.autoscale`, same file), only for the
-  autoscaler and only while the running replicas are within the bounds:
-  "Upscaling Deployment(name='Scaler', app='scaling_t') from 1 to 3 replicas. Current
-  ongoing requests: 4.00, current running replicas: 1." (the id is `DeploymentID.__str__`).
-  Serve's text log format (ray/serve/_private/logging_utils.py, ServeFormatter) starts each
-  record with "INFO 2026-11-23 17:02:34,104 controller 8817 -- ", the time in the head
-  node's local time; with RAY_SERVE_LOG_ENCODING=JSON a record is one JSON object with
-  "message", "asctime" and "timestamp_ns" (ray/_common/formatters.py).
+- **The controller's log line**: read by controller_log.py.
 - **Failures** (`DeploymentState.record_replica_startup_failure` and `_check_curr_status`):
   "A replica failed to start with exception. Retrying 2 more time(s). Error:\\n<traceback>"
   while retrying, then DEPLOY_FAILED with "The deployment failed to start 3 times in a row.
@@ -49,7 +42,6 @@ after that (polled each second), and the new 0-CPU replicas run 4.7–6.9 s afte
 
 from __future__ import annotations
 
-import datetime as _dt
 import json
 import re
 import time
@@ -57,8 +49,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Any
 
-from backend.cluster.addresses import clip
 from backend.model import DeploymentInfo, ServeStatus, strip_ansi
+from backend.scaling.controller_log import LoggedScaling, log_records, parse_scaling_log
+from backend.text import clip
 
 #: Replica states counted as "starting": on their way to RUNNING (STARTING: placed or
 #: waiting to be; UPDATING: applying a new config; RECOVERING: a restarted controller
@@ -307,94 +300,9 @@ class ScalingDecision:
         return f"{self.direction} {self.old} → {self.new}: {self.reason}"
 
 
-@dataclass(frozen=True)
-class LoggedScaling:
-    """An autoscaling decision as the controller logged it (`parse_scaling_log`)."""
-
-    t: float          # the record's time (see `exact`)
-    app: str
-    deployment: str
-    old: int
-    new: int
-    reason: str       # the message without the deployment's id: "Upscaling from 1 to 3 …"
-    line: str         # the whole line, as read (identifies it across reads)
-    # True: an epoch time (JSON logs' timestamp_ns). False: the text format's local time
-    # of the head node, read here as this machine's local time (DecisionTracker corrects
-    # a head in another time zone).
-    exact: bool = False
-
-
-# "INFO 2026-11-23 17:02:34,104 controller 8817 -- <message>"
-_TEXT_RECORD = re.compile(
-    r"^(?P<level>[A-Z]+) (?P<ts>\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}) \S+ \S+ -- (?P<msg>.*)$")
-# DeploymentState.autoscale: f"Upscaling {self._id} from {old_num} to {new_num} replicas. "
-_DECISION = re.compile(
-    r"^(?P<verb>Upscaling|Downscaling) Deployment\(name='(?P<dep>.*)', app='(?P<app>.*)'\) "
-    r"from (?P<old>\d+) to (?P<new>\d+) replicas\.(?P<rest>.*)$")
 # The status message of the same decision (and of a num_replicas change).
 _STATUS_DECISION = re.compile(
     r"^(?P<verb>Upscaling|Downscaling) from (?P<old>\d+) to (?P<new>\d+) replicas\.$")
-
-
-def parse_scaling_log(text: str) -> list[LoggedScaling]:
-    """The autoscaler's decisions in a tail of the Serve controller's log, oldest first.
-    Lines that are not decisions (and a record's traceback lines) are skipped."""
-    out = []
-    for line, t, exact, msg in _records(text):
-        m = _DECISION.match(msg)
-        if not m:
-            continue
-        old, new = int(m["old"]), int(m["new"])
-        reason = f"{m['verb']} from {old} to {new} replicas.{m['rest']}".strip()
-        out.append(LoggedScaling(t=t, app=m["app"], deployment=m["dep"], old=old, new=new,
-                                 reason=reason, line=line, exact=exact))
-    return out
-
-
-def log_records(text: str) -> list[tuple[float, bool, str]]:
-    """Every record of a controller-log tail as (time, exact, message), oldest first
-    (see LoggedScaling.exact for what the time means); for readers of other lines than
-    the decisions, e.g. benchmarks/scale_reaction.py's 'started successfully'."""
-    return [(t, exact, msg) for _line, t, exact, msg in _records(text)]
-
-
-def _records(text: str):
-    """(line, time, exact, message) of each record's first line in a log tail."""
-    for raw in (text or "").splitlines():
-        line = raw.rstrip("\r\n")
-        parsed = _parse_record(line)
-        if parsed is not None:
-            yield (line, *parsed)
-
-
-def _parse_record(line: str) -> tuple[float, bool, str] | None:
-    """(time, exact, message) of one log record's first line; None if it is not one."""
-    if line.startswith("{"):
-        try:
-            rec = json.loads(line)
-        except ValueError:
-            return None
-        if not isinstance(rec, dict) or not isinstance(rec.get("message"), str):
-            return None
-        ns = rec.get("timestamp_ns")
-        if isinstance(ns, (int, float)) and not isinstance(ns, bool) and ns > 0:
-            return float(ns) / 1e9, True, rec["message"]
-        t = _local_time(str(rec.get("asctime") or ""))
-        return (t, False, rec["message"]) if t is not None else None
-    m = _TEXT_RECORD.match(line)
-    if not m:
-        return None
-    t = _local_time(m["ts"])
-    return (t, False, m["msg"]) if t is not None else None
-
-
-def _local_time(stamp: str) -> float | None:
-    """logging's asctime ("2026-11-23 17:02:34,104", local time) as time.time()."""
-    try:
-        naive = _dt.datetime.strptime(stamp.strip(), "%Y-%m-%d %H:%M:%S,%f")
-    except ValueError:
-        return None
-    return naive.timestamp()  # a naive datetime is this machine's local time
 
 
 @dataclass

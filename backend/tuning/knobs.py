@@ -18,6 +18,7 @@ from typing import Any
 import yaml
 
 from backend.errors import ConsoleError
+from backend.text import clip
 
 LIVE = "live"
 ROLLS = "rolls replicas"
@@ -115,7 +116,7 @@ def check_knob_value(path: str, value: Any,
     elif head == "autoscaling_config" and key in _AUTOSCALING_KEYS:
         meta = {"kind": "float"}
     else:
-        raise KnobValueError(f"There is no knob '{_clip(path)}' to change.")
+        raise KnobValueError(f"There is no knob '{clip(path, 80)}' to change.")
     label = meta.get("label", path)
     kind = meta.get("kind", "json")
     if meta.get("read_only"):
@@ -165,11 +166,7 @@ def check_knob_value(path: str, value: Any,
 
 
 def _show(value: Any) -> str:
-    return _clip(repr(value), 60)
-
-
-def _clip(text: str, limit: int = 80) -> str:
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return clip(repr(value), 60)
 
 
 # -- building the knobs of a deployment from what the cluster reports --------------------
@@ -343,7 +340,7 @@ def _set_actor_option(opts: dict[str, Any], path: str, value: Any) -> None:
         else:
             opts.pop("runtime_env", None)
     else:
-        raise KnobValueError(f"There is no knob '{_clip(path)}' to change.")
+        raise KnobValueError(f"There is no knob '{clip(path, 80)}' to change.")
 
 
 def _omp_value(text: Any) -> int | None:

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Callable
 
 from PySide6.QtCore import QObject, QTimer, Signal
 
-from backend.tuning.advisor import (WARNING, BoardChange, DeploymentSnapshot, Hint, HintBoard,
-                                    advise, bottleneck, snapshot)
+from backend.tuning.advisor import DeploymentSnapshot, advise, bottleneck, snapshot
+from backend.tuning.hints import WARNING, BoardChange, Hint, HintBoard
 from backend.tuning.knobs import values_of
 from console.model.tasks import TaskRunner
 

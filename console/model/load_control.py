@@ -21,6 +21,7 @@ from backend.load.generator import LoadGenerator, LoadTarget, SpareDriver
 from backend.load.load_model import ClusterAccess, LoadModel, LoadPlan
 from backend.load.targets import demo_app_target, serve_http_base
 from backend.model import ServeStatus
+from backend.preflight.ray_client_match import local_ray_version, ray_client_mismatch
 from console.model.connection import ConnectionInfo
 
 LOAD_STATS_INTERVAL_MS = 500
@@ -104,6 +105,10 @@ class LoadControl(QObject):
                 self._event("Load from the cluster needs a connected cluster (its Ray "
                             "Client address); nothing was started.", "warning")
                 return
+            mismatch = self.ray_client_mismatch()
+            if mismatch is not None:
+                self._event(f"{mismatch} Nothing was started.", "warning")
+                return
         self.app = self._app_of_url(plan.target.url)
         self._gen = LoadGenerator(plan.target, model=plan.model, cluster=plan.source,
                                   access=access, spare=self.spare)
@@ -121,10 +126,20 @@ class LoadControl(QObject):
         none. Call again after connecting; `release()` on disconnecting. Never blocks:
         the driver connects in its own process."""
         access = self._access() if wanted else None
-        if access is None:
+        mismatch = self.ray_client_mismatch() if access is not None else None
+        if access is None or mismatch is not None:
             self.spare.close()
+            if mismatch is not None:
+                self._event(mismatch, "warning")  # said on choosing, before any start
         else:
             self.spare.prepare(access)
+
+    def ray_client_mismatch(self) -> str | None:
+        """Why load from the connected cluster cannot connect (another Ray there), or
+        None (backend/preflight/ray_client_match.py)."""
+        info = self._info()
+        return ray_client_mismatch(info.ray_version if info is not None else None,
+                                   local_ray_version())
 
     def release(self) -> None:
         """Disconnecting or quitting: no driver waits any more (wanted again after the

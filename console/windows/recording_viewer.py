@@ -24,7 +24,7 @@ from console.model.tasks import TaskRunner, user_message
 from console.windows.actions import add_action
 from widgets.compare_view import OVERLAY, CompareView
 from widgets.event_log import EventLog
-from widgets.live_plots import LivePlots
+from widgets.plots.live_plots import LivePlots
 from widgets.theme import restyle_when_first_shown
 
 #: Default compare ranges around a marker: A before it, B after it once settled.

@@ -15,11 +15,11 @@ from widgets.advisor_panel import AdvisorPanel
 from widgets.app_tree import AppTree
 from widgets.connection_banner import ConnectionBanner
 from widgets.event_log import EventLog
-from widgets.gpu_plots import GpuPlots
+from widgets.plots.gpu_plots import GpuPlots
 from widgets.knob_panel import KnobPanel
-from widgets.live_plots import LivePlots
+from widgets.plots.live_plots import LivePlots
 from widgets.load_panel import LoadPanel
-from widgets.replica_view import ReplicaView
+from widgets.plots.replica_view import ReplicaView
 
 
 def build_views(w) -> tuple[QStackedWidget, QSplitter]:

@@ -24,10 +24,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from backend.tuning.advisor import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
-                                    CLEAR_S, HOLD_S, MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT,
-                                    TAIL_BATCH_WAIT, TARGET_HOLD_S, TIMEOUTS, DeploymentSnapshot,
-                                    Hint, HintBoard, advise, bottleneck, snapshot)
+from backend.tuning.advisor import (HOLD_S, TARGET_HOLD_S, DeploymentSnapshot, advise,
+                                    bottleneck, snapshot)
+from backend.tuning.hints import (BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL, CALLER_QUEUE,
+                                  CLEAR_S, MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT,
+                                  TAIL_BATCH_WAIT, TIMEOUTS, Hint, HintBoard)
 from backend.metrics.series import SeriesStore
 from backend.model import DeploymentInfo, ReplicaInfo
 

@@ -21,7 +21,7 @@ import pytest
 from backend.cluster.client import ClusterClient
 from backend.load.cluster_generator import ClusterLoadGenerator
 from backend.load.driver_spare import SpareDriver
-from backend.load.engine import offer_for
+from backend.load.offer import offer_for
 from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadTarget
 from tests.figures import figure
 from tests.helpers import own_cluster

@@ -4,7 +4,7 @@ The reference below is the object the console kept per counter or bucket until
 2026-11-27 (one Python object per series; backend/metrics/direct.py's history): the
 columns must give the same increases over the poll window and over whole reports, for
 series that appear, reset, stop changing and vanish. histogram_quantiles must give
-direct.histogram_quantile's numbers row by row.
+histograms.histogram_quantile's numbers row by row.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from backend.metrics.cumulative import CumulativeColumns, histogram_quantiles
-from backend.metrics.direct import histogram_quantile
+from backend.metrics.histograms import histogram_quantile
 
 
 class Reference:

@@ -18,8 +18,9 @@ from pathlib import Path
 import pytest
 
 from backend.metrics import exposition as ex
-from backend.metrics.direct import (DirectScrapeSource, WindowedSeries, histogram_mean,
-                                    histogram_quantile, quantiles_by_key, same_page)
+from backend.metrics.direct import DirectScrapeSource, same_page
+from backend.metrics.histograms import histogram_mean, histogram_quantile, quantiles_by_key
+from backend.metrics.windowed_series import WindowedSeries
 
 DATA = Path(__file__).parent / "data"
 INF = math.inf
@@ -561,16 +562,14 @@ def test_a_page_as_cut_reads_as_its_text_does_and_its_plan_reads_the_bytes(
     """DirectScrapeSource hands the pages on as cut, UTF-8 bytes: they read exactly as
     the same pages decoded, and from the second poll on from their plan, never decoded
     (nor read line by line) again."""
-    import backend.metrics.direct as direct
-
     read_as_lines = []
-    real_read_lines = direct.WindowedSeries._read_lines
+    real_read_lines = WindowedSeries._read_lines
 
     def counting(self, t, page, text, *rest):
         read_as_lines.append(type(text))
         return real_read_lines(self, t, page, text, *rest)
 
-    monkeypatch.setattr(direct.WindowedSeries, "_read_lines", counting)
+    monkeypatch.setattr(WindowedSeries, "_read_lines", counting)
     p0, p1 = real_pair
     sequence = [p0, p1, p0, p1, p1]
     as_bytes, as_text = WindowedSeries(5.0), WindowedSeries(5.0)
@@ -840,7 +839,7 @@ def test_values_over_whole_reports_are_as_of_the_newest_report():
 def test_renumbering_the_columns_after_replica_churn_changes_no_value(monkeypatch):
     # Replicas come and go (each lives 4 polls); one source renumbers its columns as soon
     # as any series is dead, the other never: every poll's values must be the same.
-    from backend.metrics import direct
+    from backend.metrics import windowed_series
 
     eager, never = WindowedSeries(window_s=3.0), WindowedSeries(window_s=3.0)
     for t in range(30):
@@ -853,7 +852,7 @@ def test_renumbering_the_columns_after_replica_churn_changes_no_value(monkeypatc
             lines += histogram(ex.PROCESSING_LATENCY, {1: age, 10: 3 * age, INF: 4 * age},
                                replica=f"r{r}")
         for w, after in ((eager, 0), (never, 10**9)):
-            monkeypatch.setattr(direct, "COMPACT_AFTER", after)
+            monkeypatch.setattr(windowed_series, "COMPACT_AFTER", after)
             got = feed(w, float(t), lines)
             if w is eager:
                 want_values, want_replicas = got, w.replica_values

@@ -18,9 +18,10 @@ from backend.deploy.deployer import deploy_app
 from backend.load.generator import LoadGenerator, LoadTarget
 from backend.metrics import exposition as ex
 from backend.metrics import prometheus as pm
-from backend.metrics.direct import DirectScrapeSource, WindowedSeries
+from backend.metrics.direct import DirectScrapeSource
 from backend.metrics.prometheus import PrometheusSource
 from backend.metrics.series import REPLICA_SERIES, SERIES, replica_id
+from backend.metrics.windowed_series import WindowedSeries
 from tests.backend.test_metrics_direct import APP, DEP, KEY, counter, feed, gauge, histogram, lat
 from tests.cluster_fixtures import own_cluster_fixtures
 from tests.helpers import remove_apps, scaling_app

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from backend.cluster.client import _death_from_state_api, _deaths_from_logical
+from backend.cluster.answers import death_from_state_api, deaths_from_logical
 from backend.model import ApplicationInfo, DeploymentInfo, ReplicaInfo, ServeStatus
 from backend.scaling.replica_watch import (
     DIED, REPLACED, ActorDeath, ReplicaWatcher, intended_stop,
@@ -227,13 +227,13 @@ def test_dashboard_answers_are_parsed():
                "address": {"ipAddress": "192.0.2.2"}},
         "bb": {"actorId": "bb", "state": "ALIVE", "name": "SERVE_REPLICA::a#D#r2"},
         "cc": None}}}
-    [d] = _deaths_from_logical(logical)
+    [d] = deaths_from_logical(logical)
     assert (d.actor_id, d.pid, d.node_ip, d.intended) == ("aa", 5734, "192.0.2.2", False)
     assert abs(d.end_time_s - 1795434014.142) < 1e-6
     row = {"actor_id": "aa", "name": "SERVE_REPLICA::a#D#r1", "state": "DEAD", "pid": 7,
            "death_cause": {"actor_died_error_context": {
                "reason": "RAY_KILL", "error_message": RAY_KILL_DETAIL}}}
-    assert _death_from_state_api(row).intended is True
+    assert death_from_state_api(row).intended is True
     row["death_cause"]["actor_died_error_context"]["reason"] = "WORKER_DIED"
-    assert _death_from_state_api(row).intended is False
-    assert _death_from_state_api({"name": "SERVE_CONTROLLER_ACTOR"}) is None
+    assert death_from_state_api(row).intended is False
+    assert death_from_state_api({"name": "SERVE_CONTROLLER_ACTOR"}) is None

@@ -14,7 +14,7 @@ import random
 import numpy as np
 import pytest
 
-from backend.load.engine import _hist, _pcts_ms, _us
+from backend.load.timing_histogram import TimingHistogram, percentiles_ms, to_us
 from backend.load.load_model import RunSummary, SecondStats
 from backend.load.seconds_merge import SecondsMerger
 
@@ -34,9 +34,9 @@ def _raw(seed: int = 11) -> dict[int, dict[int, list[float]]]:
 
 
 def _second(idx: int, lat: list[float]) -> tuple:
-    h = _hist()
+    h = TimingHistogram()
     for v in lat:
-        h.record_value(_us(v))
+        h.record_value(to_us(v))
     stats = SecondStats(t=float(idx), level=10.0, offered=len(lat), completed=len(lat),
                         ok=len(lat), errors=(), in_flight=0)
     return idx, stats, h.encoded(), None
@@ -136,10 +136,10 @@ def _versioned_second(idx: int, lat: list[float], rng: random.Random) -> tuple[t
         ok = rng.random() > 0.05
         oks, errors = raw.get(name, ([], 0))
         raw[name] = (oks + [v], errors) if ok else (oks, errors + 1)
-        p = per.setdefault(name, [0, 0, _hist()])
+        p = per.setdefault(name, [0, 0, TimingHistogram()])
         if ok:
             p[0] += 1
-            p[2].record_value(_us(v))
+            p[2].record_value(to_us(v))
         else:
             p[1] += 1
     idx_, stats, hist, ttfb = _second(idx, lat)
@@ -170,10 +170,10 @@ def test_per_version_figures_are_those_of_every_workers_requests():
         assert v.rps == pytest.approx((len(oks) + errors) / 3)
         # Exactly what one histogram recording every worker's ok requests reads: the
         # merge loses nothing (the histograms' own rank rule and 0.1 % buckets aside).
-        one = _hist()
+        one = TimingHistogram()
         for x in oks:
-            one.record_value(_us(x))
-        want = _pcts_ms(one)
+            one.record_value(to_us(x))
+        want = percentiles_ms(one)
         assert (v.p50_ms, v.p99_ms) == (want[50.0], want[99.0])
         _close(v.p50_ms, oks, 50)
     # Given out once; then only when the window moves.

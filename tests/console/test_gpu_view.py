@@ -26,7 +26,7 @@ from console.settings import Settings
 from console.windows.main_window import MainWindow
 from tests.backend.gpu_page import H100, FakeGpu, PageServer, gpu_only_page
 from tests.helpers import connect_remote_and_wait, nvml_gpu_count, own_cluster
-from widgets.gpu_plots import MEMORY, UTILIZATION
+from widgets.plots.gpu_plots import MEMORY, UTILIZATION
 from tests.support.plot_reading import curve_age, in_view, title_age
 
 APP_DIR = Path(__file__).parent / "data" / "gpu_share_app"

@@ -9,9 +9,9 @@ import re
 import pyqtgraph as pg
 from PySide6.QtWidgets import QGraphicsSimpleTextItem
 
-from widgets import plot_style
+from widgets.plots import plot_style
 
-# The age a title or a legend entry ends with (widgets/plot_style.py writes it so).
+# The age a title or a legend entry ends with (widgets/plots/plot_style.py writes it so).
 _AGE = re.compile(r"<span style='color:([^']*)'>([^<]*)</span>\s*$")
 
 

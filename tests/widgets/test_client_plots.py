@@ -4,7 +4,7 @@ second and a second finishes once."""
 from __future__ import annotations
 
 from backend.load.load_model import SecondStats
-from widgets.client_plots import ClientPlots
+from widgets.plots.client_plots import ClientPlots
 
 
 def second(t: int) -> SecondStats:

@@ -9,9 +9,9 @@ import numpy as np
 
 from backend.metrics.series import SeriesStore
 from backend.metrics.series_buffer import RAW_S
-from widgets.curve_gaps import MIN_GAP_S, connections
-from widgets.live_plots import LivePlots
-from widgets.plot_export import _stretches
+from widgets.plots.curve_gaps import MIN_GAP_S, connections
+from widgets.plots.live_plots import LivePlots
+from widgets.plots.plot_export import _stretches
 
 KEY = ("app", "Model")
 T0 = 1_700_000_000.0

@@ -9,8 +9,8 @@ import pytest
 
 from backend.metrics.gpu_shares import GpuShare, ProcessGpu
 from backend.metrics.series import SeriesStore
-from widgets.gpu_plots import MEMORY, UTILIZATION, GpuPlots
-from widgets.plot_style import STALE_AFTER_S
+from widgets.plots.gpu_plots import MEMORY, UTILIZATION, GpuPlots
+from widgets.plots.plot_style import STALE_AFTER_S
 from tests.support.plot_reading import curve_age, in_view, legend_html, title_age
 
 A, B = "10.0.0.5", "10.0.0.10"

@@ -8,8 +8,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication
 
 from backend.metrics.series import SERIES, SeriesStore
-from widgets.live_plots import PLOTS, LivePlots
-from widgets.plot_style import STALE_AFTER_S
+from widgets.plots.live_plots import PLOTS, LivePlots
+from widgets.plots.plot_style import STALE_AFTER_S
 from tests.support.plot_reading import (curve_age, legend_names, marker_labels, title_age,
                                        x_range)
 

@@ -8,7 +8,7 @@ from PySide6.QtWidgets import QApplication
 from PySide6.QtWidgets import QLabel
 
 from backend.metrics.series import SeriesStore
-from widgets.live_plots import PLOTS, LivePlots
+from widgets.plots.live_plots import PLOTS, LivePlots
 from tests.support.plot_reading import legend_names, title_age
 
 BATCHED = ("batched", "BatchedGenerator")
@@ -81,7 +81,7 @@ def test_multiplexed_deployment_shows_its_group_with_data(plots):
 
 
 def test_a_tall_stack_scrolls_instead_of_squeezing_the_plots(qtbot, plots):
-    from widgets.plot_style import MIN_PLOT_HEIGHT
+    from widgets.plots.plot_style import MIN_PLOT_HEIGHT
 
     plots.resize(800, 400)  # a window with docks leaves the plots little height
     plots.show()

@@ -14,7 +14,7 @@ from PySide6.QtWidgets import QTreeWidget
 
 from tests.support.plot_reading import marker_labels, x_range
 from tests.widgets.test_plot_stack import KINDS, T0, make
-from widgets.marker_list import MarkerList
+from widgets.plots.marker_list import MarkerList
 
 # What the console writes on its markers: knob changes (JSON values too), scaling
 # decisions, replica deaths, notes.

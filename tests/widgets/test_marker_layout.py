@@ -1,11 +1,11 @@
-"""The marker labels' layout rules (widgets/marker_layout.py), as geometry: whatever the
+"""The marker labels' layout rules (widgets/plots/marker_layout.py), as geometry: whatever the
 markers, no two labels on a row overlap and none leaves the plot."""
 
 from __future__ import annotations
 
 from hypothesis import given, settings, strategies as st
 
-from widgets.marker_layout import GAP, MIN_WIDTH, PAD, layout_labels
+from widgets.plots.marker_layout import GAP, MIN_WIDTH, PAD, layout_labels
 
 RIGHT = 700.0
 

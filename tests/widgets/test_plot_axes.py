@@ -8,7 +8,8 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtGui import QColor, QImage, QPainter, QPicture
 
-from widgets import plot_style, theme
+from widgets import theme
+from widgets.plots import plot_style
 from widgets.theme import DARK_THEME, LIGHT_THEME
 
 SIZE = (420, 260)

@@ -23,13 +23,13 @@ from backend.load.load_model import SecondStats
 from backend.metrics.series import SeriesStore
 from tests.support.browser import chrome
 from tests.support.plot_reading import x_range
-from widgets.client_plots import ClientPlots
-from widgets.live_plots import LivePlots
-from widgets.plot_export import copy_image, file_stem, write_csv, write_png, write_svg
+from widgets.plots.client_plots import ClientPlots
+from widgets.plots.live_plots import LivePlots
+from widgets.plots.plot_export import copy_image, file_stem, write_csv, write_png, write_svg
 
 T0 = 1_700_000_000.0
 KEY = ("app", "Model")
-RPS_COLOR = "#4fc3f7"  # requests/s (widgets/live_plots.py)
+RPS_COLOR = "#4fc3f7"  # requests/s (widgets/plots/live_plots.py)
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""What the three plot stacks share lives once (widgets/plot_stack.py), so it behaves
+"""What the three plot stacks share lives once (widgets/plots/plot_stack.py), so it behaves
 the same in all three: marker labels that never collide, the marker list, pause,
 following the window."""
 
@@ -11,10 +11,10 @@ from PySide6.QtWidgets import QApplication
 
 from backend.metrics.series import SeriesStore
 from tests.support.plot_reading import marker_labels, x_range
-from widgets.gpu_plots import UTILIZATION, GpuPlots
-from widgets.live_plots import LivePlots
-from widgets.plot_stack import PlotStack
-from widgets.replica_view import ReplicaView
+from widgets.plots.gpu_plots import UTILIZATION, GpuPlots
+from widgets.plots.live_plots import LivePlots
+from widgets.plots.plot_stack import PlotStack
+from widgets.plots.replica_view import ReplicaView
 
 T0 = 1_700_000_000.0
 KEY = ("app", "Model")
@@ -268,7 +268,7 @@ def test_dashed_and_dotted_curves_are_drawn_1_px_wide_in_every_stack(qtbot, kind
 @pytest.mark.parametrize("kind", KINDS)
 def test_a_wobble_inside_the_range_leaves_every_stacks_y_axes_where_they_were(qtbot, kind):
     """Each y range is on round numbers and stays while the data moves inside it
-    (widgets/steady_range.py): a moving axis is drawn again, and read again."""
+    (widgets/plots/steady_range.py): a moving axis is drawn again, and read again."""
     store = filled(kind, value=lambda i: 50.0 + (i % 3) / 2)  # 50 to 51
     w, plots = make(kind, qtbot, store)
     QApplication.processEvents()

@@ -10,7 +10,7 @@ from PySide6.QtWidgets import QLabel, QTableWidget, QWidget
 
 from backend.metrics.series import SeriesStore
 from backend.scaling.replica_table import ReplicaRow
-from widgets.replica_view import COL_HELD, COL_RPS, LATENCY, NO_KEY_TEXT, REQUESTS, ReplicaView
+from widgets.plots.replica_view import COL_HELD, COL_RPS, LATENCY, NO_KEY_TEXT, REQUESTS, ReplicaView
 from tests.support.plot_reading import legend_texts, plain, title_age, x_range
 
 KEY = ("app", "Model")

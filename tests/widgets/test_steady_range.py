@@ -1,4 +1,4 @@
-"""The y axis stays put while the data wobbles inside it (widgets/steady_range.py): round
+"""The y axis stays put while the data wobbles inside it (widgets/plots/steady_range.py): round
 numbers, moved when the data leaves the range or fills too little of it, and never
 keeping a range someone else set."""
 
@@ -8,8 +8,8 @@ import pyqtgraph as pg
 import pytest
 from PySide6.QtWidgets import QApplication
 
-from widgets.client_plots import ClientPlots
-from widgets.steady_range import FILL, SteadyViewBox, nice_range, nice_step, steady_range
+from widgets.plots.client_plots import ClientPlots
+from widgets.plots.steady_range import FILL, SteadyViewBox, nice_range, nice_step, steady_range
 
 
 @pytest.mark.parametrize("raw, step", [(1.0, 1.0), (1.1, 2.0), (2.0, 2.0), (2.2, 2.5),
@@ -159,7 +159,7 @@ def test_the_client_plots_steady_their_y_axes_and_cache_their_axes(qtbot):
 
 def test_the_client_plots_time_axis_holds_the_first_minute_then_moves_in_steps(qtbot):
     from backend.load.load_model import SecondStats
-    from widgets.client_plots import MIN_SPAN_S
+    from widgets.plots.client_plots import MIN_SPAN_S
     plots = ClientPlots()
     qtbot.addWidget(plots)
     plots.resize(600, 400)

@@ -8,7 +8,8 @@ import pytest
 from PySide6.QtGui import QPalette
 from PySide6.QtWidgets import QApplication
 
-from widgets import plot_style, theme
+from widgets import theme
+from widgets.plots import plot_style
 from widgets.theme import DARK_THEME, LIGHT_THEME, contrast, curve_color
 
 STATUS_KINDS = ("healthy", "warning", "failed", "pending", "applied", "info", "muted")
@@ -68,7 +69,7 @@ def test_applying_a_theme_restyles_the_palette_and_existing_plots_both_ways(qtbo
 
 
 def test_a_plot_group_out_of_the_layout_is_restyled_too(qtbot):
-    from widgets.live_plots import LivePlots
+    from widgets.plots.live_plots import LivePlots
 
     plots = LivePlots()
     qtbot.addWidget(plots)

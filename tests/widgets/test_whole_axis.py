@@ -1,12 +1,12 @@
-"""A count's axis (replicas) ticks on whole numbers only (widgets/whole_axis.py)."""
+"""A count's axis (replicas) ticks on whole numbers only (widgets/plots/whole_axis.py)."""
 
 from __future__ import annotations
 
 import pyqtgraph as pg
 import pytest
 
-from widgets.live_plots import PLOTS, LivePlots
-from widgets.whole_axis import WholeNumberAxis
+from widgets.plots.live_plots import PLOTS, LivePlots
+from widgets.plots.whole_axis import WholeNumberAxis
 
 
 def _values(axis: pg.AxisItem, lo: float, hi: float, px: int = 120) -> list[float]:
@@ -44,7 +44,7 @@ def test_the_replicas_plot_counts_in_whole_numbers_and_the_others_do_not(qtbot):
 
 
 def test_the_client_plots_count_errors_and_requests_in_flight_in_whole_numbers(qtbot):
-    from widgets.client_plots import ClientPlots
+    from widgets.plots.client_plots import ClientPlots
 
     plots = ClientPlots()
     qtbot.addWidget(plots)

@@ -11,7 +11,7 @@ the whole view says `shown_changed(False)` on a CPU cluster, so the console hide
 
 The console links the time axis to the deployment plots (`link_x`), which then own the
 visible range; standing alone the view follows its own window. Window, pause, markers and
-ages are the plot-stack base's (widgets/plot_stack.py); the y ranges are this view's own
+ages are the plot-stack base's (widgets/plots/plot_stack.py); the y ranges are this view's own
 (percent on a fixed scale, memory up to the largest GPU's), so the mouse pans and zooms
 only the time axis while paused.
 """
@@ -31,9 +31,9 @@ from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.metrics.gpu_shares import GpuShare
 from backend.metrics.gpu import GPU_SERIES, GpuKey
-from widgets.plot_stack import PlotStack
-from widgets import plot_style
-from widgets.plot_style import MIN_PLOT_HEIGHT
+from widgets.plots.plot_stack import PlotStack
+from widgets.plots import plot_style
+from widgets.plots.plot_style import MIN_PLOT_HEIGHT
 
 _PALETTE = ("#4fc3f7", "#ffca28", "#66bb6a", "#ba68c8", "#ff7043", "#4dd0e1",
             "#f06292", "#aed581")

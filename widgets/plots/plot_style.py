@@ -33,7 +33,7 @@ def cache_axes(plot: pg.PlotItem, axes: tuple[str, ...] = ("left", "bottom")) ->
       Uncached, an axis replays its text and grid whenever anything in its plot repaints
       — ~2–4 ms each, most of a redraw of a plot whose data moves once a second
       (benchmarks/gui_stall.py). An SVG export draws them uncached
-      (widgets/plot_export.py).
+      (widgets/plots/plot_export.py).
     - Its grid lines opaque, in the colour the translucent line would have had over the
       plot's background (`opaque_grid`): Qt's raster engine blends a translucent line
       pixel by pixel, 8× an opaque one (10 lines across a 420 × 320 pixmap: 0.56 against

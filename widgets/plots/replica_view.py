@@ -10,7 +10,7 @@ histories cheap. Each replica keeps one colour, in every plot and in the table, 
 long as the view lives; a replica with no sample inside the time window (stopped, or
 scaled away) loses its curves. The x axis is wall-clock time, as in LivePlots, so the
 console keeps the window (and pause) of both views in step; window, pause, markers and
-ages are the plot-stack base's (widgets/plot_stack.py).
+ages are the plot-stack base's (widgets/plots/plot_stack.py).
 
 The table renders `ReplicaRow`s the console builds (backend.scaling.replica_table.build_rows);
 nothing here asks the cluster for anything.
@@ -36,11 +36,11 @@ from PySide6.QtWidgets import (
 from backend.metrics.series import SERIES, ReplicaKey, SeriesStore, replica_id
 from backend.model import FAILED, HEALTHY, PENDING
 from backend.scaling.replica_table import ReplicaRow, imbalance
-from widgets.plot_stack import PlotStack
-from widgets import plot_style
-from widgets.plot_style import MIN_PLOT_HEIGHT
+from widgets.plots.plot_stack import PlotStack
+from widgets.plots import plot_style
+from widgets.plots.plot_style import MIN_PLOT_HEIGHT
 from widgets.theme import status_color
-from widgets.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
+from widgets.plots.replica_table import (COL_HELD, COL_ONGOING, COL_P99, COL_REPLICA, COL_RPS,
                                    COL_STARTED, COL_STATE, COLUMNS, SortItem, fmt,
                                    fmt_fixed, sort_key, format_started, make_replica_table)
 

@@ -8,7 +8,7 @@ zoom and pan while pollers keep filling the store.
 
 The x axis is wall-clock time (`time.time()` seconds) shown by a `pg.DateAxisItem`, so
 markers and paused views stay put as time advances. The window, pause, markers and ages
-are the plot-stack base's (widgets/plot_stack.py), shared with the per-replica and GPU
+are the plot-stack base's (widgets/plots/plot_stack.py), shared with the per-replica and GPU
 views; what is this view's own is which plots show (optional groups only with data),
 app-level series shown for a deployment, and the model cache below the plots.
 """
@@ -25,8 +25,8 @@ from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWi
 
 from backend.metrics.series import SERIES, DeploymentKey
 from widgets.model_cache_view import ModelCacheView
-from widgets.plot_stack import PlotStack
-from widgets.plot_style import MIN_PLOT_HEIGHT
+from widgets.plots.plot_stack import PlotStack
+from widgets.plots.plot_style import MIN_PLOT_HEIGHT
 
 
 @dataclass(frozen=True)

@@ -3,7 +3,7 @@ width for each, such that no two labels overlap and none leaves the plot.
 
 Pure geometry (pixels in, pixels out; no Qt), so its rules are tested without a window,
 and cheap: the plots scroll ten times a second while following, and the labels are laid
-out again on every scroll (widgets/marker_labels.py draws what this decides).
+out again on every scroll (widgets/plots/marker_labels.py draws what this decides).
 
 The rules, marker by marker from left to right:
 

@@ -18,7 +18,7 @@ from bisect import bisect_left, bisect_right
 import pyqtgraph as pg
 from PySide6.QtCore import Qt
 
-from widgets import plot_style
+from widgets.plots import plot_style
 
 
 class MarkerLines:

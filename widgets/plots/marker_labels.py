@@ -1,5 +1,5 @@
 """The markers' labels along the top of one plot of a stack: laid out so that they never
-write over each other nor run past the plot (widgets/marker_layout.py decides where),
+write over each other nor run past the plot (widgets/plots/marker_layout.py decides where),
 each elided to the room it gets, with the marker's time and full text as its tooltip.
 
 The labels are plain text items on the plot's view box, in its pixels (not in data
@@ -19,8 +19,8 @@ from PySide6.QtCore import Qt
 from PySide6.QtGui import QBrush, QColor, QFont, QFontMetricsF
 from PySide6.QtWidgets import QGraphicsSimpleTextItem
 
-from widgets.marker_layout import layout_labels
-from widgets import plot_style
+from widgets.plots.marker_layout import layout_labels
+from widgets.plots import plot_style
 
 #: Rows of labels at most; fewer where the plot is too short for them: labels take at
 #: most LABEL_SHARE of its height from the top, the rest stays clear for the data.

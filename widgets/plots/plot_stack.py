@@ -5,7 +5,7 @@ the GPU view), written once so a fix lands in all three:
   (`show_time_axis`), clip-to-view and peak downsampling for curves with long histories
   (`set_curve_data`), the y unit on a fixed-width axis (linked time axes line up), axes
   cached as pixmaps, y ranges on round numbers that stay while the data moves inside
-  them (widgets/steady_range.py); curves are made once and get `setData` per redraw
+  them (widgets/plots/steady_range.py); curves are made once and get `setData` per redraw
   (pyqtgraph's scrollingPlots), the live plots' only when their series changed;
 * the time window: how much recent history is drawn and shown while following "now"
   (the live plots put it in a combo box, the others follow theirs), or from the first
@@ -14,12 +14,12 @@ the GPU view), written once so a fix lands in all three:
   zooms and pans, the curves hold the whole history (to pan back) and the x range stays
   put; on resume the plots follow again and a y zoom made while paused is undone;
 * markers: a dashed vertical line at a wall-clock time on every plot, in the plot only
-  while in view (widgets/marker_lines.py), labelled on the top one (widgets/
+  while in view (widgets/plots/marker_lines.py), labelled on the top one (widgets/
   marker_labels.py: on rows so that no two labels overlap, elided to the room they
   have, never past the plot), the time and full text in every line's and label's
   tooltip, and listed in full in the Markers list (Ctrl+Shift+M);
 * the right-click menu of every plot: copy it as an image, save it as PNG, SVG or CSV
-  (widgets/plot_menu.py), and open the Markers list;
+  (widgets/plots/plot_menu.py), and open the Markers list;
 * the ages in titles and legends ("live" under 2 s, then "data 3 s old", amber once stale), each relaid out
   only when its text changes (a title relayout is the costliest thing on a redraw), and
   legend entries only for series with data;
@@ -48,15 +48,15 @@ from PySide6.QtWidgets import (QComboBox, QFrame, QScrollArea, QSizePolicy,
                                QToolButton, QWidget)
 
 from backend.metrics.series import SeriesStore
-from widgets.curve_gaps import connections
-from widgets.marker_labels import MarkerLabels
-from widgets.marker_lines import MarkerLines
-from widgets.marker_list import MarkerList
-from widgets.plot_menu import PlotMenu
-from widgets.steady_range import SteadyViewBox
-from widgets.whole_axis import WholeNumberAxis
-from widgets import plot_style
-from widgets.plot_style import plot_age, series_age, set_legend_age, set_title_age
+from widgets.plots.curve_gaps import connections
+from widgets.plots.marker_labels import MarkerLabels
+from widgets.plots.marker_lines import MarkerLines
+from widgets.plots.marker_list import MarkerList
+from widgets.plots.plot_menu import PlotMenu
+from widgets.plots.steady_range import SteadyViewBox
+from widgets.plots.whole_axis import WholeNumberAxis
+from widgets.plots import plot_style
+from widgets.plots.plot_style import plot_age, series_age, set_legend_age, set_title_age
 
 # Time-window choices of the window combo: (combo text, seconds; None = all history).
 WINDOWS: tuple[tuple[str, float | None], ...] = (
@@ -397,9 +397,9 @@ class PlotStack(QWidget):
                   whole: bool = False) -> pg.PlotItem:
         """A time plot of the stack with *unit* on its y axis; *top*: it carries the
         markers' labels, along its upper edge; *whole*: it counts things (replicas),
-        its y ticks on whole numbers (widgets/whole_axis.py)."""
+        its y ticks on whole numbers (widgets/plots/whole_axis.py)."""
         # y autoranges to round numbers and stays put while the data moves inside
-        # (widgets/steady_range.py): a wobble no longer redraws the axis every second.
+        # (widgets/plots/steady_range.py): a wobble no longer redraws the axis every second.
         axes: dict = {"bottom": pg.DateAxisItem(orientation="bottom")}
         if whole:
             axes["left"] = WholeNumberAxis(orientation="left")
@@ -479,12 +479,12 @@ class PlotStack(QWidget):
         the pixels; a window's few hundred are drawn as they are, since clipping and
         downsampling are recomputed on every scroll of the view (10 a second while
         following) and cost more than drawing them. The line breaks where samples are
-        missing (widgets/curve_gaps.py)."""
+        missing (widgets/plots/curve_gaps.py)."""
         large = len(x) > LARGE_CURVE
         if curve.opts["clipToView"] != large:
             curve.setClipToView(large)
             curve.setDownsampling(auto=large, method="peak")
-        # A hole in the samples is left open, not bridged (widgets/curve_gaps.py).
+        # A hole in the samples is left open, not bridged (widgets/plots/curve_gaps.py).
         joined = connections(x, y)
         curve.setData(x, y, connect="auto" if joined is None else joined)
 

@@ -17,7 +17,7 @@ from PySide6.QtCore import QObject, QPointF, Qt
 from PySide6.QtGui import QAction
 from PySide6.QtWidgets import QFileDialog, QMenu, QMessageBox
 
-from widgets.plot_export import (copy_image, file_stem, shown_time, write_csv, write_png,
+from widgets.plots.plot_export import (copy_image, file_stem, shown_time, write_csv, write_png,
                                  write_svg)
 
 # (action text, suffix, file-dialog filter, writer, tooltip) of each Save action.

@@ -1,4 +1,4 @@
-"""The per-replica view's table (widgets/replica_view.py): its columns, how it writes
+"""The per-replica view's table (widgets/plots/replica_view.py): its columns, how it writes
 figures and start times into cells, and how those cells sort (by value, not text)."""
 
 from __future__ import annotations

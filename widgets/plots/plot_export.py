@@ -32,7 +32,7 @@ from PySide6.QtGui import QPainter, QPen
 from PySide6.QtSvg import QSvgGenerator
 from PySide6.QtWidgets import QGraphicsItem
 
-from widgets.curve_gaps import connections
+from widgets.plots.curve_gaps import connections
 
 APP_NAME = "serve-console"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
@@ -261,7 +261,7 @@ def _data_group(doc: minidom.Document, plot: pg.PlotItem, source: QRectF,
 def _stretches(px: np.ndarray, py: np.ndarray,
                joined: np.ndarray | None = None) -> list[list[tuple[float, float]]]:
     """The runs of finite points (pyqtgraph breaks a curve at a NaN), also broken after
-    point i where *joined*[i] is False (a hole in the samples: widgets/curve_gaps.py)."""
+    point i where *joined*[i] is False (a hole in the samples: widgets/plots/curve_gaps.py)."""
     out: list[list[tuple[float, float]]] = []
     run: list[tuple[float, float]] = []
     for i, (a, b) in enumerate(zip(px.tolist(), py.tolist())):

@@ -6,11 +6,11 @@ one range, `MIN_SPAN_S`): offered vs achieved rate
 code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
 Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern), a
 plot at a time: a new second draws the rate plot at once and each other plot in a turn
-of the event loop of its own, as the plot stacks do (widgets/plot_stack.py): the four
+of the event loop of its own, as the plot stacks do (widgets/plots/plot_stack.py): the four
 plots' data and repaint were one block of the GUI thread once a second. Tests read the
 curves back with `curve(name).getData()`, which draws whatever still waits first.
 Right-click a plot to copy or save it (PNG, SVG, CSV of the range shown:
-widgets/plot_menu.py).
+widgets/plots/plot_menu.py).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from PySide6.QtCore import QTimer
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.load.load_model import CLOSED, LoadStats, SecondStats
-from widgets import plot_style
-from widgets.plot_menu import PlotMenu
-from widgets.steady_range import SteadyViewBox
-from widgets.whole_axis import WholeNumberAxis
+from widgets.plots import plot_style
+from widgets.plots.plot_menu import PlotMenu
+from widgets.plots.steady_range import SteadyViewBox
+from widgets.plots.whole_axis import WholeNumberAxis
 
 # The run's first minute in one x range, as the server-side plots' default window: a
 # range fitted to a run seconds old stepped every second or two, and each step drew all
@@ -34,7 +34,7 @@ from widgets.whole_axis import WholeNumberAxis
 # (benchmarks/gui_stall.py, benchmarks/axis_paint.py). Longer runs fit their length.
 MIN_SPAN_S = 60.0
 
-# The server-side plots' palette (widgets/live_plots.py), on the same dark background.
+# The server-side plots' palette (widgets/plots/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
 
 
@@ -85,7 +85,7 @@ class ClientPlots(QWidget):
               whole: bool = False) -> pg.PlotItem:
         # Both axes autorange on round numbers and stay while the data moves inside:
         # the run's seconds grow every second, and a time axis that moved with them was
-        # drawn again, four times a second (widgets/steady_range.py).
+        # drawn again, four times a second (widgets/plots/steady_range.py).
         axes = {"left": WholeNumberAxis(orientation="left")} if whole else None
         p = self._layout_widget.addPlot(row=row, col=col, axisItems=axes,
                                         viewBox=SteadyViewBox(steady_x=True,
@@ -107,7 +107,7 @@ class ClientPlots(QWidget):
             from PySide6.QtCore import Qt
 
             # 1 px: a wider dashed line goes through Qt's stroker, 20-500x slower to
-            # paint (widgets/plot_stack.PlotStack._add_curve).
+            # paint (widgets/plots/plot_stack.PlotStack._add_curve).
             pen = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
         # Named: the name heads the curve's column in a CSV export.
         curve = plot.plot([], [], pen=pen, antialias=False, name=label or name)
