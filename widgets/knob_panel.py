@@ -1,16 +1,18 @@
 """Live tuning: one deployment's knobs as sliders, spin boxes, check boxes and JSON fields.
 
-The panel renders a `backend.tuning.knobs.KnobSet` and turns the user's edits into
-`change_requested(app, deployment, path, value, settled)`; *settled* says whether that
-change ends an edit (a slider released: nothing to debounce) or is one step of a burst.
-Applying the change to the cluster (debounced, newest value wins) is the console's job,
-and so is the knob's state: the console reports pending, applied or failed through
-`set_state`, and the cluster's values through the next `set_knobs`.
+The panel renders the console's knob states of one deployment
+(`backend.tuning.knob_state.DeploymentKnobs`: one `KnobState` per knob, owned by the
+console) and turns the user's edits into `change_requested(app, deployment, path, value,
+settled)`; *settled* says whether that change ends an edit (a slider released: nothing
+to debounce) or is one step of a burst. Applying the change to the cluster (debounced,
+newest value wins) is the console's job, and so is the knob's state: each row is bound
+to its `KnobState` and holds no copy of it; the console says which state changed through
+`show_state`.
 
 Two values matter per knob: the one the control shows and the one the cluster runs (the
-`Knob.value` of the last `set_knobs`). They differ while the user drags or types and
-while a change is pending; then the cluster's value is shown beside the control
-("cluster: 16") instead of yanking the control back under the user's hand.
+state's `cluster_value`). They differ while the user drags or types and while a change is
+pending; then the cluster's value is shown beside the control ("cluster: 16") instead of
+yanking the control back under the user's hand.
 """
 
 from __future__ import annotations
@@ -18,10 +20,10 @@ from __future__ import annotations
 import html
 from typing import Any
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, Signal, Slot
 from PySide6.QtWidgets import QFrame, QLabel, QScrollArea, QSlider, QVBoxLayout, QWidget
 
-from backend.tuning.knobs import KnobSet
+from backend.tuning.knob_state import DeploymentKnobs, KnobState
 from widgets.knob_row import KnobRow, knob_shape, WheelGuard
 from widgets.theme import status_color
 
@@ -42,7 +44,7 @@ class KnobPanel(QWidget):
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._knob_set: KnobSet | None = None
+        self._knob_set: DeploymentKnobs | None = None
         self._unavailable = ""  # set_unavailable(): why no knob may be changed now
         self._rows: dict[str, KnobRow] = {}
         self._sections: dict[str, tuple[QWidget, QVBoxLayout]] = {}
@@ -103,8 +105,8 @@ class KnobPanel(QWidget):
 
     # ----------------------------------------------------------------- public API
 
-    def set_knobs(self, knob_set: KnobSet | None) -> None:
-        """Show a deployment's knobs. The same (app, deployment) again updates the
+    def set_knobs(self, knob_set: DeploymentKnobs | None) -> None:
+        """Show a deployment's knob states. The same (app, deployment) again updates the
         controls in place, leaving alone those the user is editing or whose change is
         pending; another deployment rebuilds the panel; None shows the empty state."""
         old = self._knob_set
@@ -132,32 +134,32 @@ class KnobPanel(QWidget):
         self._banner.setText(f"Read-only. {reason}" if reason else "")  # no emoji: fonts lack it
         self._banner.setVisible(bool(reason))
 
-        wanted = [k.path for k in knob_set.knobs]
+        wanted = [st.path for st in knob_set.states]
         for path in [p for p in self._rows if p not in wanted]:
             self._drop_row(path)
         order_changed = False
-        for knob in knob_set.knobs:
-            row = self._rows.get(knob.path)
-            if row is not None and (row.shape() != knob_shape(knob) or row.knob.group != knob.group):
-                self._drop_row(knob.path)  # e.g. a new range: the controls must be rebuilt
+        for st in knob_set.states:
+            row = self._rows.get(st.path)
+            if row is not None and not self._fits(row, st):
+                self._drop_row(st.path)  # e.g. a new range: the controls must be rebuilt
                 row = None
             if row is None:
-                row = KnobRow(knob, self._wheel_guard)
+                row = KnobRow(st, self._wheel_guard)
                 row.committed.connect(self._on_row_committed)
-                self._rows[knob.path] = row
+                self._rows[st.path] = row
                 order_changed = True
             else:
-                row.update_knob(knob)
+                row.bind(st)
             row.set_read_only(reason)
         if order_changed or list(self._rows) != wanted:
             self._lay_out(knob_set)
-        if not knob_set.knobs:
+        if not knob_set.states:
             self._empty.setText("This deployment has no knobs the console can change.")
             self._empty.show()
         else:
             self._empty.setText(EMPTY_TEXT)
 
-    def knob_set(self) -> KnobSet | None:
+    def knob_set(self) -> DeploymentKnobs | None:
         return self._knob_set
 
     def set_unavailable(self, reason: str | None) -> None:
@@ -172,19 +174,16 @@ class KnobPanel(QWidget):
     def unavailable_reason(self) -> str:
         return self._unavailable
 
-    def set_state(self, path: str, state: str, message: str = "") -> None:
-        """The console's word on a knob's change: pending, applied (✓ for a moment, then
-        idle), failed (✗, the control shows the cluster's value again, *message* says
-        why) or idle."""
-        row = self._rows.get(path)
-        if row is not None:
-            row.set_state(state, message)
-
-    def revert(self, path: str, value: Any) -> None:
-        """Show *value* as what the cluster runs for *path* (no signal)."""
-        row = self._rows.get(path)
-        if row is not None:
-            row.revert(value)
+    @Slot(object)
+    def show_state(self, state: KnobState) -> None:
+        """The console's state of a knob changed: its row (if the panel shows that knob)
+        shows it again. A knob whose controls must change shape waits for `set_knobs`."""
+        ks = self._knob_set
+        row = self._rows.get(state.path)
+        if (row is None or ks is None or (ks.app, ks.deployment) != (state.app, state.deployment)
+                or not self._fits(row, state)):
+            return
+        row.bind(state)
 
     def set_warnings(self, warnings: list[str]) -> None:
         """Cross-knob checks on the values shown (amber, above the knobs)."""
@@ -196,7 +195,8 @@ class KnobPanel(QWidget):
         return [line.removeprefix("⚠ ") for line in text.split("\n")] if text else []
 
     def state(self, path: str) -> str:
-        return self._rows[path].state
+        """The knob's status as its row shows it: idle, pending, applied or failed."""
+        return self._rows[path].status()
 
     def control(self, path: str) -> QWidget:
         """The knob's main control: the spin box of a number, the check box, the JSON field."""
@@ -219,6 +219,12 @@ class KnobPanel(QWidget):
             self.change_requested.emit(ks.app, ks.deployment, path, value, settled)
 
     # ----------------------------------------------------------------- internals
+
+    @staticmethod
+    def _fits(row: KnobRow, state: KnobState) -> bool:
+        """The row's controls and section still fit the knob as *state* describes it."""
+        return (state.knob is not None and row.shape() == knob_shape(state.knob)
+                and row.group() == state.knob.group)
 
     def _drop_row(self, path: str) -> None:
         row = self._rows.pop(path)
@@ -249,13 +255,13 @@ class KnobPanel(QWidget):
             self._sections[group] = (section, layout)
         return self._sections[group][1]
 
-    def _lay_out(self, knob_set: KnobSet) -> None:
+    def _lay_out(self, knob_set: DeploymentKnobs) -> None:
         """Put the rows into their sections in order. Rows are moved, not recreated, so
         a pending edit survives knobs coming and going (e.g. autoscaling turned on)."""
         rank = {g: i for i, g in enumerate(GROUP_ORDER)}
         by_group: dict[str, list[KnobRow]] = {}
-        for knob in knob_set.knobs:
-            by_group.setdefault(knob.group, []).append(self._rows[knob.path])
+        for st in knob_set.states:
+            by_group.setdefault(self._rows[st.path].group(), []).append(self._rows[st.path])
         for group in [g for g in self._sections if g not in by_group]:
             section, _ = self._sections.pop(group)
             section.setParent(None)
@@ -277,4 +283,4 @@ class KnobPanel(QWidget):
         for a, b in zip(focus_chain, focus_chain[1:]):
             QWidget.setTabOrder(a, b)
         # Rebuilt rows keep their insertion order for the in-place check in set_knobs.
-        self._rows = {k.path: self._rows[k.path] for k in knob_set.knobs}
+        self._rows = {st.path: self._rows[st.path] for st in knob_set.states}

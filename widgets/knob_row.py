@@ -2,6 +2,9 @@
 change takes effect, its state (pending, applied, failed), its editor (slider, spin box,
 check box or JSON field) and the cluster's value beside it while they differ.
 
+A row is bound to the console's `KnobState` of its knob (backend/tuning/knob_state.py)
+and keeps no copy of the knob's values: the console owns them and says when they change.
+
 `SliderScale` maps a knob's values to slider positions (linear, integer or log).
 """
 
@@ -12,7 +15,7 @@ import json
 import math
 from typing import Any
 
-from PySide6.QtCore import QEvent, QObject, Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, QObject, Qt, Signal
 from PySide6.QtWidgets import (
     QAbstractSpinBox,
     QCheckBox,
@@ -26,6 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
+from backend.tuning.knob_state import APPLIED, FAILED, IDLE, PENDING, STATUSES, KnobState
 from backend.tuning.knobs import FIXED, ROLLS, Knob
 from widgets.theme import status_color
 
@@ -36,15 +40,13 @@ FIXED_TIP = "Shown for reference: the console cannot change it on a running clus
 BADGE_TEXT = {ROLLS: "rolls replicas", FIXED: "read-only"}
 BADGE_TIPS = {ROLLS: ROLLS_TIP, FIXED: FIXED_TIP}
 
-IDLE, PENDING, APPLIED, FAILED = "idle", "pending", "applied", "failed"
-STATES = (IDLE, PENDING, APPLIED, FAILED)
+STATES = STATUSES
 STATE_TEXT = {IDLE: "", PENDING: "pending…", APPLIED: "applied ✓", FAILED: "failed ✗"}
 
 # Mid-tone colours that read on light and dark palettes (as in app_tree).
 # A state's colour is the theme's (widgets/theme.py), read when the state is shown.
 STATE_STATUS = {IDLE: "muted", PENDING: "pending", APPLIED: "applied", FAILED: "failed"}
 
-APPLIED_FLASH_MS = 2000     # how long "applied ✓" stays before the row goes back to idle
 SLIDER_STEPS = 1000         # positions of a continuous (float or log) slider
 LOG_FLOOR_FRACTION = 5e-4   # a log slider whose range starts at 0 starts its log part here × max
 
@@ -203,25 +205,28 @@ class WheelGuard(QObject):
 # ------------------------------------------------------------------ one knob
 
 class KnobRow(QWidget):
-    """The controls of one knob: name, badge, state, editor, cluster value, error."""
+    """The controls of one knob: name, badge, state, editor, cluster value, error.
+
+    The row is bound to the console's `KnobState` for its knob and keeps no copy of the
+    knob's values: it shows the state (`refresh`, called when the console says the state
+    changed) and sends the user's requests (`committed`)."""
 
     # (path, typed value, settled): a value the user chose. *settled*: the gesture ended
     # an edit (a slider released, a box ticked, a JSON edit finished) rather than being
     # one step of a burst (arrow keys, spin-box steps); the console sends a settled value
     # without its debounce. The row does not mark itself pending: the console owns the
-    # knob's state and says so through `set_state`.
+    # knob's state and changes it.
     committed = Signal(str, object, bool)
 
-    def __init__(self, knob: Knob, wheel_guard: QObject, parent: QWidget | None = None) -> None:
+    def __init__(self, state: KnobState, wheel_guard: QObject,
+                 parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self.knob = knob
-        self.path = knob.path
-        self.cluster_value: Any = knob.value
-        # The value the user asked for last, until the console reports on it (applied:
-        # it becomes the cluster's value; failed: the control shows the cluster's again).
-        self.pending_value: Any = None
-        self.state = IDLE
-        self.message = ""
+        assert state.knob is not None, "a row needs the knob's metadata"
+        self.knob_state = state
+        # What decides the controls (knob_shape) and the section, as built.
+        self._shape = knob_shape(state.knob)
+        self._group = state.knob.group
+        self._shown = ("", "")  # the (status, message) shown last: says when either changes
         self._read_only_reason = ""
         self._syncing = False  # set while the code (not the user) moves a control
 
@@ -231,14 +236,9 @@ class KnobRow(QWidget):
         self.edit: QLineEdit | None = None
         self.scale: SliderScale | None = None
 
-        self._applied_timer = QTimer(self)
-        self._applied_timer.setSingleShot(True)
-        self._applied_timer.timeout.connect(self._on_applied_timer_timeout)
-
         self._build_labels()
-        self._lay_out(knob, wheel_guard)
-        self.update_knob(knob, force=True)
-        self._show_state()
+        self._lay_out(state.knob, wheel_guard)
+        self.refresh(force=True)
 
     def _build_labels(self) -> None:
         """The name, the badge (live / rolls replicas), the state, the cluster's value and
@@ -350,9 +350,25 @@ class KnobRow(QWidget):
 
     # ----------------------------------------------------------------- for the panel
 
+    @property
+    def path(self) -> str:
+        return self.knob_state.path
+
+    @property
+    def knob(self) -> Knob:
+        """The knob's metadata (label, range, help), as the console's state has it."""
+        assert self.knob_state.knob is not None
+        return self.knob_state.knob
+
+    def status(self) -> str:
+        return self.knob_state.status
+
     def shape(self) -> tuple:
-        """What decides which controls a knob gets: a change means a new row."""
-        return knob_shape(self.knob)
+        """What decided which controls this row has: a change means a new row."""
+        return self._shape
+
+    def group(self) -> str:
+        return self._group
 
     def focus_widgets(self) -> list[QWidget]:
         return [w for w in (self.check, self.slider, self.spin, self.edit) if w is not None]
@@ -368,14 +384,20 @@ class KnobRow(QWidget):
         if self.spin is not None and self.spin.hasFocus():
             return self.spin.cleanText() != self.spin.textFromValue(self.spin.value())
         if self.edit is not None and self.edit.hasFocus():
-            return self.edit.text() != _fmt(self.cluster_value if self.state != PENDING
-                                             else self.pending_value)
+            return self.edit.text() != _fmt(self.knob_state.wanted_value)
         return False
 
-    def update_knob(self, knob: Knob, force: bool = False) -> None:
-        """New cluster value, help or enabled state for the same knob, in place."""
-        self.knob = knob
-        self.cluster_value = knob.value
+    def bind(self, state: KnobState) -> None:
+        """Show *state* (the console's state of the same knob), from now on."""
+        self.knob_state = state
+        self.refresh()
+
+    def refresh(self, force: bool = False) -> None:
+        """Show the bound state: the knob's labels, its status and message, and in the
+        control the value asked for while pending, else the cluster's — unless the user is
+        editing it. A failure always puts the cluster's value back (never leave a control
+        showing a value the cluster does not run)."""
+        knob = self.knob
         unit = f" ({knob.unit})" if knob.unit else ""
         self.name_label.setText(f"{knob.label}{unit}")
         if self.check is not None:
@@ -387,8 +409,16 @@ class KnobRow(QWidget):
         if self.badge.styleSheet() != style:  # re-styling each poll would re-polish it
             self.badge.setStyleSheet(style)
         self.badge.setToolTip(BADGE_TIPS.get(knob.applies, LIVE_TIP))
-        if force or (self.state != PENDING and not self.is_editing()):
-            self.show_value(knob.value)
+        state = self.knob_state
+        news = (state.status, state.message) != self._shown
+        failed_now = news and state.status == FAILED
+        if force or failed_now or not self.is_editing():
+            self.show_value(state.wanted_value)
+        if news or force:
+            self._shown = (state.status, state.message)
+            self._show_error(f"Not applied: {state.message}"
+                             if state.status == FAILED and state.message else "")
+            self._show_state()
         self._update_enabled()
         self._refresh_hint()
 
@@ -408,9 +438,10 @@ class KnobRow(QWidget):
             elif self.check is not None:
                 self.check.setChecked(bool(value))
             elif self.edit is not None:
-                self.edit.setText(_fmt(value))
-                self.edit.setCursorPosition(0)
-                self._show_error("")
+                if self.edit.text() != _fmt(value):
+                    self.edit.setText(_fmt(value))
+                    self.edit.setCursorPosition(0)
+                    self._show_error("")
         finally:
             self._syncing = False
         self._refresh_hint()
@@ -430,33 +461,6 @@ class KnobRow(QWidget):
             return json.loads(self.edit.text())
         except (ValueError, RecursionError):  # RecursionError: "[[[[…" thousands deep
             return self.edit.text()
-
-    def set_state(self, state: str, message: str = "") -> None:
-        if state not in STATES:
-            raise ValueError(f"unknown knob state {state!r}; one of {STATES}")
-        self._applied_timer.stop()
-        if state == APPLIED:
-            # The console reports the change took effect: the cluster runs what was sent.
-            if self.pending_value is not None:
-                self.cluster_value = self.pending_value
-            self._applied_timer.start(APPLIED_FLASH_MS)
-        elif state == FAILED:
-            # Never leave a control showing a value the cluster does not run.
-            self.show_value(self.cluster_value)
-        if state != PENDING:
-            self.pending_value = None
-        self.state = state
-        self.message = message if state == FAILED else ""
-        self._show_error(self.message and f"Not applied: {self.message}")
-        self._show_state()
-        self._refresh_hint()
-
-    def revert(self, value: Any) -> None:
-        """The cluster runs *value* (e.g. after a refused change): show it, drop pending."""
-        self.cluster_value = value
-        self.show_value(value)
-        if self.state == PENDING:
-            self.set_state(IDLE)
 
     # ----------------------------------------------------------------- slots
 
@@ -519,26 +523,22 @@ class KnobRow(QWidget):
         self._show_error("")
         self._commit(value, settled=True)
 
-    def _on_applied_timer_timeout(self) -> None:
-        if self.state == APPLIED:
-            self.set_state(IDLE)
-
     # ----------------------------------------------------------------- internals
 
     def _commit(self, value: Any, settled: bool = False) -> None:
+        state = self.knob_state
         if self._read_only_reason or not self.knob.enabled:
             # Disabled controls take no input, but a programmatic nudge must not send a
             # change the panel says is impossible either.
-            self.show_value(self.cluster_value)
+            self.show_value(state.wanted_value)
             return
         decimals = self.scale.decimals if self.scale else None
-        if self.pending_value is not None:
-            if _same(value, self.pending_value, decimals):
+        if state.status == PENDING:
+            if _same(value, state.pending_value, decimals):
                 return  # e.g. Enter on an unchanged spin box after a release
-        elif _same(value, self.cluster_value, decimals):
+        elif _same(value, state.cluster_value, decimals):
             self._refresh_hint()
             return  # nothing to change: the cluster runs this already
-        self.pending_value = value
         self._show_error("")
         self._refresh_hint()
         self.committed.emit(self.path, value, settled)
@@ -561,25 +561,27 @@ class KnobRow(QWidget):
         self.setToolTip(_rich(tip))
 
     def _show_state(self) -> None:
-        self.state_label.setText(STATE_TEXT[self.state])
-        self.state_label.setStyleSheet(f"color: {status_color(STATE_STATUS[self.state])};")
+        status = self.knob_state.status
+        self.state_label.setText(STATE_TEXT[status])
+        self.state_label.setStyleSheet(f"color: {status_color(STATE_STATUS[status])};")
         tips = {IDLE: "", PENDING: "Sent to the console; waiting until the cluster runs it.",
-                APPLIED: "The cluster runs the new value.", FAILED: self.message}
-        self.state_label.setToolTip(_rich(tips[self.state]) if tips[self.state] else "")
+                APPLIED: "The cluster runs the new value.", FAILED: self.knob_state.message}
+        self.state_label.setToolTip(_rich(tips[status]) if tips[status] else "")
 
     def _show_error(self, text: str) -> None:
         self.error_label.setText(text)
         self.error_label.setVisible(bool(text))
         if self.edit is not None:
             self.edit.setStyleSheet(f"QLineEdit {{ border: 1px solid {status_color('failed')}; }}"
-                                    if text and self.state != FAILED else "")
+                                    if text and self.knob_state.status != FAILED else "")
 
     def _refresh_hint(self) -> None:
         decimals = self.scale.decimals if self.scale else None
         shown = self.displayed_value()
-        differs = not _same(shown, self.cluster_value, decimals)
-        shown_value = (self.knob.unset_text if self.cluster_value is None and
-                       self.knob.unset_text else _fmt(self.cluster_value, decimals or 0))
+        cluster = self.knob_state.cluster_value
+        differs = not _same(shown, cluster, decimals)
+        shown_value = (self.knob.unset_text if cluster is None and
+                       self.knob.unset_text else _fmt(cluster, decimals or 0))
         self.cluster_label.setText(f"cluster: {shown_value}")
         self.cluster_label.setVisible(differs)
 

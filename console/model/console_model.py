@@ -37,6 +37,7 @@ from backend.scaling.explain import ScalingDecision
 from backend.scaling.replica_table import build_rows, latest_from_store
 from backend.tuning.knobs import check_values, values_of
 from console.model.advisor import Advisor
+from console.model.knob_model import KnobModel
 from console.model.live_session import Session
 from console.model.session_recording import SessionRecording
 from console.settings import Settings
@@ -86,6 +87,8 @@ class ConsoleModel(QObject):
         self.model_ids_sent: dict[str, int] = {}
         #: Where a plain start sends load from: None (this machine) or a ClusterLoad.
         self.load_source: ClusterLoad | None = settings.load_source()
+        #: Every knob's state (the one owner): the knob panel's rows are bound to it.
+        self.knobs = KnobModel(session.tuning, session.knob_set, self)
         # Every session is recorded (Session → Sessions… opens them again).
         self.recording = SessionRecording(session, self)
         self.advisor = Advisor(session, self)
@@ -226,6 +229,11 @@ class ConsoleModel(QObject):
     def knob_set_for_selected(self):
         return self.session.knob_set(*self.selected) if self.selected else None
 
+    def knobs_for_selected(self):
+        """The selected deployment's knob states (backend.tuning.knob_state.
+        DeploymentKnobs), or None."""
+        return self.knobs.deployment(*self.selected) if self.selected else None
+
     def warnings_for_selected(self) -> list[str]:
         knob_set = self.knob_set_for_selected()
         if knob_set is None:
@@ -258,6 +266,7 @@ class ConsoleModel(QObject):
             app = status.applications[0]
             if app.deployments:
                 self.select((app.name, app.deployments[0].name))
+        self.knobs.cluster_reports(self.selected)
 
     def metrics_health(self, status: ServeStatus) -> dict:
         """The autoscaler's metrics delay of each autoscaling deployment, if fresh."""

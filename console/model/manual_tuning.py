@@ -58,6 +58,9 @@ class TuningController(QObject):
     fit_problem = Signal(int, str, str, str)
     # A line for the event log: (message, level)
     notice = Signal(str, str)
+    # What is on its way to the cluster for a deployment: (app, deployment, {path: value});
+    # {} once its apply returned (or was not sent after all)
+    in_flight_changed = Signal(str, str, object)
 
     def __init__(self, runner: TaskRunner, client_fn: Callable[[], ClusterClient | None],
                  values_fn: Callable[[str, str], dict[str, Any]],
@@ -161,7 +164,7 @@ class TuningController(QObject):
         if errors:
             self._fail(key, changes, " ".join(errors))
             return
-        self._in_flight[key] = changes
+        self._set_in_flight(key, changes)
         op = self._operations.start("apply", f"{app}/{dep}", changes=changes)
         if not any(p in RESOURCE_PATHS for p in changes):
             self._apply(op, key, changes)
@@ -190,7 +193,7 @@ class TuningController(QObject):
     def _cancelled(self, op: Operation, key: DeploymentKey, changes: dict[str, Any]) -> None:
         """Not sent after all: the knobs show the cluster's values again."""
         self._operations.finish(op)
-        self._in_flight.pop(key, None)
+        self._end_in_flight(key)
         newer = self._pending.get(key, {})
         for path in changes:
             if path not in newer:
@@ -230,7 +233,7 @@ class TuningController(QObject):
         client = self._client_fn()
         if client is None:
             self._operations.finish(op)
-            self._in_flight.pop(key, None)
+            self._end_in_flight(key)
             self._fail(key, changes, "The cluster is not connected or not answering; "
                                      "the change was not sent.")
             self._next(key)
@@ -258,11 +261,19 @@ class TuningController(QObject):
                             progress=lambda text: self._operations.progress(op, text),
                             on_done=done, on_error=failed)
 
+    def _set_in_flight(self, key: DeploymentKey, changes: dict[str, Any]) -> None:
+        self._in_flight[key] = changes
+        self.in_flight_changed.emit(key[0], key[1], dict(changes))
+
+    def _end_in_flight(self, key: DeploymentKey) -> None:
+        if self._in_flight.pop(key, None) is not None:
+            self.in_flight_changed.emit(key[0], key[1], {})
+
     def _in_flight_values(self, key: DeploymentKey) -> dict[str, Any]:
         return dict(self._in_flight.get(key) or {})
 
     def _on_apply_done(self, key: DeploymentKey, changes: dict[str, Any], t: float) -> None:
-        self._in_flight.pop(key, None)
+        self._end_in_flight(key)
         app, dep = key
         newer = self._pending.get(key, {})
         for path in changes:
@@ -273,7 +284,7 @@ class TuningController(QObject):
 
     def _on_apply_error(self, key: DeploymentKey, changes: dict[str, Any],
                         error: BaseException) -> None:
-        self._in_flight.pop(key, None)
+        self._end_in_flight(key)
         if isinstance(error, Cancelled) and str(error) == SUPERSEDED:
             # The cluster has this change, but its replicas were still waiting for room
             # when a newer value came: that one is applied next. Not a failure.

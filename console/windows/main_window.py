@@ -126,7 +126,7 @@ class MainWindow(QMainWindow):
         s.metrics_problems.connect(self._on_session_metrics_problems)
         s.connection.state_changed.connect(self._on_connection_state_changed)
         s.local_cluster_died.connect(self._on_session_local_cluster_died)
-        s.tuning.knob_state.connect(self._on_tuning_knob_state)
+        m.knobs.changed.connect(self.knob_panel.show_state)
         self.plots.window_changed.connect(self.replica_view.set_window)
         self.plots.paused_changed.connect(self.replica_view.set_paused)
         self.plots.paused_changed.connect(self.gpu_plots.set_paused)
@@ -208,7 +208,7 @@ class MainWindow(QMainWindow):
         if key is not None and self.tree.selected_key() != key:
             self.tree.select_key(*key)
         # Its warnings follow from the model (knob_warnings), once.
-        self.knob_panel.set_knobs(self.model.knob_set_for_selected())
+        self.knob_panel.set_knobs(self.model.knobs_for_selected())
         self._update_replica_rows()
         self._update_load_target()
         self._update_actions()
@@ -226,7 +226,7 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     def _update_knobs(self) -> None:
-        self.knob_panel.set_knobs(self.model.knob_set_for_selected())
+        self.knob_panel.set_knobs(self.model.knobs_for_selected())
         self.knob_panel.set_warnings(self.model.warnings_for_selected())
 
     def _update_model_cache(self) -> None:
@@ -373,12 +373,6 @@ class MainWindow(QMainWindow):
         self.prometheus_source_action.setChecked(prometheus)
         self.direct_source_action.setChecked(not prometheus)
         self._status.show_metrics(problem)
-
-    # -- tuning ---------------------------------------------------------------------------
-    @Slot(str, str, str, str, str)
-    def _on_tuning_knob_state(self, app, deployment, path, state, message) -> None:
-        if self.model.is_shown(app, deployment):
-            self.knob_panel.set_state(path, state, message)
 
     # -- advisor --------------------------------------------------------------------------
     def show_advisor(self) -> None:

@@ -7,6 +7,7 @@ from PySide6.QtCore import QObject
 from PySide6.QtWidgets import QDialog, QVBoxLayout
 
 from backend.traffic.rollout import RolloutReport
+from backend.tuning.knob_state import APPLIED, FAILED, PENDING, KnobState
 from console.model.traffic import TrafficController
 from console.windows.window_dialogs import report_failure
 from widgets.traffic_panel import TrafficPanel
@@ -38,8 +39,8 @@ class TrafficUi(QObject):
         c.rollout_text.connect(p.set_rollout_text)
         c.failed.connect(self._on_controller_failed)
         c.finished.connect(self._on_controller_finished)
-        tuning = window.session.tuning
-        tuning.knob_state.connect(self._on_tuning_knob_state)
+        # The router's knob changes, as the model's knob states report them.
+        window.model.knobs.reported.connect(self._on_knob_reported)
         # The controller may have looked before this window existed: show what it knows.
         p.set_apps(c.apps())
         p.set_router(c.router())
@@ -59,14 +60,13 @@ class TrafficUi(QObject):
     def _on_controller_finished(self, report: RolloutReport) -> None:
         self.panel.set_state(f"Rollout {report.outcome}.")
 
-    def _on_tuning_knob_state(self, app: str, dep: str, path: str, state: str,
-                              message: str) -> None:
+    def _on_knob_reported(self, state: KnobState) -> None:
         router = self.controller.router()
-        if router is None or (app, dep) != (router.app, router.router):
+        if router is None or (state.app, state.deployment) != (router.app, router.router):
             return
-        if state == "pending":
+        if state.status == PENDING:
             self.panel.set_state("Applying…")
-        elif state == "applied":
+        elif state.status == APPLIED:
             self.panel.set_state("Applied.")
-        elif state == "failed":
-            self.panel.set_state(f"Failed: {message}")
+        elif state.status == FAILED:
+            self.panel.set_state(f"Failed: {state.message}")

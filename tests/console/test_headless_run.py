@@ -51,6 +51,9 @@ def test_a_scripted_session_runs_on_the_model_alone(qtbot, tmp_path, ray_cluster
             model.request_change(app, dep, MAX_BATCH_SIZE, new, settled=True)
         qtbot.waitUntil(lambda: session.knob_values(app, dep)[MAX_BATCH_SIZE] == new,
                         timeout=30_000)
+        # The model's state of the knob (its one owner) has it too, with no window.
+        state = model.knobs.state(app, dep, MAX_BATCH_SIZE)
+        assert state.cluster_value == new and state.status in ("applied", "idle")
         model.add_note("headless note")
     finally:
         run.quit()

@@ -102,7 +102,9 @@ def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window
     window.select_deployment(app, dep)
     panel = window.knob_panel
     assert panel.knob_set() is not None and panel.knob_set().app == app
-    current = panel.knob_set().knob("max_ongoing_requests").value
+    state = window.model.knobs.state(app, dep, "max_ongoing_requests")
+    assert panel.row("max_ongoing_requests").knob_state is state   # bound, not a copy
+    current = state.cluster_value
     new = current + 3 if current < 900 else current - 3
     spin = panel.control("max_ongoing_requests")
     markers_before = len(window.plots.markers())
@@ -118,6 +120,8 @@ def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window
     assert len(window.plots.markers()) == markers_before + 1
     assert "max_ongoing_requests" in window.plots.markers()[-1][1]
     assert panel.state("max_ongoing_requests") == "applied"
+    # The model's state, which the row shows: the cluster runs the new value.
+    assert (state.status, state.cluster_value) == ("applied", new)
     assert any("Applied to tuning/BatchedGenerator" in e.message
                for e in window.event_log.entries())
 

@@ -133,7 +133,7 @@ def test_a_change_that_does_not_fit_asks_and_cancel_changes_nothing(qtbot, windo
     win.model.interactive = True
     panel = win.knob_panel
     assert panel.row(NUM_CPUS).badge.text() == "rolls replicas"
-    assert panel.knob_set().knob(NUM_CPUS).value == 0.25
+    assert panel.knob_set().state(NUM_CPUS).cluster_value == 0.25
     before = snapshot(client)
     # The check asks the cluster: it must run on a worker, never on the GUI thread.
     threads = []

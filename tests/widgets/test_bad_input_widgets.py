@@ -27,6 +27,7 @@ from PySide6.QtWidgets import (
     QSpinBox,
 )
 
+from backend.tuning.knob_state import KnobStates
 from backend.tuning.knobs import LIVE, Knob, KnobSet
 from tests.bad_input import answered, bad_url
 from widgets.connect_dialog import ConnectDialog
@@ -212,7 +213,7 @@ def knob_set() -> KnobSet:
 def knob_panel(qtbot) -> KnobPanel:
     w = KnobPanel()
     qtbot.addWidget(w)
-    w.set_knobs(knob_set())
+    w.set_knobs(KnobStates(w.show_state).deployment(knob_set()))
     return w
 
 

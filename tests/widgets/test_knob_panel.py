@@ -1,5 +1,6 @@
-"""KnobPanel turns the user's edits into typed change requests and shows what the cluster
-runs: pending → applied, or failed with the control back at the cluster's value."""
+"""KnobPanel turns the user's edits into typed change requests and shows the console's
+knob states: pending → applied, or failed with the control back at the cluster's value.
+Its rows are bound to the states and keep no copy of the values."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QApplication, QLabel, QWidget
 
-import widgets.knob_row as kr
+from backend.tuning.knob_state import KnobState, KnobStates
 from backend.tuning.knobs import LIVE, ROLLS, Knob, KnobSet
 from widgets.theme import status_color
 from widgets.knob_panel import EMPTY_TEXT, KnobPanel
@@ -52,12 +53,48 @@ def knob_set(mbs=16, wait=0.01, mor=32, replicas=2, auto=False, model="resnet18"
                    notes=("Batching knobs come from user_config.",))
 
 
-def as_the_console(panel: KnobPanel) -> KnobPanel:
-    """What the console's manual tuning does first with every change the panel asks for:
-    it owns the knob's state and reports it pending (the row does not mark itself)."""
-    panel.change_requested.connect(
-        lambda app, dep, path, value, settled: panel.set_state(path, "pending"))
-    return panel
+class Console:
+    """The console's side of a panel as console/model/knob_model.py plays it, on the
+    product's own store of knob states (backend.tuning.knob_state.KnobStates): the store
+    owns every state, a change the panel asks for goes pending there at once (manual
+    tuning's first word), and the panel is told of every change of a state."""
+
+    def __init__(self, panel: KnobPanel) -> None:
+        self.panel = panel
+        self.states = KnobStates(panel.show_state)
+        panel.change_requested.connect(self.on_change_requested)
+
+    def on_change_requested(self, app, dep, path, value, _settled) -> None:
+        self.states.request(app, dep, path, value)
+
+    def show(self, knob_set: KnobSet | None) -> None:
+        """The cluster reports *knob_set* and the panel shows its states."""
+        self.panel.set_knobs(self.states.deployment(knob_set) if knob_set else None)
+
+    def report(self, path: str, status: str, message: str = "") -> None:
+        """Manual tuning's word on the shown deployment's knob."""
+        ks = self.panel.knob_set()
+        if status == "applied":
+            self.states.applied(ks.app, ks.deployment, path)
+        elif status == "failed":
+            self.states.failed(ks.app, ks.deployment, path, message)
+        else:
+            assert status == "idle"
+            self.states.settle(ks.app, ks.deployment, path)
+
+    def state(self, path: str) -> KnobState:
+        ks = self.panel.knob_set()
+        return self.states.get(ks.app, ks.deployment, path)
+
+
+_consoles: dict[int, Console] = {}
+
+
+def console(panel: KnobPanel) -> Console:
+    """The console of *panel* (made on first use)."""
+    if id(panel) not in _consoles or _consoles[id(panel)].panel is not panel:
+        _consoles[id(panel)] = Console(panel)
+    return _consoles[id(panel)]
 
 
 @pytest.fixture
@@ -65,8 +102,8 @@ def panel(qtbot) -> KnobPanel:
     w = KnobPanel()
     qtbot.addWidget(w)
     w.resize(400, 800)
-    w.set_knobs(knob_set())
-    return as_the_console(w)
+    console(w).show(knob_set())
+    return w
 
 
 @pytest.fixture
@@ -136,11 +173,11 @@ def test_empty_state_then_sections_in_order(qtbot):
     w = KnobPanel()
     qtbot.addWidget(w)
     assert empty_text(w) == EMPTY_TEXT
-    w.set_knobs(knob_set())
+    console(w).show(knob_set())
     assert empty_text(w) == ""
     assert section_titles(w) == ["Batching", "Concurrency", "Autoscaling", "Multiplexing",
                                  "user_config"]
-    w.set_knobs(None)
+    console(w).show(None)
     assert empty_text(w) == EMPTY_TEXT and w.knob_set() is None
 
 
@@ -157,13 +194,13 @@ def test_controls_by_kind_badges_and_tooltips(panel):
     assert "Applies live without restarting replicas" in panel.control(MBS).toolTip()
     assert "restarts (rolls) the replicas" in panel.control(MAX_MODELS).toolTip()
     assert panel.row(WAIT).name_label.text() == "batch_wait_timeout_s (s)"
-    assert all(panel.state(k.path) == "idle" for k in panel.knob_set().knobs)
+    assert all(panel.state(st.path) == "idle" for st in panel.knob_set().states)
 
 
 def test_disabled_knob_has_its_reason_as_tooltip(qtbot):
     w = KnobPanel()
     qtbot.addWidget(w)
-    w.set_knobs(knob_set(num_replicas_enabled=False))
+    console(w).show(knob_set(num_replicas_enabled=False))
     assert not w.control(REPLICAS).isEnabled() and not w.slider(REPLICAS).isEnabled()
     assert "Autoscaling sets the replica count" in w.control(REPLICAS).toolTip()
     assert w.control(MOR).isEnabled()
@@ -172,9 +209,9 @@ def test_disabled_knob_has_its_reason_as_tooltip(qtbot):
 def test_read_only_disables_everything_and_says_why(qtbot):
     w = KnobPanel()
     qtbot.addWidget(w)
-    w.set_knobs(knob_set(read_only=READ_ONLY))
+    console(w).show(knob_set(read_only=READ_ONLY))
     assert READ_ONLY in banner_text(w)
-    for knob in w.knob_set().knobs:
+    for knob in w.knob_set().states:
         for control in w.row(knob.path).focus_widgets():
             assert not control.isEnabled(), knob.path
         assert READ_ONLY in w.control(knob.path).toolTip()
@@ -183,7 +220,7 @@ def test_read_only_disables_everything_and_says_why(qtbot):
     drag(w, MBS, 64)  # even driven programmatically, nothing is sent
     assert received == [] and w.displayed_value(MBS) == 16
     # The same deployment becoming declarative (redeployed from a config) enables them.
-    w.set_knobs(knob_set())
+    console(w).show(knob_set())
     assert banner_text(w) == "" and w.control(MOR).isEnabled()
 
 
@@ -289,10 +326,10 @@ def test_json_editor_applies_on_focus_out(qtbot, panel, changes):
 # ------------------------------------------------------------------ cluster → panel
 
 def test_same_deployment_updates_in_place_but_not_a_pending_knob(qtbot, panel, changes):
-    controls = {k.path: panel.control(k.path) for k in panel.knob_set().knobs}
+    controls = {k.path: panel.control(k.path) for k in panel.knob_set().states}
     sliders = {p: panel.slider(p) for p in (MBS, WAIT, MOR)}
     drag(panel, MBS, 64)  # pending
-    panel.set_knobs(knob_set(mbs=32, wait=0.05, mor=64, auto=True, model="vit"))
+    console(panel).show(knob_set(mbs=32, wait=0.05, mor=64, auto=True, model="vit"))
     assert changes == [("batched", "Model", MBS, 64)]  # updating sends nothing
     assert all(panel.control(p) is c for p, c in controls.items())
     assert all(panel.slider(p) is s for p, s in sliders.items())
@@ -309,7 +346,7 @@ def test_a_knob_being_dragged_or_typed_into_is_not_overwritten(qtbot, panel, cha
     show_active(qtbot, panel)
     drag(panel, MBS, 128, release=False)
     type_into(qtbot, panel.control(MOR), "200", enter=False)  # typed, not yet confirmed
-    panel.set_knobs(knob_set(mbs=8, mor=50))
+    console(panel).show(knob_set(mbs=8, mor=50))
     assert panel.displayed_value(MBS) == 128 and cluster_hint(panel, MBS) == "cluster: 8"
     assert panel.control(MOR).cleanText() == "200"
     panel.slider(MBS).setSliderDown(False)
@@ -320,7 +357,7 @@ def test_other_deployment_rebuilds_and_drops_warnings(qtbot, panel):
     old = panel.control(MOR)
     panel.set_warnings(["max_batch_size × max_concurrent_batches > max_ongoing_requests"])
     assert panel.warnings() and panel._warnings.isVisible() is panel.isVisible()
-    panel.set_knobs(knob_set(deployment="Ingress", mor=7))
+    console(panel).show(knob_set(deployment="Ingress", mor=7))
     assert panel.control(MOR) is not old and panel.displayed_value(MOR) == 7
     assert panel.state(MOR) == "idle" and panel.warnings() == []
 
@@ -332,13 +369,13 @@ def test_knobs_coming_and_going_keep_a_pending_row(qtbot, panel, changes):
     auto_box = panel.control(AUTO)
     extra = (Knob("autoscaling_config.min_replicas", "min_replicas", "int", 1, LIVE,
                   "autoscaling", 0, 64, help="Fewest replicas."),)
-    panel.set_knobs(knob_set(auto=False, num_replicas_enabled=False, extra=extra))
+    console(panel).show(knob_set(auto=False, num_replicas_enabled=False, extra=extra))
     assert panel.control(AUTO) is auto_box and auto_box.isChecked()
     assert panel.state(AUTO) == "pending" and cluster_hint(panel, AUTO) == "cluster: off"
     assert panel.displayed_value("autoscaling_config.min_replicas") == 1
     # Tab order follows the panel top to bottom, the new row included.
     chain, w = [], panel.row(MBS).focus_widgets()[0]
-    focusable = {id(c) for k in panel.knob_set().knobs for c in panel.row(k.path).focus_widgets()}
+    focusable = {id(c) for k in panel.knob_set().states for c in panel.row(k.path).focus_widgets()}
     for _ in range(200):
         if id(w) in focusable and w not in chain:
             chain.append(w)
@@ -350,7 +387,7 @@ def test_knobs_coming_and_going_keep_a_pending_row(qtbot, panel, changes):
 
 def test_failed_reverts_to_the_cluster_value_with_the_reason(qtbot, panel, changes):
     drag(panel, MBS, 128)
-    panel.set_state(MBS, "failed", "HTTP 400: invalid user_config")
+    console(panel).report(MBS, "failed", "HTTP 400: invalid user_config")
     assert panel.state(MBS) == "failed"
     assert panel.displayed_value(MBS) == 16
     assert panel.row(MBS).scale.to_value(panel.slider(MBS).value()) == 16
@@ -365,29 +402,51 @@ def test_failed_reverts_to_the_cluster_value_with_the_reason(qtbot, panel, chang
 
 def test_failed_json_edit_reverts_the_text(qtbot, panel, changes):
     type_into(qtbot, panel.control(MODEL), '"vit"')
-    panel.set_state(MODEL, "failed", "replica raised in reconfigure()")
+    console(panel).report(MODEL, "failed", "replica raised in reconfigure()")
     assert panel.control(MODEL).text() == '"resnet18"'
 
 
-def test_applied_shows_a_tick_then_idle(qtbot, panel, changes, monkeypatch):
-    monkeypatch.setattr(kr, "APPLIED_FLASH_MS", 50)
+def test_applied_shows_a_tick_then_idle(qtbot, panel, changes):
     type_into(qtbot, panel.control(MOR), "64")
-    panel.set_state(MOR, "applied")
+    console(panel).report(MOR, "applied")
     assert panel.row(MOR).state_label.text() == "applied ✓"
     # What was sent is now the cluster's value: no "cluster: …" beside it, and sending
     # the same value again is not a change.
     assert cluster_hint(panel, MOR) == ""
-    qtbot.waitUntil(lambda: panel.state(MOR) == "idle", timeout=2000)
-    assert panel.row(MOR).state_label.text() == ""
+    console(panel).report(MOR, "idle")   # the console's flash is over (knob_model.py)
+    assert panel.state(MOR) == "idle" and panel.row(MOR).state_label.text() == ""
     type_into(qtbot, panel.control(MOR), "64")
     assert len(changes) == 1
 
 
-def test_revert_sets_the_cluster_value_without_a_signal(qtbot, panel, changes):
-    drag(panel, MBS, 64)
-    panel.revert(MBS, 8)
+def test_a_change_made_outside_the_console_shows_without_a_signal(qtbot, panel, changes):
+    console(panel).show(knob_set(mbs=8))   # e.g. `serve deploy` from a shell
     assert panel.displayed_value(MBS) == 8 and panel.state(MBS) == "idle"
-    assert len(changes) == 1 and cluster_hint(panel, MBS) == ""
+    assert changes == [] and cluster_hint(panel, MBS) == ""
+
+
+def test_the_row_shows_the_consoles_state_and_keeps_no_copy_of_it(qtbot, panel, changes):
+    row, state = panel.row(MBS), console(panel).state(MBS)
+    assert row.knob_state is state
+    # No copy of the values: neither the names that held them nor a Knob (its .value).
+    for name in ("cluster_value", "pending_value", "value", "_cluster_value",
+                 "_pending_value", "state"):
+        assert name not in vars(row) and not hasattr(type(row), name), name
+    assert not any(isinstance(v, (Knob, KnobState)) and v is not state
+                   for v in vars(row).values())
+    # The store changes the state and tells the panel; nothing calls the row.
+    console(panel).states.cluster_reports(knob_set(mbs=4))
+    assert panel.displayed_value(MBS) == 4 and cluster_hint(panel, MBS) == ""
+    drag(panel, MBS, 64)
+    assert state.pending_value == 64 and panel.state(MBS) == "pending"
+    console(panel).states.cluster_reports(knob_set(mbs=32))
+    assert panel.displayed_value(MBS) == 64 and cluster_hint(panel, MBS) == "cluster: 32"
+    console(panel).states.failed("batched", "Model", MBS, "refused")
+    assert panel.displayed_value(MBS) == 32 and panel.state(MBS) == "failed"
+    # What the row shows is read from the state object itself at each refresh.
+    state.cluster_value = 128
+    panel.show_state(state)
+    assert panel.displayed_value(MBS) == 128
 
 
 def test_warnings_shown_above_the_knobs(qtbot, panel):
@@ -397,11 +456,6 @@ def test_warnings_shown_above_the_knobs(qtbot, panel):
     assert panel.warnings() == [text] and panel._warnings.isVisible()
     panel.set_warnings([])
     assert not panel._warnings.isVisible()
-
-
-def test_unknown_state_is_an_error(panel):
-    with pytest.raises(ValueError):
-        panel.set_state(MBS, "done")
 
 
 # ------------------------------------------------------------------ slider scales
@@ -505,8 +559,8 @@ def resources(qtbot) -> KnobPanel:
     w = KnobPanel()
     qtbot.addWidget(w)
     w.resize(420, 900)
-    w.set_knobs(resource_knob_set())
-    return as_the_console(w)
+    console(w).show(resource_knob_set())
+    return w
 
 
 def test_resource_knobs_say_they_roll_replicas_with_the_seeds_advice(resources):
@@ -550,13 +604,13 @@ def test_omp_num_threads_is_a_whole_number_or_unset(qtbot, resources):
     assert w.displayed_value(OMP) == 1
     type_into(qtbot, w.control(OMP), "6")
     assert received == [("a", "D", OMP, 6)] and type(received[0][3]) is int
-    w.set_state(OMP, "failed", "refused")      # the control shows the cluster's 1 again
+    console(w).report(OMP, "failed", "refused")      # the control shows the cluster's 1 again
     # The slider's first position is "unset": the deployment's own value is removed.
     drag(w, OMP, 0)
     assert received[-1] == ("a", "D", OMP, None)
     assert w.control(OMP).text() == "unset"
     # A deployment without any OMP_NUM_THREADS shows "unset", not 0.
-    w.set_knobs(resource_knob_set(omp=None))
+    console(w).show(resource_knob_set(omp=None))
     assert w.displayed_value(OMP) is None and w.control(OMP).text() == "unset"
     assert "Now: not set" in w.control(OMP).toolTip()
 
@@ -568,7 +622,7 @@ def test_request_timeout_is_read_only_with_the_reason(qtbot, resources):
     assert w.control(TIMEOUT).text() == "none"
     tip = w.control(TIMEOUT).toolTip()
     assert "http_options" in tip and "only when Serve starts" in tip
-    w.set_knobs(resource_knob_set(timeout=30.0))
+    console(w).show(resource_knob_set(timeout=30.0))
     assert w.displayed_value(TIMEOUT) == pytest.approx(30.0)
     received = []
     w.change_requested.connect(lambda *a: received.append(a[:4]))
@@ -581,14 +635,17 @@ def test_the_row_leaves_the_knobs_state_to_the_console(qtbot):
     # here, so the row stays idle (with the asked-for value shown beside the cluster's).
     w = KnobPanel()
     qtbot.addWidget(w)
-    w.set_knobs(knob_set())
+    states = KnobStates(w.show_state)
+    w.set_knobs(states.deployment(knob_set()))
     received = []
     w.change_requested.connect(lambda *a: received.append(a))
     drag(w, MBS, 64)
     assert received == [("batched", "Model", MBS, 64, True)]
     assert w.state(MBS) == "idle" and cluster_hint(w, MBS) == "cluster: 16"
-    drag(w, MBS, 64)  # the same value again is not asked for twice
+    # The row keeps no "asked for" of its own: only the console's pending value stops
+    # the same value being asked for twice.
+    states.request("batched", "Model", MBS, 64)
+    drag(w, MBS, 64)
     assert len(received) == 1
-    w.set_state(MBS, "pending")
-    w.set_state(MBS, "applied")
+    states.applied("batched", "Model", MBS)
     assert w.state(MBS) == "applied" and cluster_hint(w, MBS) == ""
