@@ -29,7 +29,7 @@ from PySide6.QtWidgets import (
     QWidget,
 )
 
-from backend.tuning.knob_state import APPLIED, FAILED, IDLE, PENDING, STATUSES, KnobState
+from backend.tuning.knob_state import APPLIED, FAILED, IDLE, PENDING, KnobState
 from backend.tuning.knobs import FIXED, ROLLS, Knob
 from widgets.theme import status_color
 
@@ -40,7 +40,6 @@ FIXED_TIP = "Shown for reference: the console cannot change it on a running clus
 BADGE_TEXT = {ROLLS: "rolls replicas", FIXED: "read-only"}
 BADGE_TIPS = {ROLLS: ROLLS_TIP, FIXED: FIXED_TIP}
 
-STATES = STATUSES
 STATE_TEXT = {IDLE: "", PENDING: "pending…", APPLIED: "applied ✓", FAILED: "failed ✗"}
 
 # Mid-tone colours that read on light and dark palettes (as in app_tree).

@@ -18,7 +18,6 @@ from typing import Any, Callable
 from backend.tuning.knobs import Knob, KnobSet
 
 IDLE, PENDING, APPLIED, FAILED = "idle", "pending", "applied", "failed"
-STATUSES = (IDLE, PENDING, APPLIED, FAILED)
 NOT_IN_FLIGHT = object()   # `KnobState.in_flight` when nothing is on its way
 
 StateKey = tuple[str, str, str]   # (app, deployment, path)
