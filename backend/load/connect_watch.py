@@ -15,6 +15,10 @@ per-client server), with the message it was acting on handed to the new image. A
 `STALL_TRIES` such restarts the connect is left to Ray's own timeouts (the user has been
 told).
 
+While a connect is under way the driver cannot look at its console (Ray's connect holds
+it): the watch does, and a driver whose console is gone ends at once rather than after a
+connect that may take tens of seconds.
+
 The re-exec leaves nothing behind: a process image replaced drops its sockets, and with
 them the stalled connection (the head ends a client's server when its channel closes); no
 worker had been placed yet (placing needs the connection).
@@ -27,7 +31,10 @@ import os
 import pickle
 import sys
 import threading
+import time
 from multiprocessing.connection import Connection
+
+from backend.child import parent_gone
 
 #: A Ray Client connect still under way after this many seconds is said to the user.
 NOTICE_S = 5.0
@@ -59,6 +66,7 @@ class ConnectWatch:
         self.message: tuple | None = None  # what the driver acts on (handed to a restart)
         self._lock = threading.Lock()
         self._timers: list[threading.Timer] = []
+        self._connecting = threading.Event()  # set while a connect is under way
 
     def start(self, address: str) -> None:
         """A connect to *address* begins now."""
@@ -72,9 +80,19 @@ class ConnectWatch:
         for timer in timers:
             timer.daemon = True
             timer.start()
+        self._connecting.set()
+        threading.Thread(target=self._guard, name="connect-guard", daemon=True).start()
+
+    def _guard(self) -> None:
+        """While the connect lasts: end this process when its console is gone."""
+        while self._connecting.is_set():
+            if parent_gone(self._fds[2]):
+                os._exit(0)
+            time.sleep(0.25)
 
     def done(self) -> None:
         """The connect ended (connected or failed): nothing more to say or do for it."""
+        self._connecting.clear()
         with self._lock:
             timers, self._timers = self._timers, []
         for timer in timers:

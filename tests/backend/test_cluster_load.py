@@ -115,13 +115,20 @@ def test_the_versions_a_router_names_are_counted_over_every_worker(two_nodes, se
     try:
         _started(gen)
         offer_for(gen, 4.0, drain_s=0.0)
-        live = {v.version: v for v in gen.stats().versions}
+        stats = gen.stats()
+        workers = gen.workers()
     finally:
         gen.stop()
+    live = {v.version: v for v in stats.versions}
     assert set(live) == {"v1", "v2"}, live
     v1, v2 = live["v1"], live["v2"]
-    # Both workers' requests: 80 req/s in all (one worker sends 40).
-    assert 60 <= v1.rps + v2.rps <= 100, (v1, v2)
+    # Both workers' requests (each sends half): the versions' rates add up to what the
+    # two workers completed over the window, not to one worker's share (how much that
+    # is depends on how busy the machine is: 80 req/s offered in all).
+    assert len(workers) == 2 and all(w.achieved_rps > 0 for w in workers), workers
+    both = sum(w.achieved_rps for w in workers)
+    assert v1.rps + v2.rps == pytest.approx(both, rel=0.2), (v1, v2, workers)
+    assert v1.rps + v2.rps > 1.5 * max(w.achieved_rps for w in workers), (v1, v2, workers)
     assert 0.18 < v2.rps / (v1.rps + v2.rps) < 0.32, (v1, v2)
     assert v1.errors == 0 and 30 <= v2.error_pct <= 70, (v1, v2)
     assert v2.p50_ms >= 20 and v1.p50_ms < v2.p50_ms, (v1, v2)
