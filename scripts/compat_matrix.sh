@@ -36,12 +36,14 @@ mkdir -p "$RESULTS"
 [ -x "$CONSOLE_PYTHON" ] || { echo "compat: no console Python at $CONSOLE_PYTHON" >&2; exit 2; }
 [ -n "$UV" ] || { echo "compat: uv not found (set UV)" >&2; exit 2; }
 
-# Pins a version's own requirements leave too loose. Ray 2.50's generated protobuf code
-# fails under protobuf 7 ("'FieldDescriptor' object has no attribute 'label'"), and under
-# protobuf 5 the googleapis-common-protos uv picks (gencode 6.33) refuses to load.
+# Pins a version's own requirements leave too loose. Up to Ray 2.54 Serve reads
+# FieldDescriptor.label, which protobuf 7 removed: every `serve deploy` then fails in the
+# controller ("'FieldDescriptor' object has no attribute 'label'"; Ray 2.56 reads it only
+# where it exists). Under protobuf 5 the googleapis-common-protos uv picks (gencode 6.33)
+# refuses to load, so: protobuf 6.
 pins_for() {
   case "$1" in
-    2.50.*|2.49.*|2.48.*) echo "protobuf>=6.33,<7" ;;
+    2.4[0-9].*|2.5[0-4].*) echo "protobuf>=6.33,<7" ;;
   esac
 }
 
@@ -64,6 +66,18 @@ ensure_venv() {
   # The head's processes load these: a protobuf mismatch shows here, not as a dead head.
   "$venv/bin/python" -c "import ray, ray.dashboard.dashboard, ray.core.generated.gcs_service_pb2, google.rpc.code_pb2, ray.serve, torch; assert ray.__version__ == '$ver', ray.__version__" \
     || return 1
+  # Serve's config code reading FieldDescriptor.label without a fallback, under a protobuf
+  # that has none: the controller would fail every deploy (pins_for above).
+  "$venv/bin/python" - <<'PY' || return 1
+import inspect
+from google.protobuf.descriptor import FieldDescriptor
+import ray.serve._private.config as config
+source = inspect.getsource(config)
+if "field.label" in source and "is_repeated" not in source \
+        and not hasattr(FieldDescriptor, "label"):
+    raise SystemExit("this protobuf has no FieldDescriptor.label, which this Ray's Serve "
+                     "reads: pin protobuf<7 for it (pins_for)")
+PY
   echo "$venv"
 }
 
