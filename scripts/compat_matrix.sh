@@ -103,7 +103,7 @@ for ver in "${VERSIONS[@]}"; do
   if ! venv=$(ensure_venv "$ver" 2>"$log.venv"); then
     echo "compat: could not build the venv for Ray $ver (see $log.venv)" >&2
     "$CONSOLE_PYTHON" scripts/compat/check.py --ray-version "$ver" --out "$RESULTS/ray-$ver.json" \
-        --setup-failed "$(tail -n 3 "$log.venv" | tr '\n' ' ')"
+        --started-s "$t0" --setup-failed "$(tail -n 3 "$log.venv" | tr '\n' ' ')"
     continue
   fi
   : >"$log"
@@ -135,7 +135,7 @@ for ver in "${VERSIONS[@]}"; do
   if [ $started = no ]; then
     echo "compat: Ray $ver's head did not start (see $log)" >&2
     "$CONSOLE_PYTHON" scripts/compat/check.py --ray-version "$ver" --out "$RESULTS/ray-$ver.json" \
-        --setup-failed "ray start failed: $(tail -n 3 "$log" | tr '\n' ' ')"
+        --started-s "$t0" --setup-failed "ray start failed: $(tail -n 3 "$log" | tr '\n' ' ')"
     stop_head "$tmp"
     continue
   fi

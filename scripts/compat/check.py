@@ -147,6 +147,16 @@ def check_all(a, work: Path) -> dict:
     serve = Path(a.cluster_venv) / "bin" / "serve"
     checks: dict = {}
     # -- the user's applications, with this version's own CLI
+    # `ray start` returns before the dashboard answers; on a loaded machine, seconds before.
+    deadline = time.time() + 180
+    while True:
+        try:
+            get_json(f"{d}/api/version", timeout=5)
+            break
+        except (OSError, ValueError) as e:
+            if time.time() > deadline:
+                raise SetupFailed(f"the dashboard did not answer in 180 s: {e}") from None
+            time.sleep(2)
     cfg = work / "user.yaml"
     cfg.write_text(user_config_yaml(a.serve_port))
     p = run([serve, "deploy", cfg, "-a", d], timeout=120)
