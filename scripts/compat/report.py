@@ -31,6 +31,13 @@ user's two applications deployed with that version's own `serve deploy`
 | live config change | `serve-console --apply-config FILE` (a new `user_config` for one user application) exits 0; the cluster runs the new value, the replica answers with it, and its replica id is the same as before |
 | user's apps untouched | through the demo's deploy and that change, both user applications keep their replica ids and their config (the one changed value aside) |
 | export → `serve deploy` | `serve-console export SESSION.db --yaml` of that session writes a config that this version's `serve deploy` accepts, after which every application runs and no user replica restarted |
+
+The cluster side of each version: `ray[serve]==VERSION` on Python 3.11, with torch's CPU
+build for the demos' replicas. Ray 2.50 to 2.54 run there with protobuf 6: their Serve
+reads `FieldDescriptor.label`, which protobuf 7 removed, and fails every deploy under it
+(`'FieldDescriptor' object has no attribute 'label'`) — a pin for the cluster's
+environment, not the console's. *run*: the date, and the seconds one version took from
+its venv check to its head stopped.
 """
 
 
