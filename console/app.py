@@ -208,6 +208,7 @@ class ScriptedRun:
         self.demo = model.catalog.get(args.demo) if args.demo else None
         self.exit_code = 0
         self._shot_taken = False
+        self._waiting_for_demo = False  # --demo deployed, its application not yet polled
         self.viewer = None  # --open: the recorded session's window
         if args.exit_after is not None or args.screenshot or window is None:
             model.interactive = False  # nothing may stop at a question
@@ -307,10 +308,32 @@ class ScriptedRun:
         if self.demo is None or app != self.demo.app_name:
             return
         if ok:
-            self.model.start_load(self.args.rps or self.demo.load.default_rps)
+            self._start_demo_load()
         else:
             self.exit_code = 1
         self._schedule_screenshot()
+
+    def _start_demo_load(self, status=None) -> None:
+        """--demo's load goes to the demo: its deployment is selected first, as the
+        window's tree selects a deployed demo. The deploy can finish before the status
+        poll lists the new application; then this waits for the poll that does. Started
+        from nothing selected, the load would go to the first application with a route:
+        on a shared cluster, a user's own application."""
+        status = status or self.session.status
+        app = status.application(self.demo.app_name) if status is not None else None
+        if app is None or not app.deployments:
+            if not self._waiting_for_demo:
+                self._waiting_for_demo = True
+                self.session.status_changed.connect(self._on_status_for_demo)
+            return
+        if self._waiting_for_demo:
+            self._waiting_for_demo = False
+            self.session.status_changed.disconnect(self._on_status_for_demo)
+        self.model.select((app.name, app.deployments[0].name))
+        self.model.start_load(self.args.rps or self.demo.load.default_rps)
+
+    def _on_status_for_demo(self, status) -> None:
+        self._start_demo_load(status)
 
     def _schedule_screenshot(self) -> None:
         from PySide6.QtCore import QTimer

@@ -18,6 +18,7 @@ import requests
 
 from backend.cluster.client import USER_AGENT, ClusterClient, normalize_url
 from backend.errors import ConsoleError
+from backend.preflight.versions import ray_version_warning
 
 
 @dataclass(frozen=True)
@@ -170,9 +171,10 @@ def _check_authentication(spec: ConnectionSpec, url: str, auth_on: bool, timeout
         add("Authentication", False, str(e))
         return None
     add("Authentication", True, "token accepted" if auth_on else "not required")
-    major_minor = ".".join(str(version).split(".")[:2])
-    add("Ray version", True, f"Ray {version}" + ("" if major_minor == "2.60" else
-        " (serve-console is built for Ray 2.60; other versions may differ)"))
+    # Another version is not a fault: the step passes and says it is outside the range
+    # the console is tested with (docs/compatibility.md).
+    warning = ray_version_warning(version)
+    add("Ray version", True, f"Ray {version}" + (f". {warning}" if warning else ""))
     return client, details
 
 

@@ -77,3 +77,34 @@ def test_everything_fine(ray_cluster, batched_demo):
                                        "Metrics"]
     assert "Ray 2.60.0" in steps[4].detail
     assert "direct scrape of 1 node" in steps[6].detail
+
+
+@pytest.mark.parametrize("version,outside", [("2.40.0", "older"), ("2.61.0", "newer"),
+                                             ("2.50.1", None), ("2.60.0", None)])
+def test_the_version_step_names_the_tested_range(monkeypatch, version, outside):
+    """Any version passes the step; one outside the tested range (SUPPORTED_RAY, the
+    versions in docs/compatibility.md) says so and names that range."""
+    import backend.cluster.diagnose as d
+    from backend.preflight.versions import SUPPORTED_RAY
+
+    class Client:
+        def __init__(self, *args, **kwargs):
+            pass
+
+        def version(self):
+            return {"ray_version": version}
+
+        def serve_details(self):
+            return {}
+
+    monkeypatch.setattr(d, "ClusterClient", Client)
+    steps = []
+    d._check_authentication(ConnectionSpec("http://head:8265"), "http://head:8265", False,
+                            1.0, lambda name, ok, detail: steps.append((name, ok, detail)))
+    name, ok, detail = steps[-1]
+    assert name == "Ray version" and ok
+    lo, hi = SUPPORTED_RAY
+    if outside:
+        assert outside in detail and f"{lo[0]}.{lo[1]}" in detail and f"{hi[0]}.{hi[1]}" in detail
+    else:
+        assert detail == f"Ray {version}"

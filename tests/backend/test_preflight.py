@@ -127,17 +127,18 @@ def test_demo_catalog_needs():
 
 # -- Ray version, messages, entrypoint ---------------------------------------------------
 
-@pytest.mark.parametrize("version", ["2.60.0", "2.60.3", "2.60.0rc1", "2.60.1.dev0"])
+@pytest.mark.parametrize("version", ["2.50.0", "2.50.1", "2.54.1", "2.59.0", "2.60.0",
+                                     "2.60.3", "2.60.0rc1", "2.60.1.dev0"])
 def test_supported_versions_have_no_warning(version):
     assert ray_version_warning(version) is None
 
 
-@pytest.mark.parametrize("version,word", [("2.59.0", "older"), ("2.9.3", "older"),
-                                          ("1.13.0", "older"), ("2.61.0", "newer"),
-                                          ("3.0.0.dev0", "newer")])
+@pytest.mark.parametrize("version,word", [("2.49.2", "older"), ("2.9.3", "older"),
+                                          ("2.5.0", "older"), ("1.13.0", "older"),
+                                          ("2.61.0", "newer"), ("3.0.0.dev0", "newer")])
 def test_other_versions_warn(version, word):
     text = ray_version_warning(version)
-    assert text and word in text and "2.60.x" in text
+    assert text and word in text and "(2.50 to 2.60)" in text
 
 
 @pytest.mark.parametrize("version", ["", None, "banana", "2", "two.sixty"])
