@@ -18,7 +18,7 @@ import requests
 
 from backend.cluster.client import USER_AGENT, ClusterClient, normalize_url
 from backend.errors import ConsoleError
-from backend.preflight.versions import ray_version_warning
+from backend.cluster.ray_versions import ray_version_warning
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from backend.metrics.scrape_process import ProcessScrapeSource
 from backend.metrics.prometheus import PrometheusSource, build_queries, queries_for
 from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
-from backend.preflight.versions import ray_version_warning
+from backend.cluster.ray_versions import ray_version_warning
 from backend.scaling.explain import replica_counts
 from backend.scaling.replica_watch import ReplicaWatcher, poll_replica_events
 from backend.tuning.knobs import KnobSet, knobs_for, load_knob_metadata, values_of

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from backend.preflight.versions import ray_version_warning  # noqa: E402
+from backend.cluster.ray_versions import ray_version_warning  # noqa: E402
 
 CHECKS = {
     "connect": "connect, tree",
@@ -67,7 +67,7 @@ def main(results_dir: str, out: str) -> int:
         "a run rewrites its version's row and the page. The results, with each run's "
         "details, are in `scripts/compat/results/`. *version warning now*: whether "
         "this checkout's console warns on connecting to that version (outside the "
-        "tested range, `backend/preflight/versions.py`).",
+        "tested range, `backend/cluster/ray_versions.py`).",
         "",
         WHAT,
         "| Ray | " + " | ".join(CHECKS.values()) + " | version warning now | run |",
@@ -78,7 +78,7 @@ def main(results_dir: str, out: str) -> int:
             cells = [f"**not run**: {r['setup']}".replace("|", "\\|")] + [""] * (len(CHECKS) - 1)
         else:
             cells = [cell(r["checks"].get(k)) for k in CHECKS]
-        # What this checkout's console says on connecting (backend/preflight/versions.py),
+        # What this checkout's console says on connecting (backend/cluster/ray_versions.py),
         # not what the console of the run said: the tested range moves with the runs.
         warning = "warns" if ray_version_warning(r["ray_version"]) else "none"
         lines.append(f"| {r['ray_version']} | " + " | ".join(cells)

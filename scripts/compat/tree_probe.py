@@ -28,7 +28,7 @@ def main() -> int:
 
     from PySide6.QtCore import QCoreApplication, QTimer
 
-    from backend.preflight.versions import ray_version_warning
+    from backend.cluster.ray_versions import ray_version_warning
     from console.model.live_session import Session
 
     app = QCoreApplication.instance() or QCoreApplication(sys.argv[:1])

@@ -85,7 +85,7 @@ def test_the_version_step_names_the_tested_range(monkeypatch, version, outside):
     """Any version passes the step; one outside the tested range (SUPPORTED_RAY, the
     versions in docs/compatibility.md) says so and names that range."""
     import backend.cluster.diagnose as d
-    from backend.preflight.versions import SUPPORTED_RAY
+    from backend.cluster.ray_versions import SUPPORTED_RAY
 
     class Client:
         def __init__(self, *args, **kwargs):

@@ -22,7 +22,7 @@ from backend.preflight.env_probe import (HEAD, EnvProbe, missing_modules_message
                                          probe_entrypoint, probe_python_env)
 from backend.preflight.fit import (OTHER_WORK, app_unknowns, check_fit,
                                    cluster_resources, deployment_needs)
-from backend.preflight.versions import ray_version_warning
+from backend.cluster.ray_versions import ray_version_warning
 from tests.helpers import batched_copy, own_cluster
 
 
