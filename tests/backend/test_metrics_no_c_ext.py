@@ -23,6 +23,10 @@ from backend.metrics import value_split
 from backend.metrics.scrape_process import ProcessScrapeSource
 
 OFFERED_RPS = 40.0
+# Rates under load: in the parallel pass, beside another worker's head (load average
+# 15-18, a clean clone of 2026-12-07), the proxy's rate read 0 in one of the last polls.
+# test.sh runs the quiet tests one at a time.
+pytestmark = pytest.mark.quiet
 
 
 def _extension_loaded(pid: int) -> bool:

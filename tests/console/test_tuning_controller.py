@@ -33,6 +33,10 @@ def declarative_configs(client) -> dict[str, str]:
             for name, a in details["applications"].items()}
 
 
+# Load errors under contention: in the parallel pass (load average 15-18, a clean clone of
+# 2026-12-07) the demo answered 30 req/s with a p50 of 17 s and 333 errors; alone it
+# passes. test.sh runs the quiet tests one at a time.
+@pytest.mark.quiet
 def test_thirty_random_changes_under_load(qtbot, session, cluster_client, tuning_app):
     app, dep, url = tuning_app
     rng = random.Random(43288)
