@@ -40,6 +40,13 @@ class LoadHint:
     default_rps: float = 20.0
     model_ids: ModelIds | None = None   # multiplexed demos: the header each request sends
     stream: bool = False   # the response streams (read it chunk by chunk: time to first chunk)
+    # "http": one request per body above, timed whole (or to its first chunk when it
+    # streams). "openai": an OpenAI-compatible route (path: /v1/completions or
+    # /v1/chat/completions) loaded with streamed completions, timed per token (TTFT, ITL);
+    # `openai` then holds that load's settings (model, prompt and output lengths), read
+    # by backend/load.
+    kind: str = "http"
+    openai: dict[str, Any] | None = field(default=None, compare=False, hash=False)
 
 
 @dataclass(frozen=True)
@@ -83,6 +90,8 @@ class Demo:
 def _load_hint(raw: dict[str, Any]) -> LoadHint:
     raw = dict(raw)
     ids = raw.pop("model_ids", None)
+    if raw.get("kind", "http") not in ("http", "openai"):
+        raise ValueError(f"a demo's load kind is 'http' or 'openai', got {raw['kind']!r}")
     return LoadHint(**raw, model_ids=ModelIds(**ids) if ids else None)
 
 
