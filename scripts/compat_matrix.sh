@@ -19,7 +19,9 @@
 #
 # Environment: CONSOLE_PYTHON (default .venv/bin/python), UV (default: uv next to it, or
 # on PATH), COMPAT_CACHE (default ~/.cache/serve-console), COMPAT_BASE_PORT (default
-# 36100; version i of the list gets ports BASE+100*i … +99), COMPAT_CPUS (default 4).
+# 36100; version i of the list gets ports BASE+100*i … +99), COMPAT_CPUS (default 4),
+# COMPAT_RESULTS (default scripts/compat/results), COMPAT_REPORT (default
+# docs/compatibility.md; empty: write no report, as the suite's own run does).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
@@ -31,7 +33,8 @@ BASE=${COMPAT_BASE_PORT:-36100}
 CPUS=${COMPAT_CPUS:-4}
 VERSIONS=("$@")
 [ ${#VERSIONS[@]} -gt 0 ] || VERSIONS=(2.50.1 2.52.1 2.54.1 2.56.1 2.58.1 2.60.0)
-RESULTS=$ROOT/scripts/compat/results
+RESULTS=${COMPAT_RESULTS:-$ROOT/scripts/compat/results}
+REPORT=${COMPAT_REPORT-docs/compatibility.md}
 mkdir -p "$RESULTS"
 [ -x "$CONSOLE_PYTHON" ] || { echo "compat: no console Python at $CONSOLE_PYTHON" >&2; exit 2; }
 [ -n "$UV" ] || { echo "compat: uv not found (set UV)" >&2; exit 2; }
@@ -144,4 +147,6 @@ for ver in "${VERSIONS[@]}"; do
       --temp-dir "$tmp" --out "$RESULTS/ray-$ver.json" --started-s "$t0" 2>&1 | tee -a "$log"
   stop_head "$tmp"
 done
-"$CONSOLE_PYTHON" scripts/compat/report.py "$RESULTS" docs/compatibility.md
+if [ -n "$REPORT" ]; then
+  "$CONSOLE_PYTHON" scripts/compat/report.py "$RESULTS" "$REPORT"
+fi

@@ -1,0 +1,46 @@
+"""The oldest Ray of the tested range, proven in the suite against a real head of it.
+
+The rest of the suite runs the console against heads of the console's own Ray (the newest
+of the range, 2.60). This test runs scripts/compat_matrix.sh for the oldest, 2.50.1: a
+cluster-side venv of that Ray (uv, cached), a head of it with a user's two applications
+deployed by its own `serve deploy`, then the console's scripted checks (connect and tree,
+the batched demo deployed and loaded, a live `--apply-config` on the user's app with its
+replica kept, the user's apps untouched, the export accepted by that version). The whole
+matrix, every version, is the script run by hand (docs/compatibility.md).
+
+Quiet: the head takes the machine's CPUs for ~3-4 minutes, one test at a time."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from backend.cluster.ray_versions import SUPPORTED_RAY
+
+pytestmark = [pytest.mark.quiet, pytest.mark.timeout(1500)]
+
+ROOT = Path(__file__).resolve().parents[1]
+OLDEST = "2.50.1"
+
+
+def test_the_oldest_ray_of_the_range_passes_every_check(tmp_path):
+    assert OLDEST.startswith(f"{SUPPORTED_RAY[0][0]}.{SUPPORTED_RAY[0][1]}."), \
+        "the range's oldest version moved: move OLDEST with it"
+    env = {**os.environ, "CONSOLE_PYTHON": sys.executable, "COMPAT_RESULTS": str(tmp_path),
+           "COMPAT_REPORT": "", "COMPAT_BASE_PORT": "37100", "COMPAT_CPUS": "3"}
+    p = subprocess.run([str(ROOT / "scripts" / "compat_matrix.sh"), OLDEST], cwd=ROOT, env=env,
+                       capture_output=True, text=True, timeout=1400)
+    out = tmp_path / f"ray-{OLDEST}.json"
+    assert out.exists(), f"no result (exit {p.returncode}): {p.stderr[-2000:]}"
+    result = json.loads(out.read_text())
+    assert result["setup"] == "ok", result
+    failed = {name: c["detail"] for name, c in result["checks"].items() if not c["ok"]}
+    assert not failed, failed
+    assert set(result["checks"]) == {"connect", "demo", "apply", "untouched", "export"}
+    # Inside the range: the console says nothing about the version.
+    assert result["version_warning"] is None, result["version_warning"]
