@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from backend.cluster.ray_versions import SUPPORTED_RAY
+from backend.metrics.ray_exports import SINCE, ray_minor
 
 pytestmark = [pytest.mark.quiet, pytest.mark.timeout(1500)]
 
@@ -44,3 +45,12 @@ def test_the_oldest_ray_of_the_range_passes_every_check(tmp_path):
     assert set(result["checks"]) == {"connect", "demo", "apply", "untouched", "export"}
     # Inside the range: the console says nothing about the version.
     assert result["version_warning"] is None, result["version_warning"]
+
+    # The metrics adapter's table against that version's own source, in the venv the run
+    # built: each metric it says the oldest lacks is named nowhere in its Serve.
+    cache = Path(os.environ.get("COMPAT_CACHE", Path.home() / ".cache" / "serve-console"))
+    serve = next((cache / f"ray-{OLDEST}" / "lib").glob("python3*/site-packages/ray/serve"))
+    source = "\n".join(p.read_text(errors="replace") for p in serve.rglob("*.py"))
+    for series, since in SINCE.items():
+        named = f'"{since.metric.removeprefix("ray_")}"' in source
+        assert named == (ray_minor(OLDEST) >= since.version), (series, since.metric)

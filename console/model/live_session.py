@@ -22,6 +22,7 @@ from backend.metrics.prometheus import PrometheusSource, build_queries, queries_
 from backend.metrics.series import SeriesStore
 from backend.model import ServeStatus
 from backend.cluster.ray_versions import ray_version_warning
+from backend.metrics.ray_exports import unfed_summary
 from backend.scaling.explain import replica_counts
 from backend.scaling.replica_watch import ReplicaWatcher, poll_replica_events
 from backend.tuning.knobs import KnobSet, knobs_for, load_knob_metadata, values_of
@@ -279,6 +280,9 @@ class Session(QObject):
         warning = ray_version_warning(info.ray_version)
         if warning:
             self.event.emit(warning, "warning")
+        unfed = unfed_summary(info.ray_version)
+        if unfed:
+            self.event.emit(unfed, "info")
         self.connected.emit(info)
         lost, self._redeploy_after_connect = self._redeploy_after_connect, None
         if lost:

@@ -260,6 +260,7 @@ class MainWindow(QMainWindow):
     def _on_session_connected(self, info: ConnectionInfo) -> None:
         self._on_session_metrics_state("")
         self.setWindowTitle(f"serve-console — {info.url}")
+        self.plots.set_ray_version(info.ray_version)
         self._update_actions()
 
     @Slot(str)
@@ -270,6 +271,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_session_disconnected(self) -> None:
         self.setWindowTitle("serve-console")
+        self.plots.set_ray_version(None)
         self.tree.set_status(ServeStatus())
         self.load_panel.set_running(False)
         self._update_actions()

@@ -273,3 +273,18 @@ def test_a_live_series_keeps_its_title_and_legend_text_as_samples_come(plots, st
     plots.refresh(T0 + 129 + 3.2)          # then the series stops: its age shows
     assert [kind for kind, _ in texts] == ["legend", "title"], texts
     assert "3 s" in texts[0][1][0] and "data 3 s old" in texts[1][1][0], texts
+
+
+def test_a_ray_that_cannot_feed_a_plot_is_said_above_the_plots(plots):
+    plots.set_ray_version("2.50.1")
+    text = plots.unfed_text()
+    assert text.startswith("Ray 2.50 exports no batch metrics (from 2.54)")
+    assert "Batch size" in text and "Autoscaler input" in text
+    assert "ray_serve_actual_batch_size" in plots._unfed_label.toolTip()
+    plots.set_ray_version("2.56.0")
+    assert plots.unfed_text() == ""
+    plots.set_ray_version("2.54.1")
+    assert plots.unfed_text() == ("Ray 2.54 exports no autoscaler metrics (from 2.56): "
+                                  "Autoscaler input lacks those curves.")
+    plots.set_ray_version(None)
+    assert plots.unfed_text() == ""

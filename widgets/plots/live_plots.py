@@ -23,6 +23,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QHBoxLayout, QLabel, QSizePolicy, QVBoxLayout, QWidget
 
+from backend.metrics.ray_exports import unfed_series, unfed_summary
 from backend.metrics.series import SERIES, DeploymentKey
 from widgets.model_cache_view import ModelCacheView
 from widgets.plots.plot_stack import PlotStack
@@ -150,6 +151,13 @@ class LivePlots(PlotStack):
         layout.setContentsMargins(0, 0, 0, 0)
         layout.setSpacing(2)
         layout.addLayout(self._toolbar)
+        # What the cluster's Ray cannot feed (backend/metrics/ray_exports.py), said above
+        # the plots rather than leaving them empty or silently hidden.
+        self._unfed_label = QLabel()
+        self._unfed_label.setWordWrap(True)
+        self._unfed_label.setContentsMargins(4, 0, 4, 0)
+        self._unfed_label.setVisible(False)
+        layout.addWidget(self._unfed_label)
         # The multiplexing or pipeline group can make the stack taller than the window.
         self._scroll = self._scroll_area(self._graphics)
         layout.addWidget(self._scroll, 1)
@@ -235,6 +243,25 @@ class LivePlots(PlotStack):
         self._visible = wanted
 
     # ----------------------------------------------------------------- public API
+
+    def set_ray_version(self, version: str | None) -> None:
+        """The connected cluster's Ray: the series it exports no source for are named above
+        the plots (each with its metric and the version that brings it, in the tooltip)."""
+        unfed = unfed_series(version)
+        summary = unfed_summary(version, self.plot_series())
+        self._unfed_label.setText(summary or "")
+        self._unfed_label.setToolTip("\n".join(f"{SERIES[name].label}: {why}"
+                                                for name, why in unfed.items()
+                                                if name in SERIES))
+        self._unfed_label.setVisible(bool(summary))
+
+    def unfed_text(self) -> str:
+        """What the header says the cluster's Ray cannot feed ("" when nothing)."""
+        return self._unfed_label.text() if self._unfed_label.isVisibleTo(self) else ""
+
+    def plot_series(self) -> dict[str, tuple[str, ...]]:
+        """{plot title: the series it draws}, top to bottom."""
+        return {spec.title: tuple(c.series for c in spec.curves) for spec in self._specs}
 
     def set_key(self, key: DeploymentKey | None) -> None:
         """Plot this deployment; app-level series stored under (app, "") are shown too."""
