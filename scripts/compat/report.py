@@ -11,6 +11,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from backend.cluster.ray_versions import ray_version_warning  # noqa: E402
+from backend.metrics.ray_exports import unfed_series  # noqa: E402
 
 CHECKS = {
     "connect": "connect, tree",
@@ -67,11 +68,14 @@ def main(results_dir: str, out: str) -> int:
         "a run rewrites its version's row and the page. The results, with each run's "
         "details, are in `scripts/compat/results/`. *version warning now*: whether "
         "this checkout's console warns on connecting to that version (outside the "
-        "tested range, `backend/cluster/ray_versions.py`).",
+        "tested range, `backend/cluster/ray_versions.py`). *series it cannot feed*: "
+        "the console's series whose metric that version's Serve does not export "
+        "(`backend/metrics/ray_exports.py`, read in each version's source); the live "
+        "plots say so above the stack.",
         "",
         WHAT,
-        "| Ray | " + " | ".join(CHECKS.values()) + " | version warning now | run |",
-        "|---|" + "---|" * (len(CHECKS) + 2),
+        "| Ray | " + " | ".join(CHECKS.values()) + " | version warning now | series it cannot feed | run |",
+        "|---|" + "---|" * (len(CHECKS) + 3),
     ]
     for r in recs:
         if r.get("setup", "ok") != "ok":
@@ -81,8 +85,9 @@ def main(results_dir: str, out: str) -> int:
         # What this checkout's console says on connecting (backend/cluster/ray_versions.py),
         # not what the console of the run said: the tested range moves with the runs.
         warning = "warns" if ray_version_warning(r["ray_version"]) else "none"
+        unfed = ", ".join(unfed_series(r["ray_version"])) or "none"
         lines.append(f"| {r['ray_version']} | " + " | ".join(cells)
-                     + f" | {warning} | {r['date']}, {r['seconds']} s |")
+                     + f" | {warning} | {unfed} | {r['date']}, {r['seconds']} s |")
     lines.append("")
     Path(out).write_text("\n".join(lines))
     print(f"compat: wrote {out} ({len(recs)} versions)", file=sys.stderr)
