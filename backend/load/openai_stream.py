@@ -36,6 +36,7 @@ class StreamTiming:
     e2e_s: float | None = None
     output_tokens: int = 0
     status: int | None = None
+    prompt_tokens: int | None = None  # usage.prompt_tokens, when the server says it
     error: str | None = None
 
     @property
@@ -103,6 +104,8 @@ class SseTimer:
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self._usage_tokens = usage["completion_tokens"]
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.timing.prompt_tokens = usage["prompt_tokens"]
         if chunk_text(chunk):
             if self._last_token_t is None:
                 self.timing.ttft_s = now - self.start_t
