@@ -10,6 +10,11 @@ backend/load/openai_stream.py). The lengths come from a `LengthDist`:
   long-tailed  a bounded Pareto from `min` to `max` (shape `alpha`, default 1.2): most
                draws near `min`, a few up to `max`
 
+A prompt of N tokens is N common words (`prompt_unit: word`, the default: one token each to
+the usual BPE tokenizers) or N ASCII characters (`prompt_unit: byte`, for a byte-level
+tokenizer); the server's own count (`usage.prompt_tokens`) is what the load reports.
+`ignore_eos` (an extension vLLM and Ray Serve LLM accept) asks for exactly `max_tokens`.
+
 A demo catalog entry's `load.openai` (resources/demos.yaml) is parsed by
 `parse_openai_load`; the command line's length specs (`128`, `uniform:32-512`,
 `long-tailed:16-2048`) by `parse_length_spec`. Both raise ValueError saying what to fix.
@@ -28,6 +33,7 @@ LONG_TAILED = "long-tailed"
 DISTRIBUTIONS = (FIXED, UNIFORM, LONG_TAILED)
 MAX_LENGTH = 1_000_000  # tokens: a prompt of ~4 MB of text at most
 DEFAULT_ALPHA = 1.2
+PROMPT_UNITS = ("word", "byte")
 
 # Common short English words: each is one token to the usual tokenizers (GPT-2/Llama BPE,
 # with its leading space), so a prompt of N words is about N tokens.
@@ -106,10 +112,15 @@ class OpenAILoad:
     output_tokens: LengthDist = field(default_factory=lambda: LengthDist(value=64))
     temperature: float = 0.0
     seed: int | None = None
+    prompt_unit: str = "word"  # a prompt token is a word, or (byte) one ASCII character
+    ignore_eos: bool = False  # ask for exactly max_tokens (vLLM's extension)
 
     def __post_init__(self) -> None:
         if not 0 <= self.temperature <= 2:
             raise ValueError("temperature must be from 0 to 2")
+        if self.prompt_unit not in PROMPT_UNITS:
+            raise ValueError(f"prompt_unit {self.prompt_unit!r} is not one of "
+                             f"{', '.join(PROMPT_UNITS)}")
 
     def is_chat(self, url: str) -> bool:
         if self.chat is not None:
@@ -141,9 +152,15 @@ class RequestMaker:
         """(the next request's JSON body, its prompt's length in tokens)."""
         n_in, n_out = self.lengths()
         start = self._rng.randrange(len(_WORDS))
-        text = " ".join(_WORDS[(start + i * 7) % len(_WORDS)] for i in range(n_in))
+        if self.load.prompt_unit == "byte":
+            letters = "abcdefghijklmnopqrstuvwxyz "
+            text = "".join(letters[(start + i * 5) % len(letters)] for i in range(n_in))
+        else:
+            text = " ".join(_WORDS[(start + i * 7) % len(_WORDS)] for i in range(n_in))
         body: dict = {"max_tokens": n_out, "temperature": self.load.temperature,
                       "stream": True, "stream_options": {"include_usage": True}}
+        if self.load.ignore_eos:
+            body["ignore_eos"] = True
         if self.model:
             body["model"] = self.model
         if self.chat:
@@ -199,14 +216,16 @@ def parse_length(raw, where: str) -> LengthDist:
 
 
 def parse_openai_load(raw, where: str = "load.openai") -> OpenAILoad:
-    """A catalog entry's `load.openai` mapping as an OpenAILoad:
-    `{model, chat?, prompt_tokens: {...}, output_tokens: {...}, temperature?, seed?}`
+    """A catalog entry's `load.openai` mapping as an OpenAILoad: `{model, chat?,
+    prompt_tokens: {...}, output_tokens: {...}, temperature?, seed?, prompt_unit?,
+    ignore_eos?}`
     (lengths as `parse_length` reads them; left out: 128 prompt and 64 output tokens)."""
     if raw is None:
         raw = {}
     if not isinstance(raw, dict):
         raise ValueError(f"{where}: expected a mapping, not {type(raw).__name__}")
-    known = {"model", "chat", "prompt_tokens", "output_tokens", "temperature", "seed"}
+    known = {"model", "chat", "prompt_tokens", "output_tokens", "temperature", "seed",
+             "prompt_unit", "ignore_eos"}
     unknown = set(raw) - known
     if unknown:
         raise ValueError(f"{where}: unknown key(s) {', '.join(sorted(map(str, unknown)))} "
@@ -220,6 +239,13 @@ def parse_openai_load(raw, where: str = "load.openai") -> OpenAILoad:
     temperature = raw.get("temperature", 0.0)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)):
         raise ValueError(f"{where}.temperature: expected a number, not {temperature!r}")
+    ignore_eos = raw.get("ignore_eos", False)
+    if not isinstance(ignore_eos, bool):
+        raise ValueError(f"{where}.ignore_eos: expected true or false, not {ignore_eos!r}")
+    unit = raw.get("prompt_unit", "word")
+    if unit not in PROMPT_UNITS:
+        raise ValueError(f"{where}.prompt_unit: {unit!r} is not one of "
+                         f"{', '.join(PROMPT_UNITS)}")
     seed = raw.get("seed")
     if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int)):
         raise ValueError(f"{where}.seed: expected a whole number, not {seed!r}")
@@ -231,7 +257,8 @@ def parse_openai_load(raw, where: str = "load.openai") -> OpenAILoad:
                            if "prompt_tokens" in raw else default.prompt_tokens),
             output_tokens=(parse_length(raw["output_tokens"], f"{where}.output_tokens")
                            if "output_tokens" in raw else default.output_tokens),
-            temperature=float(temperature), seed=seed)
+            temperature=float(temperature), seed=seed, prompt_unit=unit,
+            ignore_eos=ignore_eos)
     except ValueError as e:
         if str(e).startswith(where):
             raise

@@ -38,6 +38,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
                    help="max_tokens of each completion, same forms (default 64)")
     p.add_argument("--openai-concurrency", metavar="N", type=int, default=None,
                    help="a closed loop of N concurrent streams instead of a rate")
+    p.add_argument("--openai-prompt-unit", choices=("word", "byte"), default="word",
+                   help="what a prompt token is: a common word (default; BPE tokenizers) "
+                        "or one ASCII character (a byte-level tokenizer)")
+    p.add_argument("--openai-ignore-eos", action="store_true",
+                   help="ask for exactly max_tokens (ignore_eos: vLLM, Ray Serve LLM)")
     p.add_argument("--openai-chat", action="store_true",
                    help="send chat completions (messages) whatever the route's name")
     p.add_argument("--arrivals", choices=(CONSTANT, POISSON), default=CONSTANT,
@@ -49,7 +54,8 @@ def check_arguments(p: argparse.ArgumentParser, args: argparse.Namespace) -> Non
     """p.error (exit 2, the message on stderr) for what cannot run."""
     given = [f for f, v in (("--openai-model", args.openai_model),
                             ("--openai-concurrency", args.openai_concurrency),
-                            ("--openai-chat", args.openai_chat)) if v]
+                            ("--openai-chat", args.openai_chat),
+                            ("--openai-ignore-eos", args.openai_ignore_eos)) if v]
     if args.openai_load is None:
         if given:
             p.error(f"{given[0]} goes with --openai-load URL")
@@ -78,7 +84,9 @@ def openai_target(args: argparse.Namespace) -> LoadTarget:
     load = OpenAILoad(model=args.openai_model.strip() if args.openai_model else None,
                       chat=True if args.openai_chat else None,
                       prompt_tokens=parse_length_spec(args.openai_prompt_tokens),
-                      output_tokens=parse_length_spec(args.openai_output_tokens))
+                      output_tokens=parse_length_spec(args.openai_output_tokens),
+                      prompt_unit=args.openai_prompt_unit,
+                      ignore_eos=args.openai_ignore_eos)
     return LoadTarget(url=args.openai_load, openai=load)
 
 

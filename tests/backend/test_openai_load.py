@@ -63,6 +63,8 @@ def test_a_catalog_entry_is_parsed():
     ({"output_tokens": {"distribution": "uniform", "min": 1, "max": 9, "mean": 3}},
      "unknown key(s) mean"),
     ({"output_tokens": True}, "expected a mapping or a whole number"),
+    ({"prompt_unit": "char"}, "load.openai.prompt_unit: 'char' is not one of word, byte"),
+    ({"ignore_eos": 1}, "load.openai.ignore_eos: expected true or false"),
 ])
 def test_a_bad_entry_says_what_to_fix(raw, says):
     with pytest.raises(ValueError) as e:
@@ -128,6 +130,13 @@ def test_bodies_for_completions_and_chat():
     # chat forced on a route of another name; no model named: none sent.
     body, _ = RequestMaker(OpenAILoad(chat=True), "http://h/generate").next_body()
     assert "messages" in body and "model" not in body
+    assert "ignore_eos" not in body
+    # A byte-level tokenizer: one ASCII character per token; exactly max_tokens asked.
+    body, n_in = RequestMaker(OpenAILoad(prompt_unit="byte", ignore_eos=True,
+                                         prompt_tokens=LengthDist(value=40)),
+                              "http://h/v1/completions").next_body()
+    assert n_in == 40 and len(body["prompt"]) == 40 and body["prompt"].isascii()
+    assert body["ignore_eos"] is True
 
 
 def test_error_kinds_and_models_url():
