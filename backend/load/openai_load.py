@@ -134,14 +134,19 @@ class OpenAILoad:
 
 
 class RequestMaker:
-    """Draws each request's lengths and builds its body; the same seed gives the same
+    """Draws each request's lengths and builds its body; the same seeds give the same
     sequence of bodies."""
 
     def __init__(self, load: OpenAILoad, url: str, seed: int | None = None) -> None:
         self.load = load
         self.chat = load.is_chat(url)
         self.model = load.model
-        self._rng = random.Random(load.seed if load.seed is not None else seed)
+        # The load's seed, and the engine's where it has one too: a cluster's workers
+        # (engine seeds seed + k) then draw different, still reproducible, sequences.
+        if load.seed is None or seed is None:
+            self._rng = random.Random(load.seed if load.seed is not None else seed)
+        else:
+            self._rng = random.Random(f"{load.seed}/{seed}")
 
     def lengths(self) -> tuple[int, int]:
         """(prompt tokens, max_tokens) of the next request."""

@@ -111,6 +111,13 @@ def test_the_same_seed_gives_the_same_requests():
     assert bodies == [b.next_body() for _ in range(50)]
     other = RequestMaker(parse_openai_load({**ENTRY, "seed": 43}), "http://h/v1/completions")
     assert [other.next_body() for _ in range(50)] != bodies
+    # With the engine's seed too (a cluster's worker k has seed + k): each worker its own
+    # sequence, each reproducible.
+    def worker(seed: int) -> list:
+        maker = RequestMaker(load, "http://h/v1/completions", seed=seed)
+        return [maker.next_body() for _ in range(20)]
+
+    assert worker(100) == worker(100) and worker(100) != worker(101)
     # Without a seed in the settings, the engine's seed decides.
     unseeded = parse_openai_load(ENTRY)
     assert [RequestMaker(unseeded, "u", seed=7).lengths() for _ in range(3)] == \
