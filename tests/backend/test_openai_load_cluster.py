@@ -150,3 +150,28 @@ def test_a_scripted_run_prints_the_cadence(cadence, ray_cluster, tmp_path):
     # ~4 requests/s × 8 tokens over the run (the first second starts empty).
     assert 0.5 * 4 * TOKENS <= rate <= 1.1 * 4 * TOKENS, lines
     assert "failed" not in lines[-1], lines
+
+
+def test_load_from_two_cluster_workers_merges_their_tokens_and_cadence(cadence, ray_cluster):
+    """The same load from two load workers (Ray actors on the head): each worker's
+    seconds, with their TTFT/ITL histograms and tokens, merged by the driver."""
+    from backend.load.cluster_generator import ClusterLoadGenerator
+    from backend.load.load_model import ClusterAccess, ClusterLoad
+
+    access = ClusterAccess(f"ray://127.0.0.1:{ray_cluster.client_port}",
+                           ray_cluster.dashboard_url, ray_cluster.token)
+    gen = ClusterLoadGenerator(_target(f"{cadence}/v1/completions", model="cadence"),
+                               ClusterLoad(workers=2, cpus=0, own_proxy=False), access,
+                               model=LoadModel(rate=4.0))
+    gen.start()
+    try:
+        deadline = time.monotonic() + 90
+        while gen.stats().ok < 24:
+            assert gen.running, gen.stats().last_error
+            assert time.monotonic() < deadline, gen.take_events()
+            time.sleep(0.2)
+    finally:
+        gen.stop()
+    stats = gen.stats()
+    assert len([w for w in gen.workers() if w.sent]) == 2, gen.workers()
+    _check_cadence(stats, "two cluster workers, 2 req/s each")
