@@ -8,6 +8,9 @@ comes back as an error kind, counted like any failed request.
 
 Without a model named, the first model the server lists at `/v1/models` (beside the
 route) is asked for, looked up once per run; a server that lists none gets no `model`.
+
+A stream times out when no byte comes for READ_TIMEOUT_S, not after a total time (the
+engine's 30 s for a plain request): a long completion is not cut short.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ import time
 from backend.load.load_model import LoadTarget
 from backend.load.openai_load import RequestMaker
 from backend.load.openai_stream import StreamTiming, stream_request
+
+READ_TIMEOUT_S = 60.0
+CONNECT_TIMEOUT_S = 30.0
 
 # An error's text (StreamTiming.error starts with the exception's name) → its kind, as
 # the engine names the same failures of plain HTTP load.
@@ -78,6 +84,13 @@ class OpenAIRequests:
         except (aiohttp.ClientError, TimeoutError, ValueError):
             return None
 
+    @staticmethod
+    def _timeout():
+        import aiohttp
+
+        return aiohttp.ClientTimeout(total=None, sock_connect=CONNECT_TIMEOUT_S,
+                                     sock_read=READ_TIMEOUT_S)
+
     async def send(self, session, start_t: float) -> tuple[StreamTiming, int, str | None]:
         """One request due at *start_t* (time.monotonic()): (its timing, its prompt's
         tokens — the server's count where it says, else the prompt built — and its
@@ -90,7 +103,8 @@ class OpenAIRequests:
         due = time.perf_counter() - (time.monotonic() - start_t)
         try:
             timing = await stream_request(session, self.url, body, due,
-                                          headers=self.headers or None)
+                                          headers=self.headers or None,
+                                          timeout=self._timeout())
         except asyncio.CancelledError:
             raise
         except Exception as e:  # every failure is a counted error, never a crash

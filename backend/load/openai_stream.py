@@ -124,17 +124,19 @@ class SseTimer:
 
 
 async def stream_request(session, url: str, body: dict, start_t: float | None = None,
-                         headers: dict | None = None) -> StreamTiming:
+                         headers: dict | None = None, timeout=None) -> StreamTiming:
     """POST *body* (its "stream" forced true) to *url* on an aiohttp *session*; read the
     server-sent events as they come; return their timing. Network errors are returned in
-    `error`, not raised (the caller counts them like any failed request)."""
+    `error`, not raised (the caller counts them like any failed request). *timeout*: an
+    aiohttp.ClientTimeout for this request instead of the session's."""
     import aiohttp
 
     start = time.perf_counter() if start_t is None else start_t
     sse = SseTimer(start)
     try:
-        async with session.post(url, json={**body, "stream": True},
-                                headers=headers) as resp:
+        async with session.post(url, json={**body, "stream": True}, headers=headers,
+                                **({"timeout": timeout} if timeout is not None else {})
+                                ) as resp:
             sse.timing.status = resp.status
             if resp.status >= 400:
                 sse.timing.error = error_message(resp.status, await resp.read())

@@ -233,3 +233,69 @@ def test_a_plain_http_load_has_no_streaming_figures():
     idx, stats, hist, ttfb, versions, stream = sec.encoded(0, None)
     assert stream is None and versions is None and ttfb is None
     assert LoadTarget(url="http://h/x").openai is None
+
+
+# -- the engine's request path against a local streaming server ------------------------------
+def _local_server(first_s: float, every_s: float):
+    """A local OpenAI-style streaming server on a thread: (url, stop)."""
+    import asyncio
+    import json
+    import threading
+
+    from aiohttp import web
+
+    async def completions(request):
+        body = await request.json()
+        if body["max_tokens"] > 50:
+            return web.json_response({"error": {"message": "max_tokens is too large"}},
+                                     status=400)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        await asyncio.sleep(first_s)
+        for i in range(body["max_tokens"]):
+            if i:
+                await asyncio.sleep(every_s)
+            await resp.write(f"data: {json.dumps({'choices': [{'text': 'x'}]})}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        return resp
+
+    loop = asyncio.new_event_loop()
+    app = web.Application()
+    app.router.add_post("/v1/completions", completions)
+    runner = web.AppRunner(app)
+    loop.run_until_complete(runner.setup())
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    loop.run_until_complete(site.start())
+    port = site._server.sockets[0].getsockname()[1]
+    thread = threading.Thread(target=loop.run_forever, daemon=True)
+    thread.start()
+
+    def stop():
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
+    return f"http://127.0.0.1:{port}/v1/completions", stop
+
+
+def test_the_engine_times_streams_longer_than_its_request_timeout_and_counts_errors():
+    import time
+
+    from backend.load.engine import ThreadLoadGenerator
+    from backend.load.load_model import LoadModel
+
+    url, stop = _local_server(0.05, 0.02)
+    try:
+        # Output 10…60 tokens: those over 50 are refused (HTTP 400); the rest take
+        # 0.2–1.0 s, longer than the engine's 0.15 s request timeout, and are not cut.
+        target = LoadTarget(url=url, openai=OpenAILoad(
+            model="m", output_tokens=LengthDist("uniform", 10, 60), seed=3))
+        gen = ThreadLoadGenerator(target, timeout_s=0.15, model=LoadModel(rate=10))
+        gen.start()
+        time.sleep(2.5)
+        gen.stop()
+    finally:
+        stop()
+    s = gen.summary()
+    assert s.ok >= 10 and s.errors >= 1, s
+    assert dict(s.errors_by_kind) == {"HTTP 400": s.errors}
+    assert s.tokens_out >= 10 * s.ok and dict(s.ttft_ms)["p50"] >= 50
+    assert dict(s.latency_ms)["max"] > 150  # streams outlived the request timeout
