@@ -12,7 +12,7 @@ from types import SimpleNamespace
 import pytest
 
 from backend.load.load_model import LoadTarget, RunSummary, SecondStats, demo_target
-from backend.load.openai_load import (LengthDist, OpenAILoad, RequestMaker, parse_length,
+from backend.load.openai_load import (LengthDist, OpenAILoad, RequestMaker,
                                       parse_length_spec, parse_openai_load)
 from backend.load.openai_request import error_kind, models_url
 from backend.load.openai_stream import StreamTiming
