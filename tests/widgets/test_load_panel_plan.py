@@ -292,3 +292,20 @@ def test_an_openai_load_shows_ttft_itl_and_tokens(panel):
     # A plain HTTP load's line has none of it.
     panel.set_load_stats(replace(stats, summary=replace(summary, ttft_ms=(), itl_ms=())))
     assert "TTFT" not in child(panel, QLabel, "stats").text()
+
+
+def test_an_openai_preset_keeps_its_kind_through_edits(panel):
+    from backend.load.openai_load import OpenAILoad
+
+    openai = LoadTarget(url="http://h:8000/generate/v1/completions",
+                        openai=OpenAILoad(model="tiny"))
+    plain = LoadTarget(url="http://h:8000/batched", body='{"seed": {seq}}')
+    panel.set_target_presets([("generate demo", openai), ("batched demo", plain)],
+                             select="generate demo")
+    assert panel.request().openai == OpenAILoad(model="tiny")
+    child(panel, QLineEdit, "url").setText("http://h:9000/v1/completions")
+    assert panel.request().openai == OpenAILoad(model="tiny")
+    assert "streamed completions of tiny" in child(panel, QLabel, "target").text()
+    panel.set_target_presets([("generate demo", openai), ("batched demo", plain)],
+                             select="batched demo")
+    assert panel.request().openai is None
