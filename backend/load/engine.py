@@ -15,6 +15,10 @@ waits for the response, thinks, sends again; latency is measured from the actual
 closed loop cannot offer more than the server lets it: that is its nature, and the panel
 says so).
 
+A target with `openai` settings is OpenAI-streaming load: each request a streamed
+completion (backend/load/openai_request.py), timed per token; its seconds also carry TTFT
+and inter-token histograms and tokens in and out (backend/load/second.py).
+
 Plain data types (targets, models, profiles, stats, summaries) live in
 `backend.load.load_model`, which views may import.
 """
