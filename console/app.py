@@ -9,6 +9,8 @@ import signal
 import sys
 import time
 
+from console.cli import openai_run
+
 _T0 = time.time()  # for --print-first-frame (benchmarks/startup.py)
 
 
@@ -42,7 +44,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="deploy this bundled demo on start and put load on it "
                         "(e.g. 'batched')")
     p.add_argument("--rps", type=float, default=None,
-                   help="requests/s of the --demo load (default: the demo's own)")
+                   help="requests/s of the --demo (or --openai-load) load (default: the "
+                        "demo's own)")
+    openai_run.add_arguments(p)
     p.add_argument("--apply-config", metavar="FILE",
                    help="apply a Serve config YAML on start (only the applications it "
                         "names; the rest of the cluster is left as it is)")
@@ -82,6 +86,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         p.error("--exit-after must be >= 0")
     if args.rps is not None and args.rps <= 0:
         p.error("--rps must be > 0")
+    openai_run.check_arguments(p, args)
     if args.load_from_cluster is not None and not 1 <= args.load_from_cluster <= 256:
         p.error("--load-from-cluster takes 1 to 256 workers")
     if not 0 <= args.load_worker_cpus <= 64:
@@ -210,6 +215,7 @@ class ScriptedRun:
         self._shot_taken = False
         self._waiting_for_demo = False  # --demo deployed, its application not yet polled
         self.viewer = None  # --open: the recorded session's window
+        self.token_report = None  # OpenAI-streaming load with --log-events
         if args.exit_after is not None or args.screenshot or window is None:
             model.interactive = False  # nothing may stop at a question
 
@@ -236,6 +242,8 @@ class ScriptedRun:
 
     def quit(self) -> None:
         """End the run the normal way: the window closes (or the model, without one)."""
+        if self.token_report is not None:
+            self.token_report.final()
         if self.window is not None:
             self.window.close()
         else:
@@ -276,6 +284,13 @@ class ScriptedRun:
                   f"(process group {local.pid})", flush=True)
         if self.args.apply_config:
             self.session.deploys.import_config(self.args.apply_config)
+        if self.args.openai_load:
+            from backend.load.load_model import LoadPlan
+
+            self.model.start_plan(LoadPlan(openai_run.openai_target(self.args),
+                                           openai_run.openai_model(self.args),
+                                           self.model.load_source))
+            self._report_tokens()
         if self.demo is not None:
             if why := self.model.deploy_demo(self.demo):
                 print(f"serve-console: not deploying {self.demo.key}: {why}",
@@ -330,7 +345,15 @@ class ScriptedRun:
             self._waiting_for_demo = False
             self.session.status_changed.disconnect(self._on_status_for_demo)
         self.model.select((app.name, app.deployments[0].name))
-        self.model.start_load(self.args.rps or self.demo.load.default_rps)
+        # The demo's own request (backend/load/load_model.demo_target): for a catalog load
+        # of kind openai, streamed completions timed per token.
+        if self.model.start_load(self.args.rps or self.demo.load.default_rps) \
+                and self.demo.load.kind == "openai":
+            self._report_tokens()
+
+    def _report_tokens(self) -> None:
+        if self.args.log_events and self.token_report is None:
+            self.token_report = openai_run.TokenReport(self.session.load)
 
     def _on_status_for_demo(self, status) -> None:
         self._start_demo_load(status)

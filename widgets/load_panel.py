@@ -391,6 +391,7 @@ class LoadPanel(QWidget):
         for name, v in (("p50", stats.p50_ms), ("p90", stats.p90_ms), ("p99", stats.p99_ms),
                         ("p99.9", stats.p999_ms)):
             parts.append(f"{name} {_ms(v)}")
+        parts += _openai_parts(stats)
         self._stats_label.setText(" · ".join(parts))
         self._plots.set_stats(stats)
         if stats.summary is not None:
@@ -553,3 +554,17 @@ def _ms(v: float | None) -> str:
     if v is None:
         return "–"
     return f"{v:.1f} ms" if v < 100 else f"{v:.0f} ms"
+
+
+def _openai_parts(stats: LoadStats) -> list[str]:
+    """OpenAI-streaming load: TTFT and inter-token p50/p99 over the run so far, and the
+    output tokens/s of the last 5 seconds; nothing for other loads."""
+    s = stats.summary
+    if s is None or not s.ttft_ms:
+        return []
+    ttft, itl = dict(s.ttft_ms), dict(s.itl_ms)
+    recent = stats.history[-5:]
+    tokens = sum(x.tokens_out for x in recent) / len(recent) if recent else 0.0
+    return ["<b>OpenAI streaming</b>: TTFT p50 " + _ms(ttft.get("p50")),
+            f"p99 {_ms(ttft.get('p99'))}", f"ITL p50 {_ms(itl.get('p50'))}",
+            f"p99 {_ms(itl.get('p99'))}", f"{tokens:.1f} output tokens/s"]

@@ -41,6 +41,7 @@ class RequestEditor(QWidget):
         super().__init__(parent)
         self._presets: list[tuple[str, LoadTarget]] = []
         self._last_select: str | None = None
+        self._openai = None  # an OpenAI-streaming load's settings (set_request)
         self._build_fields()
         self._build_form()
         self._preset.activated.connect(self._on_preset_activated)
@@ -142,6 +143,9 @@ class RequestEditor(QWidget):
         self._headers.setPlainText(format_headers(target.headers))
         self._body.setPlainText(target.body)
         self._stream.setChecked(target.stream)
+        # OpenAI-streaming load (a demo whose catalog load is of that kind): its settings
+        # are kept through edits of the fields, until another request is filled in.
+        self._openai = target.openai
         m = target.model_ids
         self._model_dist.setCurrentText(m.distribution if m else "none")
         if m:
@@ -169,7 +173,8 @@ class RequestEditor(QWidget):
         return check_target(LoadTarget(
             url=url, method=self._method.currentText().strip().upper() or "GET",
             body=self._body.toPlainText(), headers=parse_headers(self._headers.toPlainText()),
-            model_ids=ids, stream=self._stream.isChecked()))
+            model_ids=ids, stream=self._stream.isChecked(),
+            openai=self._openai))
 
     def show_error(self, text: str) -> None:
         """What is wrong with the request, under the form ('' clears it)."""

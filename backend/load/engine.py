@@ -15,6 +15,10 @@ waits for the response, thinks, sends again; latency is measured from the actual
 closed loop cannot offer more than the server lets it: that is its nature, and the panel
 says so).
 
+A target with `openai` settings is OpenAI-streaming load: each request a streamed
+completion (backend/load/openai_request.py), timed per token; its seconds also carry TTFT
+and inter-token histograms and tokens in and out (backend/load/second.py).
+
 Plain data types (targets, models, profiles, stats, summaries) live in
 `backend.load.load_model`, which views may import.
 """
@@ -34,6 +38,7 @@ from backend.load.load_model import (CLOSED, OPEN, POISSON, VERSION_HEADER, Load
                                      LoadTarget, Profile, RunSummary, SecondStats,
                                      version_window)
 from backend.load.payload import Payload
+from backend.load.second import Second, StreamFigures, stream_fields
 from backend.load.timing_histogram import (TimingHistogram, percentiles_ms, summary_percentiles,
                                            to_us, window_stats)
 
@@ -55,41 +60,6 @@ class DeltaCursor:
     window: object = None
     summary: object = None
     versions: object = None
-
-
-class _Second:
-    """Accumulates the completions of one second."""
-
-    __slots__ = ("hist", "ttfb", "ok", "errors", "versions")
-
-    def __init__(self) -> None:
-        self.hist = TimingHistogram()
-        self.ttfb: TimingHistogram | None = None
-        self.ok = 0
-        self.errors: Counter[str] = Counter()
-        # Kept only where the seconds go to a merger (a cluster load worker): per version
-        # named by x-serve-version, [ok, errors, latency histogram of the ok ones].
-        self.versions: dict[str, list] | None = None
-
-    def add_version(self, version: str, ok: bool, us: int) -> None:
-        if self.versions is None:
-            self.versions = {}
-        v = self.versions.get(version)
-        if v is None:
-            v = self.versions[version] = [0, 0, TimingHistogram()]
-        if ok:
-            v[0] += 1
-            v[2].record_value(us)
-        else:
-            v[1] += 1
-
-    def versions_encoded(self) -> dict | None:
-        """{version: (ok, errors, latency histogram encoded)} or None: what a merger adds
-        (backend/load/seconds_merge.py)."""
-        if not self.versions:
-            return None
-        return {name: (ok, errors, hist.encoded())
-                for name, (ok, errors, hist) in self.versions.items()}
 
 
 def clock_pair(tries: int = 20, within_s: float = 5e-6) -> tuple[float, float]:
@@ -168,7 +138,7 @@ class ThreadLoadGenerator:
         self._users_now = 0
         # Per second: the one being filled, intended sends by second, finished seconds.
         self._cur_idx = 0
-        self._cur = _Second()
+        self._cur = Second()
         self._offered: Counter[int] = Counter()
         self._history: deque[SecondStats] = deque(maxlen=history_s)
         self._history_t: tuple[SecondStats, ...] = ()
@@ -178,6 +148,7 @@ class ThreadLoadGenerator:
         self._window_stats: tuple[float, float, dict | None] = (0.0, 0.0, None)
         self._run_hist = TimingHistogram()
         self._run_ttfb: TimingHistogram | None = None
+        self._run_stream: StreamFigures | None = None  # OpenAI-streaming load
         self._summary: RunSummary | None = None
         # Traffic-split targets: recent completions per version named by the response's
         # x-serve-version header, (done, latency s, ok), and their last window's figures.
@@ -297,15 +268,8 @@ class ThreadLoadGenerator:
             else:
                 ids = cur.ids
             if self._raw:
-                # (second, its SecondStats or None for the run's last partial second,
-                # latency histogram, first-chunk histogram or None, per version or
-                # None), histograms encoded as (HDR encoding, sum of µs):
-                # TimingHistogram.from_encoded.
-                d["seconds"] = tuple(
-                    (idx, stats, sec.hist.encoded(),
-                     sec.ttfb.encoded() if sec.ttfb is not None else None,
-                     sec.versions_encoded())
-                    for idx, stats, sec in self._raw)
+                # Each second as Second.encoded gives it (histograms encoded).
+                d["seconds"] = tuple(sec.encoded(idx, stats) for idx, stats, sec in self._raw)
                 self._raw.clear()
             if self._window_stats is not cur.window:
                 d["window"] = self._window_stats
@@ -392,7 +356,7 @@ class ThreadLoadGenerator:
                 self._merge_into_run(self._cur)
                 if self._raw is not None and (self._cur.ok or self._cur.errors):
                     self._raw.append((self._cur_idx, None, self._cur))
-                self._cur = _Second()
+                self._cur = Second()
                 self._summary = self._make_summary(now)
 
     async def _ticker(self) -> None:
@@ -531,6 +495,16 @@ class ThreadLoadGenerator:
             idx = int(start_t - self._t0)
             self._offered[max(idx, self._cur_idx)] += 1
         ok, kind, detail, ttfb, version = False, None, None, None, None
+        if payload.openai is not None:  # a streamed completion (openai_request.py)
+            try:
+                timing, tokens_in, kind = await payload.openai.send(session, start_t)
+            except asyncio.CancelledError:
+                with self._lock:
+                    self._in_flight -= 1
+                raise
+            self._record(start_t, time.monotonic(), timing.ok, kind, timing.error,
+                         None, stream=(timing, tokens_in))
+            return
         try:
             async with session.request(t.method, t.url, data=body, headers=headers) as resp:
                 version = resp.headers.get(VERSION_HEADER)
@@ -565,7 +539,8 @@ class ThreadLoadGenerator:
         self._record(start_t, done, ok, kind, detail, ttfb, version)
 
     def _record(self, start_t: float, done: float, ok: bool, kind: str | None,
-                detail: str | None, ttfb: float | None, version: str | None = None) -> None:
+                detail: str | None, ttfb: float | None, version: str | None = None,
+                stream: tuple | None = None) -> None:
         with self._lock:
             self._in_flight -= 1
             if version is not None:
@@ -591,6 +566,8 @@ class ThreadLoadGenerator:
                     if cur.ttfb is None:
                         cur.ttfb = TimingHistogram()
                     cur.ttfb.record_value(to_us(ttfb))
+                if stream is not None:
+                    cur.add_stream(*stream)
             else:
                 self._errors += 1
                 self._errors_by_kind[kind] += 1
@@ -615,7 +592,7 @@ class ThreadLoadGenerator:
         while self._cur_idx < idx:
             self._close_second()
             self._cur_idx += 1
-            self._cur = _Second()
+            self._cur = Second()
 
     def _close_second(self) -> None:
         cur, idx = self._cur, self._cur_idx
@@ -629,7 +606,7 @@ class ThreadLoadGenerator:
             completed=completed, ok=cur.ok, errors=tuple(sorted(cur.errors.items())),
             in_flight=self._in_flight, p50_ms=p.get(50.0), p90_ms=p.get(90.0),
             p99_ms=p.get(99.0), p999_ms=p.get(99.9),
-            ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0)))
+            ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0), **stream_fields(cur.stream)))
         self._history_t = tuple(self._history)
         self._closed_total += 1
         if self._raw is not None:
@@ -642,12 +619,16 @@ class ThreadLoadGenerator:
             self._versions = version_window(self._by_version, self._t0 + idx + 1,
                                             float(max(1, len(self._window))))
 
-    def _merge_into_run(self, sec: _Second) -> None:
+    def _merge_into_run(self, sec: Second) -> None:
         self._run_hist.add(sec.hist)
         if sec.ttfb is not None:
             if self._run_ttfb is None:
                 self._run_ttfb = TimingHistogram()
             self._run_ttfb.add(sec.ttfb)
+        if sec.stream is not None:
+            if self._run_stream is None:
+                self._run_stream = StreamFigures()
+            self._run_stream.add(sec.stream)
 
     def _make_summary(self, end: float) -> RunSummary:
         duration = max(1e-9, end - self._t0)
@@ -678,5 +659,6 @@ class ThreadLoadGenerator:
             latency_ms=summary_percentiles(self._run_hist),
             ttfb_ms=summary_percentiles(self._run_ttfb) if self._run_ttfb is not None else (),
             missed=self._missed, timed=self._run_hist.get_total_count(),
+            **stream_fields(self._run_stream, summary=True),
             measured_from=("intended send time (coordinated-omission corrected)"
                            if model.mode == OPEN else "actual send time (closed loop)"))

@@ -23,6 +23,7 @@ from dataclasses import asdict, dataclass, field
 from itertools import accumulate
 
 from backend.cluster.addresses import url_problem
+from backend.load.openai_load import OpenAILoad, parse_openai_load
 from backend.text import clip
 
 MODEL_ID_HEADER = "serve_multiplexed_model_id"
@@ -93,6 +94,9 @@ class LoadTarget:
     headers: tuple[tuple[str, str], ...] = (("Content-Type", "application/json"),)
     model_ids: ModelIds | None = None
     stream: bool = False  # read the body chunk by chunk; record time to first chunk
+    # OpenAI-streaming load (backend/load/openai_load.py): each request a streamed
+    # completion built from these settings (body ignored), timed per token.
+    openai: OpenAILoad | None = None
 
     def describe(self) -> str:
         extra = []
@@ -102,6 +106,8 @@ class LoadTarget:
                          + (f" s={m.s:g}" if m.distribution == "zipf" else ""))
         if self.stream:
             extra.append("streamed")
+        if self.openai is not None:
+            extra.append(self.openai.describe())
         return f"{self.method} {self.url}" + (f" ({'; '.join(extra)})" if extra else "")
 
 
@@ -221,6 +227,8 @@ def demo_target(kind: str, url: str, hint=None) -> LoadTarget:
     method, body, model_ids, stream; duck-typed, so views need not import the catalog):
     where given it decides, except that the batched demo always gets feature vectors.
     """
+    if hint is not None and getattr(hint, "kind", "http") == "openai":
+        return LoadTarget(url=url, openai=parse_openai_load(getattr(hint, "openai", None)))
     if hint is not None:
         ids = getattr(hint, "model_ids", None)
         body = getattr(hint, "body", "")
@@ -474,6 +482,14 @@ class SecondStats:
     p999_ms: float | None = None
     ttfb_p50_ms: float | None = None  # streaming: time to first chunk
     ttfb_p99_ms: float | None = None
+    # OpenAI-streaming load: time to first token, inter-token gaps, tokens of the
+    # completions that finished in this second.
+    ttft_p50_ms: float | None = None
+    ttft_p99_ms: float | None = None
+    itl_p50_ms: float | None = None
+    itl_p99_ms: float | None = None
+    tokens_in: int = 0
+    tokens_out: int = 0
 
     @property
     def error_count(self) -> int:
@@ -500,12 +516,18 @@ class RunSummary:
     missed: int = 0  # open loop: sends skipped because the generator fell > 1 s behind
     measured_from: str = "intended send time"
     timed: int = 0  # requests whose latency the percentiles are of (the successful ones)
+    ttft_ms: tuple[tuple[str, float], ...] = ()  # OpenAI-streaming load only
+    itl_ms: tuple[tuple[str, float], ...] = ()
+    tokens_in: int = 0
+    tokens_out: int = 0
 
     def to_dict(self) -> dict:
         d = asdict(self)
         d["errors_by_kind"] = dict(self.errors_by_kind)
         d["latency_ms"] = dict(self.latency_ms)
         d["ttfb_ms"] = dict(self.ttfb_ms)
+        d["ttft_ms"] = dict(self.ttft_ms)
+        d["itl_ms"] = dict(self.itl_ms)
         return d
 
     def rows(self) -> list[tuple[str, str]]:
@@ -519,6 +541,11 @@ class RunSummary:
         r += [(f"errors {k}", str(n)) for k, n in self.errors_by_kind]
         r += [(f"latency {k} ms", f"{v:.3f}") for k, v in self.latency_ms]
         r += [(f"first chunk {k} ms", f"{v:.3f}") for k, v in self.ttfb_ms]
+        r += [(f"TTFT {k} ms", f"{v:.3f}") for k, v in self.ttft_ms]
+        r += [(f"ITL {k} ms", f"{v:.3f}") for k, v in self.itl_ms]
+        if self.ttft_ms:
+            r += [("input tokens", str(self.tokens_in)),
+                  ("output tokens", str(self.tokens_out))]
         if self.missed:
             r.append(("missed sends", str(self.missed)))
         r.append(("latency measured from", self.measured_from))
@@ -583,6 +610,9 @@ def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
     kinds = sorted({k for s in history for k, _ in s.errors})
     cols = ["t", "level", "offered", "completed", "ok", "in_flight", "p50_ms", "p90_ms",
             "p99_ms", "p999_ms", "ttfb_p50_ms", "ttfb_p99_ms"]
+    if any(s.ttft_p50_ms is not None or s.tokens_out for s in history):  # OpenAI load
+        cols += ["ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tokens_in",
+                 "tokens_out"]
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols + [f"errors {k}" for k in kinds])
@@ -596,7 +626,8 @@ def seconds_to_csv(history: tuple[SecondStats, ...] | list[SecondStats]) -> str:
 
 __all__ = [
     "BATCHED_FEATURES", "CLOSED", "CONSTANT", "ClusterAccess", "ClusterLoad", "LoadModel",
-    "LoadPlan", "LoadStats", "LoadTarget", "MODEL_ID_HEADER", "ModelIds", "OPEN", "POISSON",
+    "LoadPlan", "LoadStats", "LoadTarget", "MODEL_ID_HEADER", "ModelIds", "OPEN", "OpenAILoad",
+    "POISSON",
     "PROFILE_KINDS", "Profile", "RunSummary", "SecondStats", "VERSION_HEADER", "VersionLoad",
     "WorkerState", "check_target", "demo_target", "format_headers", "parse_headers",
     "render_body", "seconds_to_csv", "url_problem", "version_window",

@@ -36,6 +36,7 @@ class StreamTiming:
     e2e_s: float | None = None
     output_tokens: int = 0
     status: int | None = None
+    prompt_tokens: int | None = None  # usage.prompt_tokens, when the server says it
     error: str | None = None
 
     @property
@@ -103,6 +104,8 @@ class SseTimer:
         usage = chunk.get("usage")
         if isinstance(usage, dict) and isinstance(usage.get("completion_tokens"), int):
             self._usage_tokens = usage["completion_tokens"]
+            if isinstance(usage.get("prompt_tokens"), int):
+                self.timing.prompt_tokens = usage["prompt_tokens"]
         if chunk_text(chunk):
             if self._last_token_t is None:
                 self.timing.ttft_s = now - self.start_t
@@ -121,17 +124,19 @@ class SseTimer:
 
 
 async def stream_request(session, url: str, body: dict, start_t: float | None = None,
-                         headers: dict | None = None) -> StreamTiming:
+                         headers: dict | None = None, timeout=None) -> StreamTiming:
     """POST *body* (its "stream" forced true) to *url* on an aiohttp *session*; read the
     server-sent events as they come; return their timing. Network errors are returned in
-    `error`, not raised (the caller counts them like any failed request)."""
+    `error`, not raised (the caller counts them like any failed request). *timeout*: an
+    aiohttp.ClientTimeout for this request instead of the session's."""
     import aiohttp
 
     start = time.perf_counter() if start_t is None else start_t
     sse = SseTimer(start)
     try:
-        async with session.post(url, json={**body, "stream": True},
-                                headers=headers) as resp:
+        async with session.post(url, json={**body, "stream": True}, headers=headers,
+                                **({"timeout": timeout} if timeout is not None else {})
+                                ) as resp:
             sse.timing.status = resp.status
             if resp.status >= 400:
                 sse.timing.error = error_message(resp.status, await resp.read())

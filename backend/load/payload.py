@@ -6,6 +6,7 @@ target's sampler). Plain Python, no network.
 from __future__ import annotations
 
 from backend.load.load_model import LoadTarget, render_body
+from backend.load.openai_request import OpenAIRequests
 
 
 class Payload:
@@ -18,6 +19,8 @@ class Payload:
                             else None)
         self.model_ids = target.model_ids
         self.pick = target.model_ids.sampler(seed) if target.model_ids else None
+        # OpenAI-streaming load: each request a streamed completion, built and timed there.
+        self.openai = OpenAIRequests(target, seed) if target.openai is not None else None
 
     def build(self, seq: int) -> tuple[bytes | None, dict[str, str], str | None]:
         """(body, headers, the model id this request names or None)."""

@@ -2,8 +2,8 @@
 
 Each worker (backend/load/ray_worker.py) runs the engine with the same wall-clock start,
 so its second k covers the same interval as every other worker's second k, and hands out
-each closed second as (k, SecondStats, latency histogram, first-chunk histogram) with the
-HDR histograms encoded. `SecondsMerger` adds the histograms of second k from every worker
+each closed second as (k, SecondStats, latency histogram, first-chunk histogram, per
+version, OpenAI-streaming figures) with the HDR histograms encoded (Second.encoded). `SecondsMerger` adds the histograms of second k from every worker
 into one: the merged p99 is the p99 of all the requests of that second (to the
 histograms' 0.1 % precision), never an average of p99s. The run's histogram is the sum of
 every second's, the last partial second of each worker included, so the run's
@@ -14,8 +14,9 @@ worker that died or finished stops being expected after the seconds it reported.
 
 A worker that sends at a traffic router also hands out, per second, what each version
 (named by the response's x-serve-version header) got: ok and error counts and the ok
-latencies' histogram. They are merged the same way, and the last window's per-version
-figures (`VersionLoad`: rate, errors, p50/p99 of every worker's requests) go out as the
+latencies' histogram. They are merged the same way (so are an OpenAI-streaming load's
+TTFT and inter-token histograms and its tokens in and out), and the last window's
+per-version figures (`VersionLoad`: rate, errors, p50/p99 of every worker's requests) go out as the
 engine's `versions` do, so the traffic window works under cluster load.
 
 The output has the shape of the engine's `delta()` (counters, new seconds, window,
@@ -28,6 +29,7 @@ from __future__ import annotations
 from collections import Counter, deque
 
 from backend.load.load_model import RunSummary, SecondStats, VersionLoad
+from backend.load.second import StreamFigures, stream_fields
 from backend.load.timing_histogram import (TimingHistogram, percentiles_ms, summary_percentiles,
                                            window_stats)
 
@@ -44,7 +46,7 @@ def decode(encoded: tuple[bytes, int] | None) -> TimingHistogram | None:
 class _Pending:
     """One second, filled by the workers that closed it so far."""
 
-    __slots__ = ("hist", "ttfb", "stats", "workers", "versions")
+    __slots__ = ("hist", "ttfb", "stats", "workers", "versions", "stream")
 
     def __init__(self) -> None:
         self.hist = TimingHistogram()
@@ -52,6 +54,13 @@ class _Pending:
         self.stats: list[SecondStats] = []
         self.workers: set[int] = set()
         self.versions: dict[str, list] = {}  # version → [ok, errors, ok latencies]
+        self.stream: StreamFigures | None = None  # OpenAI-streaming load: TTFT, ITL, tokens
+
+    def add_stream(self, figures: StreamFigures | None) -> None:
+        if figures is not None:
+            if self.stream is None:
+                self.stream = StreamFigures()
+            self.stream.add(figures)
 
     def add_versions(self, versions: dict | None) -> None:
         for name, (ok, errors, encoded) in (versions or {}).items():
@@ -86,6 +95,7 @@ class SecondsMerger:
         self._versions_changed = False
         self._run = TimingHistogram()
         self._run_ttfb: TimingHistogram | None = None
+        self._run_stream: StreamFigures | None = None
         self._counters: dict[int, dict] = {w: dict.fromkeys(_COUNTERS, 0) for w in workers}
         self._last_error: str | None = None
         self._errors_by_kind: dict[int, dict] = {w: {} for w in workers}
@@ -115,6 +125,11 @@ class SecondsMerger:
             self._summary_changed = True
         for idx, stats, hist, ttfb, *more in poll.get("seconds", ()):
             h, t = decode(hist), decode(ttfb)
+            streamed = StreamFigures.from_encoded(more[1] if len(more) > 1 else None)
+            if streamed is not None:
+                if self._run_stream is None:
+                    self._run_stream = StreamFigures()
+                self._run_stream.add(streamed)
             self._run.add(h)
             if t is not None:
                 if self._run_ttfb is None:
@@ -133,6 +148,7 @@ class SecondsMerger:
                 p.ttfb.add(t)
             p.stats.append(stats)
             p.add_versions(more[0] if more else None)
+            p.add_stream(streamed)
             p.workers.add(worker)
             self._last_seen[worker] = max(self._last_seen[worker], idx)
         self._give_out()
@@ -171,7 +187,7 @@ class SecondsMerger:
             errors=tuple(sorted(errors.items())),
             in_flight=sum(s.in_flight for s in p.stats), p50_ms=pct.get(50.0),
             p90_ms=pct.get(90.0), p99_ms=pct.get(99.0), p999_ms=pct.get(99.9),
-            ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0))
+            ttfb_p50_ms=tp.get(50.0), ttfb_p99_ms=tp.get(99.0), **stream_fields(p.stream))
         self._new.append(merged)
         self._history.append(merged)
         self._window.append((p.hist, completed, offered))
@@ -260,5 +276,6 @@ class SecondsMerger:
             latency_ms=summary_percentiles(self._run),
             ttfb_ms=summary_percentiles(self._run_ttfb) if self._run_ttfb is not None else (),
             missed=sum(s.missed for s in ss), measured_from=first.measured_from,
-            timed=self._run.get_total_count())
+            timed=self._run.get_total_count(),
+            **stream_fields(self._run_stream, summary=True))
 

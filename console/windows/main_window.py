@@ -252,7 +252,8 @@ class MainWindow(QMainWindow):
             self.load_panel.set_target(NO_LOAD_TARGET)
             self.load_panel.set_enabled_for_target(self.session.load.running)
         else:
-            self.load_panel.set_target(f"{target.method} {target.url}")
+            self.load_panel.set_target(f"{target.method} {target.url}"
+                                       + (" (OpenAI streaming)" if target.openai else ""))
             self.load_panel.set_enabled_for_target(True)
 
     # -- session slots --------------------------------------------------------------------

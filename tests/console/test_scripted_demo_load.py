@@ -77,3 +77,33 @@ def test_the_demo_is_selected_when_the_poll_already_lists_it():
     run._on_deploy_finished(True, "batched", "RUNNING")
     demo_rps = load_catalog()["batched"].load.default_rps
     assert model.loads == [(("batched", "BatchedGenerator"), demo_rps)]
+
+
+def test_a_demo_whose_load_is_openai_prints_token_lines(qapp):
+    """--demo NAME of a catalog entry whose load kind is openai: the demo's own load
+    (demo_target: streamed completions) and, with --log-events, the TTFT/ITL lines."""
+    from dataclasses import replace
+
+    from backend.deploy.catalog import LoadHint
+    from console.cli.openai_run import TokenReport
+
+    model = _Model(_status(("generate", "Generate")))
+    model.session.load = type("Load", (), {"stats": _Signal()})()
+    demo = replace(model.catalog["batched"], key="generate",
+                   application={**model.catalog["batched"].application, "name": "generate"},
+                   load=LoadHint(kind="openai", path="/v1/completions", default_rps=2,
+                                 openai={"model": "m", "output_tokens": 16}))
+    model.catalog = {**model.catalog, "generate": demo}
+    run = ScriptedRun(model, parse_args(["--address", "http://h:8265", "--no-window",
+                                         "--demo", "generate", "--log-events"]))
+    run._on_deploy_finished(True, "generate", "deployed")
+    assert model.loads == [(("generate", "Generate"), 2)]
+    assert isinstance(run.token_report, TokenReport)
+    # Without --log-events, nothing prints; an http demo never prints these lines.
+    for argv in (["--demo", "generate"], ["--demo", "batched", "--log-events"]):
+        model = _Model(_status(("generate", "Generate"), ("batched", "BatchedGenerator")))
+        model.catalog = {**model.catalog, "generate": demo}
+        run = ScriptedRun(model, parse_args(["--address", "http://h:8265", "--no-window",
+                                             *argv]))
+        run._on_deploy_finished(True, argv[1], "deployed")
+        assert model.loads and run.token_report is None

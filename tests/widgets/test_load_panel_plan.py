@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+from dataclasses import replace
 import json
 import time
 
@@ -24,6 +25,7 @@ from backend.load.load_model import (
     LoadTarget,
     ModelIds,
     Profile,
+    RunSummary,
     SecondStats,
     demo_target,
 )
@@ -267,3 +269,43 @@ def test_catalog_model_ids_survive_the_editor(panel):
     assert (ids.prefix, ids.first, ids.count) == ("tenant-", 0, demo.load.model_ids.count)
     child(panel, QSpinBox, "modelIdCount").setValue(5)
     assert panel.request().model_ids.count == 5 and panel.request().model_ids.first == 0
+
+
+def test_an_openai_load_shows_ttft_itl_and_tokens(panel):
+    history = tuple(replace(_sec(t, 4, 4), ttft_p50_ms=150.0, ttft_p99_ms=170.0,
+                            itl_p50_ms=40.0, itl_p99_ms=45.0, tokens_out=32)
+                    for t in range(6))
+    summary = RunSummary(target="t", model="m", started_at="s", duration_s=6.0, sent=24,
+                         ok=24, errors=0, errors_by_kind=(), timeouts=0, offered_rps=4,
+                         achieved_rps=4, latency_ms=(("p50", 430.0),),
+                         ttft_ms=(("p50", 151.2), ("p99", 171.0)),
+                         itl_ms=(("p50", 40.1), ("p99", 44.9)), tokens_out=192)
+    stats = LoadStats(running=True, target_rps=4, sent=24, ok=24, errors=0, in_flight=2,
+                      achieved_rps=4, p50_ms=430, p99_ms=440, last_error=None,
+                      history=history, summary=summary)
+    panel.set_load_stats(stats)
+    doc = QTextDocument()
+    doc.setHtml(child(panel, QLabel, "stats").text())
+    text = doc.toPlainText()
+    assert ("OpenAI streaming: TTFT p50 151 ms · p99 171 ms · ITL p50 40.1 ms · p99 44.9 ms"
+            " · 32.0 output tokens/s") in text
+    # A plain HTTP load's line has none of it.
+    panel.set_load_stats(replace(stats, summary=replace(summary, ttft_ms=(), itl_ms=())))
+    assert "TTFT" not in child(panel, QLabel, "stats").text()
+
+
+def test_an_openai_preset_keeps_its_kind_through_edits(panel):
+    from backend.load.openai_load import OpenAILoad
+
+    openai = LoadTarget(url="http://h:8000/generate/v1/completions",
+                        openai=OpenAILoad(model="tiny"))
+    plain = LoadTarget(url="http://h:8000/batched", body='{"seed": {seq}}')
+    panel.set_target_presets([("generate demo", openai), ("batched demo", plain)],
+                             select="generate demo")
+    assert panel.request().openai == OpenAILoad(model="tiny")
+    child(panel, QLineEdit, "url").setText("http://h:9000/v1/completions")
+    assert panel.request().openai == OpenAILoad(model="tiny")
+    assert "streamed completions of tiny" in child(panel, QLabel, "target").text()
+    panel.set_target_presets([("generate demo", openai), ("batched demo", plain)],
+                             select="batched demo")
+    assert panel.request().openai is None
