@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import http.server
 import threading
+import time
 
 import pytest
 
@@ -50,8 +51,8 @@ def test_every_llm_value_is_a_named_series():
     assert names <= set(SERIES)
 
 
-def demo_page(t: int) -> Page:
-    page = Page()
+def demo_page(t: float, page: Page | None = None) -> Page:
+    page = Page() if page is None else page
     for r, rate in ((A, 100), (B, 50)):
         serve_lines(page, r, requests=2 * t, ongoing=6)
     # Replica A: 8 running, 3 waiting, 16 slots, 100 tokens/s, 10 first tokens per
@@ -83,9 +84,9 @@ def test_generate_demo_series_per_deployment():
     assert "llm_kv_cache_use" not in g and "llm_itl_p50_ms" not in g
 
 
-def vllm_page(t: int, replica_tag: bool = True, itl_name: str | None = None,
-              engines: tuple[Replica, ...] = (V1, V2)) -> Page:
-    page = Page()
+def vllm_page(t: float, replica_tag: bool = True, itl_name: str | None = None,
+              engines: tuple[Replica, ...] = (V1, V2), page: Page | None = None) -> Page:
+    page = Page() if page is None else page
     for r in (V1, V2, ROUTER):
         serve_lines(page, r, requests=3 * t, ongoing=2)
     extra = {"itl_name": itl_name} if itl_name else {}
@@ -184,3 +185,77 @@ def test_direct_scrape_over_http_keeps_and_ties_the_vllm_lines():
     assert values[LLM]["llm_running_seqs"] == 8
     assert values[LLM]["llm_waiting_seqs"] == 2
     assert values[LLM]["llm_kv_cache_use"] == pytest.approx(0.4)
+
+
+def test_prometheus_source_joins_vllm_samples_to_their_replica():
+    """The PromQL equivalents (not run against a Prometheus here): the demo's families
+    by application and deployment, vLLM's joined on ReplicaId to Serve's replica label,
+    and a copied query scoped to one deployment scopes the join's Serve side."""
+    from backend.metrics import prometheus as pm
+
+    queries = {q.series: q for q in pm.llm_queries("5s")}
+    ttft = queries["llm_ttft_p99_ms"].promql
+    assert ttft.startswith("histogram_quantile(0.99, sum by (application, deployment, le) "
+                           "(rate(ray_serve_llm_ttft_ms_bucket[5s]))) or 1000 * ")
+    assert "rate(ray_vllm_time_to_first_token_seconds_bucket[5s])) * on (ReplicaId) " \
+           "group_left (application, deployment) group by (application, deployment, " \
+           "ReplicaId) (label_replace(ray_serve_replica_processing_queries, \"ReplicaId\", " \
+           "\"$1\", \"replica\", \"(?:.*#)?([^#]*)\"))" in ttft
+    scoped = pm.queries_for(pm.build_queries(5), LLM)["llm_running_seqs"]
+    assert 'ray_serve_replica_processing_queries{application="llm",' \
+           'deployment="LLMServer:qwen-0_5b"}' in scoped
+    assert "ray_vllm_num_requests_running)" in scoped  # no labels to scope vLLM's by
+    rows = [{"metric": {"application": "llm", "deployment": "LLMServer:qwen-0_5b"},
+             "value": [1.0, "8"]}]
+    assert pm._reduce(queries["llm_running_seqs"], rows) == [(LLM, "llm_running_seqs", 8.0)]
+
+
+def test_prometheus_source_agrees_on_a_real_prometheus(tmp_path):
+    """A real Prometheus scrapes a page of both kinds (counters growing with the time),
+    and the Prometheus source's LLM series are the direct scrape's numbers."""
+    from backend.metrics.prometheus import PrometheusSource
+    from tests.conftest import PROMETHEUS, start_prometheus_on
+
+    if PROMETHEUS is None:
+        pytest.skip("prometheus is not installed (apt-get install prometheus)")
+    t0 = time.monotonic()
+
+    class Growing(_Page):
+        def do_GET(self):  # noqa: N802
+            t = time.monotonic() - t0
+            self.body = vllm_page(t, page=demo_page(t)).text().encode()
+            super().do_GET()
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Growing)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    proc, url = start_prometheus_on([f"127.0.0.1:{srv.server_address[1]}"], tmp_path)
+    prom = PrometheusSource(url, window_s=5)
+    try:
+        deadline = time.monotonic() + 40
+        while True:
+            _, v = prom.poll()
+            # Once a whole window of scrapes lies behind (rate() of a younger series
+            # extrapolates from its few samples).
+            if (time.monotonic() - t0 > 12 and "llm_ms_per_token" in v.get(LLM, {})
+                    and "llm_ms_per_token" in v.get(GEN, {})):
+                break
+            assert time.monotonic() < deadline, (prom.last_error, v)
+            time.sleep(1.0)
+        assert prom.last_error is None, prom.last_error
+        d, g = v[LLM], v[GEN]
+        assert d["llm_running_seqs"] == 8 and d["llm_waiting_seqs"] == 2
+        assert d["llm_kv_cache_use"] == pytest.approx(0.4)
+        assert d["llm_output_tokens_per_s"] == pytest.approx(300.0, rel=0.05)
+        assert d["llm_ttft_p50_ms"] == pytest.approx(100.0, rel=0.02)
+        assert d["llm_itl_p50_ms"] == pytest.approx(50.0, rel=0.02)
+        assert g["llm_output_tokens_per_s"] == pytest.approx(150.0, rel=0.05)
+        assert g["llm_slot_use"] == pytest.approx(12 / 32)
+        assert g["llm_ttft_p50_ms"] == pytest.approx(100.0, rel=0.02)
+        assert g["llm_ms_per_token"] == pytest.approx(80.0, rel=0.05)
+        assert not any(k.startswith("llm_") for k in v.get(INGRESS, {}))
+    finally:
+        prom.close()
+        proc.terminate()
+        proc.wait(10)
+        srv.shutdown()
+        srv.server_close()
