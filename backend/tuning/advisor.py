@@ -43,6 +43,9 @@ not_at_target      target replicas above running for long, with why (unschedulab
 timeouts           the console's load sees request timeouts (client timeouts, HTTP
                    408/504) → remove the wait (more replicas), or say the handler itself
                    is slower than the timeout (request_timeout_s is read-only here)
+llm_slots,         a deployment that streams tokens: tokens slow down with more running
+llm_waiting        sequences → fewer slots; sequences wait, TTFT grows → more slots or
+                   replicas (backend/tuning/llm_rules.py)
 =================  ==========================================================================
 """
 
@@ -57,8 +60,9 @@ import numpy as np
 from backend.metrics.series import DeploymentKey, SeriesStore
 from backend.model import DeploymentInfo, unschedulable_reason
 from backend.tuning.hints import (ADVICE, BATCH_CAP, BATCH_WAIT_EMPTY, BATCHES_FULL,  # noqa: F401
-                                  CALLER_QUEUE, INFO, MODEL_CACHE, NOT_AT_TARGET, REPLICA_LIMIT,
-                                  RULES, TAIL_BATCH_WAIT, TIMEOUTS, TITLES, WARNING, Hint)
+                                  CALLER_QUEUE, INFO, LLM_SLOTS, LLM_WAITING, MODEL_CACHE,
+                                  NOT_AT_TARGET, REPLICA_LIMIT, RULES, TAIL_BATCH_WAIT,
+                                  TIMEOUTS, TITLES, WARNING, Hint)
 from backend.tuning.knobs import LIVE, load_knob_metadata
 
 #: A symptom must be seen over at least this many seconds of samples.
@@ -82,7 +86,11 @@ SERIES_USED = ("queued_requests", "ongoing_requests", "replicas_running", "reque
                "latency_p50_ms", "latency_p99_ms", "batch_size", "batch_wait_ms",
                "batch_utilization_pct", "multiplex_hit_rate", "model_loads_per_s",
                "models_loaded_per_replica", "model_load_latency_p99_ms",
-               "target_replicas", "running_replicas")
+               "target_replicas", "running_replicas",
+               # backend/tuning/llm_rules.py
+               "llm_waiting_seqs", "llm_running_seqs", "llm_slot_use", "llm_ttft_p50_ms",
+               "llm_ttft_p99_ms", "llm_itl_p50_ms", "llm_ms_per_token",
+               "llm_output_tokens_per_s")
 
 @dataclass(frozen=True)
 class DeploymentSnapshot:
@@ -582,10 +590,14 @@ _RULES = {
 def advise(snap: DeploymentSnapshot) -> list[Hint]:
     """Every rule's hint for one deployment, in RULES order; where two rules suggest the
     same knob, the first one's stays (one suggestion per knob)."""
+    from backend.tuning import llm_rules  # it reads this module's helpers
+
+    rules = {**_RULES, LLM_SLOTS: llm_rules.rule_llm_slots,
+             LLM_WAITING: llm_rules.rule_llm_waiting}
     out: list[Hint] = []
     knobs: set[str] = set()
     for rule in RULES:
-        hint = _RULES[rule](snap)
+        hint = rules[rule](snap)
         if hint is None:
             continue
         if hint.knob and hint.knob in knobs:
