@@ -1,6 +1,6 @@
 """The advisor's rules for a deployment that streams tokens (the LLM series: the generate
 demo's scheduler metrics or vLLM's engine metrics, backend/metrics/window_values.llm),
-written as advisor.py's rules are and run by its `advise`:
+written as advisor.py's rules are (on snapshot_read.py's helpers) and run by its `advise`:
 
 =================  ==========================================================================
 rule               symptom → knob
@@ -26,11 +26,12 @@ import math
 
 import numpy as np
 
-from backend.tuning.advisor import (HOLD_S, DeploymentSnapshot, _f, _held, _hint, _mean,
-                                    _more_replicas, _num, _pow2_at_least, _running, _window)
 from backend.tuning.hints import LLM_SLOTS, LLM_WAITING, Hint
+from backend.tuning.snapshot_read import (HOLD_S, DeploymentSnapshot, _f, _held, _hint, _mean,
+                                          _more_replicas, _num, _pow2_at_least, _running,
+                                          _window)
 
-#: The series these rules read (advisor.SERIES_USED lists them too).
+#: The series these rules read (snapshot_read.SERIES_USED lists them too).
 SERIES = ("llm_waiting_seqs", "llm_running_seqs", "llm_slot_use", "llm_ttft_p50_ms",
           "llm_ttft_p99_ms", "llm_itl_p50_ms", "llm_ms_per_token", "llm_output_tokens_per_s")
 #: How far back llm_slots looks for running counts that differ (they move with the load).
