@@ -147,7 +147,9 @@ class WindowedSeries:
         #: How often the pages change (Ray's metrics report interval, as seen).
         self.cadence = ReportCadence()
         # vLLM's placeholder keys (by replica id or worker) -> the deployment that owns
-        # them, as Serve's replica-side lines say (vllm_metrics.attribute).
+        # them, as Serve's replica-side lines say (vllm_metrics.attribute). Learnt when a
+        # line is first routed and kept for the source's life (a page read from its plan
+        # routes nothing again), one entry or two per replica ever seen.
         self._owners: dict[tuple[str, str], DeploymentKey] = {}
         # Series text -> what to do with its value (see _read_pages).
         self._routes: dict[str, tuple | None] = {}
@@ -251,7 +253,6 @@ class WindowedSeries:
 
         if len(self._routes) > ROUTES_MAX:
             self._routes.clear()
-            self._owners.clear()
         self.malformed = []
         ix_parts: list[np.ndarray] = []
         v_parts: list[np.ndarray] = []
