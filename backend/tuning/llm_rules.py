@@ -119,7 +119,8 @@ def rule_llm_waiting(snap: DeploymentSnapshot) -> Hint | None:
     waiting = _window(snap, "llm_waiting_seqs")
     if not _held(waiting, lambda v: v >= 1):
         return None
-    ttft = _window(snap, "llm_ttft_p99_ms")
+    # Its trend over SPREAD_S: the first half against the second.
+    ttft = _window(snap, "llm_ttft_p99_ms", SPREAD_S)
     if ttft is None or len(ttft) < 4:
         return None
     half = len(ttft) // 2
@@ -130,7 +131,8 @@ def rule_llm_waiting(snap: DeploymentSnapshot) -> Hint | None:
     far = token_ms is not None and last >= TTFT_OVER_TOKEN * token_ms
     if not (growing or far):
         return None
-    trend = (f"grew from {_f(first, 0)} to {_f(last, 0)} ms" if growing
+    trend = (f"grew from {_f(first, 0)} to {_f(last, 0)} ms over the last {SPREAD_S:.0f} s"
+             if growing
              else f"stayed at {_f(last, 0)} ms, {_f(last / token_ms, 0)}× a token's "
                   f"{_f(token_ms)} ms")
     symptom = (f"{_f(_mean(waiting))} sequences on average waited for a slot over the "

@@ -31,6 +31,10 @@ def test_waiting_sequences_with_ttft_growing_ask_for_more_slots():
     # 16 slots, 4 waiting on the one replica: the next power of two above 20.
     assert (hint.current, hint.suggested) == (16, 32)
     assert "4 sequences on average waited" in hint.symptom
+    # The p99's 21 samples of the last 20 s (16.7 ms apart): the first 10 from 367 ms
+    # (mean 442), the last 11 up to 700 ms (mean 617).
+    assert "time to first token (p99) grew from 442 to 617 ms over the last 20 s" \
+        in hint.symptom
     assert "every slot in use (100 %)" in hint.symptom
     assert LLM_SLOTS not in rules(snap(SATURATED, CONTINUOUS))  # running never varied
 
