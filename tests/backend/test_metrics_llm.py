@@ -259,3 +259,61 @@ def test_prometheus_source_agrees_on_a_real_prometheus(tmp_path):
         proc.wait(10)
         srv.shutdown()
         srv.server_close()
+
+
+def test_a_page_from_rays_own_exporter_is_read_the_same():
+    """The page written by Ray's metrics agent's own exporter (its
+    OpenTelemetryMetricRecorder, in this process), fed as a worker's report reaches it:
+    vLLM's metrics under the names RayPrometheusStatLogger gives them (vllm_metrics'
+    mapping, less the `ray_` the agent adds) with their tags, beside the replicas' own
+    Serve gauge; the console reads the same values as from tests/support's pages."""
+    recorder_mod = pytest.importorskip("ray._private.telemetry.open_telemetry_metric_recorder")
+    import prometheus_client
+
+    from tests.support.llm_pages import AGENT, VLLM_ITL_BOUNDS, VLLM_TTFT_BOUNDS
+
+    rec = recorder_mod.OpenTelemetryMetricRecorder(gauge_metric_ttl_seconds=3600)
+
+    def worker_name(family: str) -> str:  # what the worker reports; the agent adds ray_
+        assert family.startswith(vllm.RAY_PREFIX)
+        return family[len(vllm.RAY_PREFIX):]
+
+    rec.register_gauge_metric("serve_replica_processing_queries", "Ongoing.")
+    for family in (vllm.RUNNING, vllm.WAITING, vllm.KV_CACHE):
+        rec.register_gauge_metric(worker_name(family), "")
+    rec.register_counter_metric(worker_name(vllm.GENERATION_TOKENS), "")
+    rec.register_histogram_metric(worker_name(vllm.TTFT), "", VLLM_TTFT_BOUNDS)
+    rec.register_histogram_metric(worker_name(vllm.ITL), "", VLLM_ITL_BOUNDS)
+
+    def counts(bounds: list[float], at: float, n: int) -> list[int]:
+        return [n if b == at else 0 for b in bounds] + [0]
+
+    figures = {V1: dict(running=5, waiting=2, kv=0.5, rate=200, ttft=0.1, itl=0.05),
+               V2: dict(running=3, waiting=0, kv=0.3, rate=100, ttft=0.25, itl=0.075)}
+    w = WindowedSeries(window_s=5.0)
+    for t in range(6):
+        for r, f in figures.items():
+            worker = {**AGENT, "WorkerId": r.worker}
+            rec.set_metric_value("serve_replica_processing_queries",
+                                 {**worker, "application": r.app,
+                                  "deployment": r.deployment, "replica": r.replica}, 2)
+            tags = {**worker, "ReplicaId": r.replica, "engine": "0", "model_name": "qwen"}
+            rec.set_metric_value(worker_name(vllm.RUNNING), tags, f["running"])
+            rec.set_metric_value(worker_name(vllm.WAITING), tags, f["waiting"])
+            rec.set_metric_value(worker_name(vllm.KV_CACHE), tags, f["kv"])
+            rec.set_metric_value(worker_name(vllm.GENERATION_TOKENS), tags, f["rate"])
+            if t:  # one second's first tokens and gaps, as one report's buckets
+                rec.record_histogram_aggregated_batch(worker_name(vllm.TTFT), [
+                    {"tags": tags, "bucket_counts": counts(VLLM_TTFT_BOUNDS, f["ttft"], 4)}])
+                rec.record_histogram_aggregated_batch(worker_name(vllm.ITL), [
+                    {"tags": tags, "bucket_counts": counts(VLLM_ITL_BOUNDS, f["itl"], 20)}])
+        page = prometheus_client.generate_latest(prometheus_client.REGISTRY)
+        v = w.ingest(float(t), [ex.prefilter(page)])
+    d = v[LLM]
+    assert d["llm_running_seqs"] == 8 and d["llm_waiting_seqs"] == 2
+    assert d["llm_kv_cache_use"] == pytest.approx(0.4)
+    assert d["llm_output_tokens_per_s"] == pytest.approx(300.0)
+    # The same buckets as vllm_page's (Ray re-records each at its bucket's midpoint).
+    assert d["llm_ttft_p50_ms"] == pytest.approx(100.0)
+    assert d["llm_ttft_p99_ms"] == pytest.approx(1000 * (0.1 + 0.15 * 19.6 / 20))
+    assert d["llm_itl_p50_ms"] == pytest.approx(50.0)

@@ -9,7 +9,8 @@ The format is the recorded page's (tests/backend/data/ray_node_metrics_t0.txt.gz
 `# HELP`/`# TYPE` pair per family (a counter's with `_total`), labels sorted, Ray's
 agent labels (Component, NodeAddress, SessionName, Version, WorkerId) and the
 OpenTelemetry scope labels on every sample, values as floats, a histogram's buckets with
-`le` as Python writes the bound, then its `_count` and `_sum`.
+`le` as Python writes the bound, then its `_count` and `_sum` (test_metrics_llm.py reads a
+page written by Ray's own exporter too).
 """
 
 from __future__ import annotations
