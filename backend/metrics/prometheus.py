@@ -95,9 +95,12 @@ def llm_queries(w: str) -> list[SeriesQuery]:
         parts = [] if demo is None else [f"{agg} by ({DEP}) ({demo})"]
         return " or ".join(parts + [f"{agg} by ({DEP}) ({_owned(f)})" for f in families])
 
-    running = gauge("sum", ex.LLM_RUNNING, vllm.RUNNING)
     tokens = (f"{_rate(ex.LLM_OUTPUT_TOKENS, w, DEP)} or sum by ({DEP}) "
               f"({_owned(f'rate({vllm.GENERATION_TOKENS}_total[{w}])')})")
+    # Without the gauges (a worker exports a gauge only while it is set) but with the
+    # token counter: idle, 0 (as window_values.llm).
+    running = f"{gauge('sum', ex.LLM_RUNNING, vllm.RUNNING)} or 0 * ({tokens})"
+    waiting = f"{gauge('sum', ex.LLM_WAITING, vllm.WAITING)} or 0 * ({tokens})"
     return [
         SeriesQuery("llm_ttft_p50_ms", quantile(0.5, ex.LLM_TTFT, vllm.TTFT), DEP),
         SeriesQuery("llm_ttft_p99_ms", quantile(0.99, ex.LLM_TTFT, vllm.TTFT), DEP),
@@ -105,7 +108,7 @@ def llm_queries(w: str) -> list[SeriesQuery]:
         SeriesQuery("llm_itl_p99_ms", quantile(0.99, None, vllm.ITL, vllm.TPOT), DEP),
         SeriesQuery("llm_output_tokens_per_s", tokens, DEP),
         SeriesQuery("llm_running_seqs", running, DEP),
-        SeriesQuery("llm_waiting_seqs", gauge("sum", ex.LLM_WAITING, vllm.WAITING), DEP),
+        SeriesQuery("llm_waiting_seqs", waiting, DEP),
         SeriesQuery("llm_slots", gauge("sum", ex.LLM_SLOTS), DEP),
         SeriesQuery("llm_slot_use", f"sum by ({DEP}) ({ex.LLM_RUNNING}) / "
                                     f"sum by ({DEP}) ({ex.LLM_SLOTS})", DEP),

@@ -167,6 +167,13 @@ def llm(values: Values, increases: Increases, buckets: Buckets,
         for family in families:
             for dkey, (total, _, _) in gauges.get(family, {}).items():
                 values[dkey][name] = values[dkey].get(name, 0.0) + float(total)
+    # A worker exports a gauge only when it was set since its last report, and the agent
+    # drops it two reports later; the demo and vLLM set theirs while they generate. A
+    # deployment whose token counter is on the page without them is idle: none running.
+    for family in (ex.LLM_OUTPUT_TOKENS, vllm.GENERATION_TOKENS):
+        for dkey in increases.get(family, {}):
+            values[dkey].setdefault("llm_running_seqs", 0.0)
+            values[dkey].setdefault("llm_waiting_seqs", 0.0)
     for dkey, (total, count, _) in gauges.get(ex.LLM_SLOT_USE, {}).items():
         v = values[dkey]
         # Over replicas: all running over all slots (the mean where slots are unknown).

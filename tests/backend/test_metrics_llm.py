@@ -84,6 +84,27 @@ def test_generate_demo_series_per_deployment():
     assert "llm_kv_cache_use" not in g and "llm_itl_p50_ms" not in g
 
 
+def test_a_deployment_idle_past_its_gauges_runs_no_sequences():
+    """Its replicas stopped setting their gauges (nothing to generate), so the page has
+    its counter and histogram only: none running, none waiting, 0 tokens/s."""
+    w = WindowedSeries(window_s=5.0)
+    for t in range(6):
+        v = ingest(w, float(t), demo_page(t))
+    for t in range(6, 13):
+        page = Page()
+        for r in (A, B):
+            serve_lines(page, r, requests=10, ongoing=0)
+            demo_lines(page, r, scheduler="continuous", running=0, waiting=0, slots=16,
+                       output_tokens=(100 if r is A else 50) * 5, gauges=False,
+                       ttft_ms={100 if r is A else 200: 50})
+        v = ingest(w, float(t), page)
+    g = v[GEN]
+    assert (g["llm_running_seqs"], g["llm_waiting_seqs"]) == (0.0, 0.0)
+    assert g["llm_output_tokens_per_s"] == 0.0
+    assert "llm_ms_per_token" not in g and "llm_slot_use" not in g
+    assert "llm_ttft_p50_ms" not in g  # no first token in the window
+
+
 def vllm_page(t: float, replica_tag: bool = True, itl_name: str | None = None,
               engines: tuple[Replica, ...] = (V1, V2), page: Page | None = None) -> Page:
     page = Page() if page is None else page

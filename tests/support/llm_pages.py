@@ -126,14 +126,20 @@ def vllm_lines(page: Page, r: Replica, *, model: str, running: float, waiting: f
 
 
 def demo_lines(page: Page, r: Replica, *, scheduler: str, running: float, waiting: float,
-               slots: float, output_tokens: float, ttft_ms: dict[float, float]) -> None:
-    """The generate demo's scheduler metrics (demo_apps/generate.py's RayMetrics)."""
+               slots: float, output_tokens: float, ttft_ms: dict[float, float],
+               gauges: bool = True) -> None:
+    """The generate demo's scheduler metrics (demo_apps/generate.py's RayMetrics).
+    gauges False: a replica idle for two reports (a worker exports a gauge only when it
+    was set since its last report; the agent keeps it two reports), its counter and
+    histogram still there."""
     tags = {**r.serve(), "scheduler": scheduler}
+    page.counter("ray_serve_llm_output_tokens", "Tokens generated.", tags, output_tokens)
+    page.histogram("ray_serve_llm_ttft_ms", "Arrival in the replica to first token.", tags,
+                   DEMO_TTFT_BOUNDS, ttft_ms)
+    if not gauges:
+        return
     page.gauge("ray_serve_llm_running_seqs", "Sequences being generated.", tags, running)
     page.gauge("ray_serve_llm_waiting_seqs", "Requests waiting for a slot.", tags, waiting)
     page.gauge("ray_serve_llm_slots", "Sequences that may run at once.", tags, slots)
     page.gauge("ray_serve_llm_slot_use", "Running sequences over slots.", tags,
                running / slots if slots else 0.0)
-    page.counter("ray_serve_llm_output_tokens", "Tokens generated.", tags, output_tokens)
-    page.histogram("ray_serve_llm_ttft_ms", "Arrival in the replica to first token.", tags,
-                   DEMO_TTFT_BOUNDS, ttft_ms)
