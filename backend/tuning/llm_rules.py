@@ -8,7 +8,8 @@ rule               symptom → knob
 llm_waiting        sequences wait for a slot while the time to first token grows (or stays
                    far above a token's time) → more slots (max_num_seqs; with request-level
                    batching and slots to spare, continuous batching) or more replicas once
-                   more slots would only slow every sequence (llm_slots' symptom)
+                   more slots would only slow every sequence (llm_slots' symptom) or
+                   vLLM's KV cache is full
 llm_slots          the time per output token grows with the running sequences about as
                    fast as they do (a decode step's cost grows with its rows): more slots
                    buy no more tokens/s, only slower tokens → fewer slots (the fewest that
@@ -33,7 +34,8 @@ from backend.tuning.snapshot_read import (HOLD_S, DeploymentSnapshot, _f, _held,
 
 #: The series these rules read (snapshot_read.SERIES_USED lists them too).
 SERIES = ("llm_waiting_seqs", "llm_running_seqs", "llm_slot_use", "llm_ttft_p50_ms",
-          "llm_ttft_p99_ms", "llm_itl_p50_ms", "llm_ms_per_token", "llm_output_tokens_per_s")
+          "llm_ttft_p99_ms", "llm_itl_p50_ms", "llm_ms_per_token", "llm_output_tokens_per_s",
+          "llm_kv_cache_use")
 #: How far back llm_slots looks for running counts that differ (they move with the load).
 SPREAD_S = 2 * HOLD_S
 #: Time per token that grows at least this fast with the running sequences (d log / d log):
@@ -156,8 +158,12 @@ def rule_llm_waiting(snap: DeploymentSnapshot) -> Hint | None:
             f", every slot in use ({_f(100 * use, 0)} %)" if use is not None else "")
             + ": they wait for a sequence to end. More slots run them at once while a "
             "decode step costs little more for more rows.", knob, int(slots), new)
+    kv = _mean(_window(snap, "llm_kv_cache_use"))
     why = (": more slots would slow every token (its time grows with the running "
            "sequences), so add replicas." if slow else
+           f", the KV cache {_f(100 * kv, 0)} % full: the engine has no room for more "
+           "sequences' tokens; more replicas (or more of the GPU's memory for the cache, "
+           "vLLM's gpu_memory_utilization) take them." if kv is not None and kv >= 0.9 else
            ": more replicas take them (vLLM: or a larger max_num_seqs in engine_kwargs, "
            "which takes a redeploy)." if slots is None else
            f": the slots are at their maximum ({MAX_SLOTS}), so add replicas.")

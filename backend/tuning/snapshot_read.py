@@ -43,7 +43,8 @@ SERIES_USED = ("queued_requests", "ongoing_requests", "replicas_running", "reque
                # backend/tuning/llm_rules.py
                "llm_waiting_seqs", "llm_running_seqs", "llm_slot_use", "llm_ttft_p50_ms",
                "llm_ttft_p99_ms", "llm_itl_p50_ms", "llm_ms_per_token",
-               "llm_output_tokens_per_s")
+               "llm_output_tokens_per_s", "llm_kv_cache_use")
+
 
 @dataclass(frozen=True)
 class DeploymentSnapshot:

@@ -116,3 +116,18 @@ def test_vllm_app_gets_replicas_and_words_on_its_engine_argument():
                        VLLM_APP))
     assert slots[LLM_SLOTS].knob == ""
     assert "engine's max_num_seqs" in slots[LLM_SLOTS].symptom
+
+
+def test_vllm_app_with_its_kv_cache_full_is_told_so():
+    series = {**{k: v for k, v in SATURATED.items() if k != "llm_slot_use"},
+              "llm_kv_cache_use": 0.97}
+    hint = rules(snap(series, VLLM_APP))[LLM_WAITING]
+    assert (hint.knob, hint.suggested) == ("num_replicas", 2)
+    assert "the KV cache 97 % full" in hint.symptom
+
+
+def test_every_series_the_llm_rules_read_is_in_the_snapshot():
+    from backend.tuning import llm_rules
+    from backend.tuning.snapshot_read import SERIES_USED
+
+    assert set(llm_rules.SERIES) <= set(SERIES_USED)
