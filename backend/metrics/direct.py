@@ -27,6 +27,13 @@ histogram buckets into per-deployment values over a short window:
 | model_load_latency_p99_ms (app, dep) | histogram_quantile(0.99, sum by (application, deployment, le) (rate(ray_serve_multiplexed_model_load_latency_ms_bucket[W]))) |
 | {stage}_chunks_per_s (app, "")        | sum by (application, stage) (rate(ray_serve_pipeline_chunks_total[W])), stage in decode, detect_encode, concat (the streaming demo) |
 | pipeline_{ttfo,total}_{mode}_ms (app, "") | histogram_quantile(0.5, … ray_serve_pipeline_{ttfo,total}_ms_bucket by (application, mode, le)), mode in naive, streaming |
+| llm_ttft_p50/p99_ms (app, dep)        | histogram_quantile(q, … ray_serve_llm_ttft_ms_bucket by (application, deployment, le)) (the generate demo), else 1000 × the same over vLLM's ray_vllm_time_to_first_token_seconds_bucket |
+| llm_itl_p50/p99_ms (app, dep)         | 1000 × histogram_quantile(q, … ray_vllm_inter_token_latency_seconds_bucket …) (older vLLM: ray_vllm_time_per_output_token_seconds) |
+| llm_output_tokens_per_s (app, dep)    | rate(ray_serve_llm_output_tokens_total[W]) + rate(ray_vllm_generation_tokens_total[W]), summed by deployment |
+| llm_running_seqs / llm_waiting_seqs / llm_slots (app, dep) | sum of ray_serve_llm_{running,waiting}_seqs / ray_serve_llm_slots (+ ray_vllm_num_requests_{running,waiting}) |
+| llm_slot_use, llm_kv_cache_use (app, dep) | running / slots summed over the replicas; avg of ray_vllm_kv_cache_usage_perc (else the older gpu_cache_usage_perc) |
+| llm_ms_per_token (app, dep)           | 1000 × llm_running_seqs / llm_output_tokens_per_s (a running sequence's mean time per token) |
+| (vLLM's samples)                      | no application/deployment label: tied to the deployment whose replica has their ReplicaId, else their WorkerId (vllm_metrics.py; the PromQL joins on ReplicaId) |
 | held_models(app, dep) (not a series) | {replica: model ids} where ray_serve_registered_multiplexed_model_id == 1, from the newest poll |
 | requests_per_s, errors_per_s (app, "") | rate of the proxy's ray_serve_num_http_requests_total / ray_serve_num_http_error_requests_total by application |
 | http_latency_p50/p90/p99_ms (app, "")  | histogram_quantile over ray_serve_http_request_latency_ms_bucket by (application, le) |

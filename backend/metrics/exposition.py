@@ -33,6 +33,7 @@ from types import MappingProxyType
 from prometheus_client.parser import text_string_to_metric_families
 
 from backend.metrics import gpu
+from backend.metrics import vllm_metrics as vllm
 # The C extension, or None (not built, or SERVE_CONSOLE_NO_C_EXT: value_split decides).
 from backend.metrics.value_split import page_scan
 
@@ -57,6 +58,15 @@ MUX_REGISTERED = "ray_serve_registered_multiplexed_model_id"  # gauge, + model_i
 PIPELINE_CHUNKS = "ray_serve_pipeline_chunks"                 # counter, + stage
 PIPELINE_TTFO = "ray_serve_pipeline_ttfo_ms"                  # histogram, + mode
 PIPELINE_TOTAL = "ray_serve_pipeline_total_ms"                # histogram, + mode
+# The generate demo's scheduler (demo_apps/generate.py, via ray.serve.metrics; + scheduler).
+LLM_RUNNING = "ray_serve_llm_running_seqs"                    # gauge
+LLM_WAITING = "ray_serve_llm_waiting_seqs"                    # gauge
+LLM_SLOTS = "ray_serve_llm_slots"                             # gauge: the running limit
+LLM_SLOT_USE = "ray_serve_llm_slot_use"                       # gauge: running / slots
+LLM_OUTPUT_TOKENS = "ray_serve_llm_output_tokens"             # counter
+LLM_TTFT = "ray_serve_llm_ttft_ms"                            # histogram
+# vLLM's engine metrics as Ray Serve LLM exports them (no application or deployment
+# label: backend/metrics/vllm_metrics.py says how they are tied to a deployment).
 # Caller side (router in the proxy or in a calling replica; labels: application,
 # deployment, handle, actor_id).
 QUEUED = "ray_serve_deployment_queued_queries"               # gauge
@@ -79,16 +89,24 @@ HTTP_ERRORS = "ray_serve_num_http_error_requests"            # counter, + error_
 HTTP_LATENCY = "ray_serve_http_request_latency_ms"           # histogram
 
 COUNTERS = frozenset({REQUESTS, ERRORS, MUX_GET_MODEL, MUX_LOADS, MUX_UNLOADS,
-                      HTTP_REQUESTS, HTTP_ERRORS, PIPELINE_CHUNKS})
+                      HTTP_REQUESTS, HTTP_ERRORS, PIPELINE_CHUNKS, LLM_OUTPUT_TOKENS}
+                     ) | vllm.COUNTERS
 HISTOGRAMS = frozenset({PROCESSING_LATENCY, BATCH_SIZE, BATCH_WAIT, BATCH_UTILIZATION,
                         HTTP_LATENCY, MUX_LOAD_LATENCY, PIPELINE_TTFO, PIPELINE_TOTAL,
-                        AUTOSCALER_REPLICA_DELAY, AUTOSCALER_HANDLE_DELAY})
+                        AUTOSCALER_REPLICA_DELAY, AUTOSCALER_HANDLE_DELAY, LLM_TTFT}
+                       ) | vllm.HISTOGRAMS
 #: The autoscaler's metrics delays (present once some deployment autoscales and reports).
 AUTOSCALER_DELAY_FAMILIES: frozenset[str] = frozenset({AUTOSCALER_REPLICA_DELAY,
                                                        AUTOSCALER_HANDLE_DELAY})
 GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QUEUED,
                     REPLICA_HEALTHY, TARGET_REPLICAS, AUTOSCALING_DESIRED,
-                    AUTOSCALING_TOTAL_REQUESTS, AUTOSCALING_TARGET_ONGOING})
+                    AUTOSCALING_TOTAL_REQUESTS, AUTOSCALING_TARGET_ONGOING, LLM_RUNNING,
+                    LLM_WAITING, LLM_SLOTS, LLM_SLOT_USE}) | vllm.GAUGES
+
+#: The LLM view's families (the generate demo's and vLLM's): only a replica that streams
+#: tokens has them (counters without `_total`, as in COUNTERS).
+LLM_FAMILIES: frozenset[str] = frozenset({LLM_RUNNING, LLM_WAITING, LLM_SLOTS, LLM_SLOT_USE,
+                                          LLM_OUTPUT_TOKENS, LLM_TTFT}) | vllm.FAMILIES
 
 #: Family names as they appear after `# TYPE` (counters carry `_total` there). The
 #: node GPU gauges (backend/metrics/gpu.py) are per node, not per deployment: only pages

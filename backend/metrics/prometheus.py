@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
+from backend.metrics import vllm_metrics as vllm
 from backend.metrics.health import ProblemTracker, SourceProblem, explain_request_error
 from backend.metrics.histograms import histogram_mean
 from backend.metrics.series import DeploymentKey, ReplicaKey, alive_replica, replica_id
@@ -68,9 +69,57 @@ def _mean(name: str, w: str, by: str) -> str:
             f"sum by ({by}) (increase({name}_count[{w}]))")
 
 
+# vLLM's samples have no application or deployment label: they are joined on their
+# ReplicaId to the replica label of Serve's own per-replica gauge (Ray 2.60's short id, or
+# the part after the last '#'), as the direct scrape does (vllm_metrics.py). vLLM versions
+# without the ReplicaId tag (the direct scrape ties those by WorkerId) are not joined here.
+VLLM_OWNER = (f'group by ({DEP}, {vllm.REPLICA_ID_TAG}) (label_replace({ex.REPLICA_ONGOING}, '
+              f'"{vllm.REPLICA_ID_TAG}", "$1", "replica", "(?:.*#)?([^#]*)"))')
+
+
+def _owned(expr: str) -> str:
+    """*expr* (vLLM samples) with the application and deployment of their replica."""
+    return f"({expr}) * on ({vllm.REPLICA_ID_TAG}) group_left ({DEP}) {VLLM_OWNER}"
+
+
+def llm_queries(w: str) -> list[SeriesQuery]:
+    """The LLM view's series: the generate demo's metrics, or (`or`: where the demo's
+    are absent) vLLM's, joined to their deployment (VLLM_OWNER)."""
+    def quantile(q: float, demo: str | None, *families: str) -> str:
+        parts = [] if demo is None else [_quantile(q, demo, w, DEP)]
+        parts += [f"1000 * histogram_quantile({q}, sum by ({DEP}, le) "
+                  f"({_owned(f'rate({f}_bucket[{w}])')}))" for f in families]
+        return " or ".join(parts)
+
+    def gauge(agg: str, demo: str | None, *families: str) -> str:
+        parts = [] if demo is None else [f"{agg} by ({DEP}) ({demo})"]
+        return " or ".join(parts + [f"{agg} by ({DEP}) ({_owned(f)})" for f in families])
+
+    tokens = (f"{_rate(ex.LLM_OUTPUT_TOKENS, w, DEP)} or sum by ({DEP}) "
+              f"({_owned(f'rate({vllm.GENERATION_TOKENS}_total[{w}])')})")
+    # Without the gauges (a worker exports a gauge only while it is set) but with the
+    # token counter: idle, 0 (as window_values.llm).
+    running = f"{gauge('sum', ex.LLM_RUNNING, vllm.RUNNING)} or 0 * ({tokens})"
+    waiting = f"{gauge('sum', ex.LLM_WAITING, vllm.WAITING)} or 0 * ({tokens})"
+    return [
+        SeriesQuery("llm_ttft_p50_ms", quantile(0.5, ex.LLM_TTFT, vllm.TTFT), DEP),
+        SeriesQuery("llm_ttft_p99_ms", quantile(0.99, ex.LLM_TTFT, vllm.TTFT), DEP),
+        SeriesQuery("llm_itl_p50_ms", quantile(0.5, None, vllm.ITL, vllm.TPOT), DEP),
+        SeriesQuery("llm_itl_p99_ms", quantile(0.99, None, vllm.ITL, vllm.TPOT), DEP),
+        SeriesQuery("llm_output_tokens_per_s", tokens, DEP),
+        SeriesQuery("llm_running_seqs", running, DEP),
+        SeriesQuery("llm_waiting_seqs", waiting, DEP),
+        SeriesQuery("llm_slots", gauge("sum", ex.LLM_SLOTS), DEP),
+        SeriesQuery("llm_slot_use", f"sum by ({DEP}) ({ex.LLM_RUNNING}) / "
+                                    f"sum by ({DEP}) ({ex.LLM_SLOTS})", DEP),
+        SeriesQuery("llm_kv_cache_use", gauge("avg", None, vllm.KV_CACHE, vllm.GPU_CACHE), DEP),
+        SeriesQuery("llm_ms_per_token", f"(1000 * ({running}) / ({tokens})) > 0", DEP),
+    ]
+
+
 def build_queries(window_s: float) -> list[SeriesQuery]:
     w = f"{max(1, int(round(window_s)))}s"
-    return [
+    return llm_queries(w) + [
         SeriesQuery("requests_per_s", _rate(ex.REQUESTS, w, DEP), DEP),
         SeriesQuery("errors_per_s", _rate(ex.ERRORS, w, DEP), DEP),
         SeriesQuery("latency_p50_ms", _quantile(0.5, ex.PROCESSING_LATENCY, w, DEP), DEP),

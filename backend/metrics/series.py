@@ -131,6 +131,40 @@ SERIES: dict[str, SeriesSpec] = {s.name: s for s in [
                "Median time from request to the whole video processed, naive."),
     SeriesSpec("pipeline_total_streaming_ms", "total, streaming", "ms",
                "Median time from request to the whole video processed, streaming."),
+    # A deployment that streams tokens: the generate demo's scheduler metrics
+    # (ray_serve_llm_*) or, in a Ray Serve LLM app, vLLM's engine metrics
+    # (ray_vllm_*, backend/metrics/vllm_metrics.py), measured in the replica.
+    SeriesSpec("llm_ttft_p50_ms", "TTFT p50", "ms",
+               "Median time to first token, from the request's arrival in the replica "
+               "(ray_serve_llm_ttft_ms; vLLM: vllm:time_to_first_token_seconds)."),
+    SeriesSpec("llm_ttft_p99_ms", "TTFT p99", "ms",
+               "99th percentile time to first token, in the replica."),
+    SeriesSpec("llm_itl_p50_ms", "inter-token p50", "ms",
+               "Median time between two output tokens of a sequence (vLLM: "
+               "vllm:inter_token_latency_seconds, older vllm:time_per_output_token_seconds)."),
+    SeriesSpec("llm_itl_p99_ms", "inter-token p99", "ms",
+               "99th percentile time between two output tokens of a sequence (vLLM)."),
+    SeriesSpec("llm_ms_per_token", "time per token (mean)", "ms",
+               "Mean time per output token of a running sequence: running sequences ÷ "
+               "output tokens/s. Grows with the running sequences where a decode step's "
+               "cost grows with its rows."),
+    SeriesSpec("llm_output_tokens_per_s", "output tokens/s", "1/s",
+               "Tokens generated per second (ray_serve_llm_output_tokens; vLLM: "
+               "vllm:generation_tokens)."),
+    SeriesSpec("llm_running_seqs", "running", "sequences",
+               "Sequences being generated (ray_serve_llm_running_seqs; vLLM: "
+               "vllm:num_requests_running)."),
+    SeriesSpec("llm_waiting_seqs", "waiting", "sequences",
+               "Requests waiting for a slot (ray_serve_llm_waiting_seqs; vLLM: "
+               "vllm:num_requests_waiting)."),
+    SeriesSpec("llm_slots", "slots", "sequences",
+               "Sequences that may run at once, over the replicas (ray_serve_llm_slots: "
+               "max_num_seqs, or max_batch_size with request-level batching)."),
+    SeriesSpec("llm_slot_use", "slot use", "fraction",
+               "Running sequences over slots (ray_serve_llm_slot_use)."),
+    SeriesSpec("llm_kv_cache_use", "KV-cache use", "fraction",
+               "vLLM's KV-cache blocks in use, 1 = full (vllm:kv_cache_usage_perc), the "
+               "mean over the engines."),
     SeriesSpec("autoscaler_metrics_delay_p99_ms", "autoscaler metrics delay p99", "ms",
                "How late the autoscaler's inputs reach Serve's controller (99th percentile "
                "of the replica and handle reports' ages on arrival, "

@@ -9,10 +9,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from backend.metrics import exposition as ex
+from backend.metrics import vllm_metrics as vllm
 from backend.metrics.histograms import histogram_mean, histogram_quantile, quantiles_by_key
 from backend.metrics.series import DeploymentKey, ReplicaKey, alive_replica
 
 QUANTILES = {"50": 0.5, "90": 0.9, "99": 0.99}
+LLM_QUANTILES = {"50": 0.5, "99": 0.99}
 #: Controller gauges with one series per deployment: max, not sum, because they are a
 #: setting or a single reading, which a second copy of the series must not double.
 AUTOSCALER_GAUGES = ((ex.AUTOSCALING_DESIRED, "replicas_desired"),
@@ -138,3 +140,50 @@ def replica_values(span: float, increases: dict[str, dict[ReplicaKey, float]],
     for rkey, v in ongoing.items():
         out[rkey]["ongoing_requests"] = v
     return {k: v for k, v in out.items() if v and alive_replica(v)}
+
+
+def llm(values: Values, increases: Increases, buckets: Buckets,
+        gauges: dict[str, dict[DeploymentKey, tuple[float, int, float]]],
+        span: float) -> None:
+    """The LLM view's series, from the generate demo's scheduler metrics or vLLM's engine
+    metrics (vllm_metrics.py; already moved onto their deployments): TTFT and inter-token
+    quantiles, output tokens/s, running and waiting sequences, slots and their use, KV-cache
+    use, and the mean time per output token of a running sequence (running ÷ tokens/s)."""
+    for family, scale, prefix in ((ex.LLM_TTFT, 1.0, "llm_ttft"),
+                                  (vllm.TTFT, 1000.0, "llm_ttft"),
+                                  (vllm.TPOT, 1000.0, "llm_itl"),
+                                  (vllm.ITL, 1000.0, "llm_itl")):  # ITL over TPOT: last wins
+        for dkey, got in quantiles_by_key(buckets.get(family, {}), LLM_QUANTILES).items():
+            for label, v in got.items():
+                values[dkey][f"{prefix}_p{label}_ms"] = v * scale
+    if span > 0:
+        for family in (ex.LLM_OUTPUT_TOKENS, vllm.GENERATION_TOKENS):
+            for dkey, inc in increases.get(family, {}).items():
+                values[dkey]["llm_output_tokens_per_s"] = (
+                    values[dkey].get("llm_output_tokens_per_s", 0.0) + inc / span)
+    for families, name in (((ex.LLM_RUNNING, vllm.RUNNING), "llm_running_seqs"),
+                           ((ex.LLM_WAITING, vllm.WAITING), "llm_waiting_seqs"),
+                           ((ex.LLM_SLOTS,), "llm_slots")):
+        for family in families:
+            for dkey, (total, _, _) in gauges.get(family, {}).items():
+                values[dkey][name] = values[dkey].get(name, 0.0) + float(total)
+    # A worker exports a gauge only when it was set since its last report, and the agent
+    # drops it two reports later; the demo and vLLM set theirs while they generate. A
+    # deployment whose token counter is on the page without them is idle: none running.
+    for family in (ex.LLM_OUTPUT_TOKENS, vllm.GENERATION_TOKENS):
+        for dkey in increases.get(family, {}):
+            values[dkey].setdefault("llm_running_seqs", 0.0)
+            values[dkey].setdefault("llm_waiting_seqs", 0.0)
+    for dkey, (total, count, _) in gauges.get(ex.LLM_SLOT_USE, {}).items():
+        v = values[dkey]
+        # Over replicas: all running over all slots (the mean where slots are unknown).
+        slots = v.get("llm_slots")
+        v["llm_slot_use"] = (v.get("llm_running_seqs", 0.0) / slots if slots
+                             else float(total) / count)
+    for family in (vllm.GPU_CACHE, vllm.KV_CACHE):  # the current name over the old one
+        for dkey, (total, count, _) in gauges.get(family, {}).items():
+            values[dkey]["llm_kv_cache_use"] = float(total) / count
+    for dkey, v in values.items():
+        running, rate = v.get("llm_running_seqs"), v.get("llm_output_tokens_per_s")
+        if running and rate:
+            v["llm_ms_per_token"] = 1000.0 * running / rate

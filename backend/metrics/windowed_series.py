@@ -45,6 +45,7 @@ import numpy as np
 
 from backend.metrics import exposition as ex
 from backend.metrics import gpu, value_split
+from backend.metrics import vllm_metrics as vllm
 from backend.metrics import window_values as wv
 from backend.metrics.cumulative import CumulativeColumns, histogram_quantiles
 from backend.metrics.histograms import histogram_quantile
@@ -55,6 +56,10 @@ from backend.metrics.series import DeploymentKey, ReplicaKey, replica_id
 REPLICA_QUANTILES = {"50": 0.5, "99": 0.99}
 #: Counter/histogram families also computed per replica (REPLICA_SERIES).
 REPLICA_FAMILIES = frozenset({ex.REQUESTS, ex.ERRORS, ex.PROCESSING_LATENCY})
+#: Sample names only a replica's own process exports, with its replica label: they name
+#: the replica (and its WorkerId) whose vLLM engine metrics belong to their deployment.
+_REPLICA_SIDE = frozenset({ex.REPLICA_ONGOING, ex.REQUESTS + "_total",
+                           ex.PROCESSING_LATENCY + "_bucket"})
 
 #: Route kinds (WindowedSeries._route): a counter or bucket, a gauge, a held model, a GPU.
 _CUM, _GAUGE, _HELD, _GPU = range(4)
@@ -141,6 +146,11 @@ class WindowedSeries:
         self.gpus = gpu.NodeGpus()
         #: How often the pages change (Ray's metrics report interval, as seen).
         self.cadence = ReportCadence()
+        # vLLM's placeholder keys (by replica id or worker) -> the deployment that owns
+        # them, as Serve's replica-side lines say (vllm_metrics.attribute). Learnt when a
+        # line is first routed and kept for the source's life (a page read from its plan
+        # routes nothing again), one entry or two per replica ever seen.
+        self._owners: dict[tuple[str, str], DeploymentKey] = {}
         # Series text -> what to do with its value (see _read_pages).
         self._routes: dict[str, tuple | None] = {}
         # Page key (its URL) -> its plan as of the newest poll that read it line by line.
@@ -181,14 +191,29 @@ class WindowedSeries:
         if self.whole_reports and not self.cadence.rates_known(t_base):
             span = 0.0  # no rates from this window yet (report_cadence.rates_known)
         increases, buckets, r_increases, r_latency = self._window_increases(t_base, t)
+        self._attribute_vllm(increases, buckets, gauges)
         if span > 0:
             wv.rates(values, increases, span)
         wv.latencies(values, buckets)
         wv.pipeline_and_batches(values, increases, buckets, span)
         wv.gauges(values, gauges)
+        wv.llm(values, increases, buckets, gauges, span)
         self.replica_values = wv.replica_values(span, r_increases, r_latency,
                                                replica_ongoing)
         return {k: v for k, v in values.items() if v}
+
+    def _attribute_vllm(self, increases: wv.Increases, buckets: wv.Buckets,
+                        gauges: dict) -> None:
+        """vLLM's values, kept by replica or worker, onto their deployments."""
+        owners = self._owners
+        for family in vllm.COUNTERS:
+            vllm.attribute(increases.get(family, {}), owners, lambda a, b: a + b)
+        for family in vllm.HISTOGRAMS:
+            vllm.attribute(buckets.get(family, {}), owners, lambda a, b: {
+                le: a.get(le, 0.0) + b.get(le, 0.0) for le in a.keys() | b.keys()})
+        for family in vllm.GAUGES:
+            vllm.attribute(gauges.get(family, {}), owners, lambda a, b: (
+                a[0] + b[0], a[1] + b[1], max(a[2], b[2])))
 
     def _advance_window(self, t: float) -> float:
         """Record poll time *t*; the window's start: the newest earlier poll at least
@@ -402,7 +427,12 @@ class WindowedSeries:
             if not model:
                 return None
             return (_HELD, (app, labels.get("deployment", "")), labels.get("replica", ""), model)
-        if not app:
+        vkey = vllm.pending_key(labels) if name.startswith(vllm.PREFIX) else None
+        if name in _REPLICA_SIDE and app and labels.get("replica"):
+            owner = (app, labels.get("deployment", ""))
+            for pending in vllm.owner_entries(labels, replica_id(labels["replica"])):
+                self._owners[pending] = owner
+        if not app and vkey is None:
             return None  # e.g. the proxy's 404s for routes that match no application
         if name.endswith("_bucket"):
             family = name[:-7]
@@ -420,7 +450,7 @@ class WindowedSeries:
         else:
             if name not in ex.GAUGES:
                 return None  # _sum/_count: buckets are used instead
-            dkey = (app, labels.get("deployment", ""))
+            dkey = vkey or (app, labels.get("deployment", ""))
             rkey = None
             if name == ex.REPLICA_ONGOING and labels.get("replica"):
                 rkey = (dkey[0], dkey[1], replica_id(labels["replica"]))
@@ -434,7 +464,7 @@ class WindowedSeries:
             family = f"{family}|{labels.get('stage', '')}"
         elif family in (ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL):
             family = f"{family}|{labels.get('mode', '')}"
-        dkey = (app, dep)
+        dkey = vkey or (app, dep)
         rid = replica_id(labels.get("replica", "")) if family in REPLICA_FAMILIES else ""
         i = self._cols.index((family, dkey, skey, le_f), (family, dkey), le_f, rid or None,
                              t, s.value)

@@ -28,8 +28,10 @@ TAIL_BATCH_WAIT = "tail_batch_wait"
 MODEL_CACHE = "model_cache"
 NOT_AT_TARGET = "not_at_target"
 TIMEOUTS = "timeouts"
+LLM_SLOTS = "llm_slots"
+LLM_WAITING = "llm_waiting"
 RULES = (NOT_AT_TARGET, TIMEOUTS, CALLER_QUEUE, REPLICA_LIMIT, BATCH_CAP, BATCHES_FULL,
-         BATCH_WAIT_EMPTY, TAIL_BATCH_WAIT, MODEL_CACHE)
+         BATCH_WAIT_EMPTY, TAIL_BATCH_WAIT, LLM_SLOTS, LLM_WAITING, MODEL_CACHE)
 
 # The guides' words behind each rule (the hint's tooltip, before the knob's own help).
 ADVICE = {
@@ -81,6 +83,19 @@ ADVICE = {
         "starts, so this console shows it read-only.",
 }
 
+ADVICE[LLM_SLOTS] = (
+    "Continuous batching decodes every running sequence in one step: while a step costs "
+    "little more for more rows, more slots (max_num_seqs) give more output tokens/s; once "
+    "its cost grows with the rows, more slots only make each sequence's tokens slower "
+    "(inter-token latency) at the same tokens/s. Fewer slots then keep the tokens fast; "
+    "replicas add throughput.")
+ADVICE[LLM_WAITING] = (
+    "A request that finds every slot taken waits for a sequence to end before its "
+    "prefill, and its time to first token grows with that wait. More slots (max_num_seqs) "
+    "take it at once while a decode step has room for more rows; else more replicas. With "
+    "request-level batching a request waits for the whole running batch to end, even with "
+    "slots free: continuous batching gives a finished sequence's slot away at the next step.")
+
 TITLES = {
     CALLER_QUEUE: "Requests queue at the caller, replicas have room",
     REPLICA_LIMIT: "Replicas at max_ongoing_requests, queue not draining",
@@ -91,6 +106,8 @@ TITLES = {
     MODEL_CACHE: "Model cache misses: hit rate low, loads high",
     NOT_AT_TARGET: "Replicas short of their target",
     TIMEOUTS: "Requests time out",
+    LLM_SLOTS: "Tokens slow down with more running sequences",
+    LLM_WAITING: "Sequences wait for a slot, time to first token grows",
 }
 
 

@@ -48,10 +48,11 @@ def test_prefilter_keeps_exactly_the_needed_families(real_page):
     # prometheus_client strips `_total` from counter family names.
     # The recorded pages predate the streaming demo's own families and the autoscaler's
     # (live page: test_metrics_replicas.py), and come from a CPU node (GPU pages:
-    # test_metrics_gpu.py).
+    # test_metrics_gpu.py) without a replica that streams tokens (LLM pages:
+    # test_metrics_llm.py).
     wanted = {n[:-6] if n.endswith("_total") else n
               for n in ex.NEEDED_FAMILIES - PIPELINE_FAMILIES - gpu.FAMILIES
-              - AUTOSCALING_FAMILIES - ex.AUTOSCALER_DELAY_FAMILIES}
+              - AUTOSCALING_FAMILIES - ex.AUTOSCALER_DELAY_FAMILIES} - ex.LLM_FAMILIES
     present_in_page = wanted & set(full)
     # Every family the console needs is on a page from a loaded batched+multiplexed app.
     assert present_in_page == wanted
@@ -70,12 +71,12 @@ def test_prefilter_cuts_the_page_down(real_page):
 
 def test_real_families_have_the_expected_types_and_labels(real_page):
     fams = ex.parse(ex.prefilter(real_page))
-    demo_only = {ex.PIPELINE_CHUNKS, ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL}  # not recorded
+    demo_only = {ex.PIPELINE_CHUNKS, ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL} | ex.LLM_FAMILIES
     for name in ex.COUNTERS - demo_only:
         assert fams[name][0] == "counter", name
     for name in ex.HISTOGRAMS - demo_only - ex.AUTOSCALER_DELAY_FAMILIES:  # not recorded
         assert fams[name][0] == "histogram", name
-    for name in ex.GAUGES - AUTOSCALING_FAMILIES:  # not recorded
+    for name in ex.GAUGES - AUTOSCALING_FAMILIES - ex.LLM_FAMILIES:  # not recorded
         assert fams[name][0] == "gauge", name
     req = fams[ex.REQUESTS][1][0].labels
     assert {"application", "deployment", "replica", "route"} <= set(req)

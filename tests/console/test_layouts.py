@@ -21,7 +21,8 @@ KEY = ("batched", "BatchedGenerator")
 BATCHED_SERIES = [s for s in SERIES if not s.startswith(("multiplex", "model_", "models_",
                                                           "pipeline_", "decode_",
                                                           "detect_", "concat_",
-                                                          "autoscaler_", "target_ongoing"))]
+                                                          "autoscaler_", "target_ongoing",
+                                                          "llm_"))]
 
 
 def _settle(win: MainWindow) -> None:

@@ -111,6 +111,30 @@ PLOTS: tuple[PlotSpec, ...] = (
     PlotSpec("Models per replica", "models", (
         CurveSpec("models_loaded_per_replica", "#9575cd"),
     ), optional=True),
+    # A deployment that streams tokens (the generate demo, or a Ray Serve LLM app with
+    # vLLM's engine metrics): time to first token, tokens/s, where sequences are, and how
+    # full the slots and the KV cache are; all measured in the replica.
+    PlotSpec("LLM: time to first token", "ms", (
+        CurveSpec("llm_ttft_p50_ms", "#66bb6a"),
+        CurveSpec("llm_ttft_p99_ms", "#ff7043"),
+    ), optional=True),
+    PlotSpec("LLM: time per output token", "ms", (
+        CurveSpec("llm_itl_p50_ms", "#4fc3f7"),
+        CurveSpec("llm_itl_p99_ms", "#ffca28"),
+        CurveSpec("llm_ms_per_token", "#ba68c8", dashed=True),
+    ), optional=True),
+    PlotSpec("LLM: output tokens", "1/s", (
+        CurveSpec("llm_output_tokens_per_s", "#aed581"),
+    ), optional=True),
+    PlotSpec("LLM: running vs waiting", "sequences", (
+        CurveSpec("llm_running_seqs", "#4dd0e1"),
+        CurveSpec("llm_waiting_seqs", "#ef5350"),
+        CurveSpec("llm_slots", "#bdbdbd", dashed=True),
+    ), optional=True),
+    PlotSpec("LLM: slot and KV-cache use", "fraction", (
+        CurveSpec("llm_slot_use", "#f06292"),
+        CurveSpec("llm_kv_cache_use", "#9575cd"),
+    ), optional=True),
     # The streaming pipeline demo: naive vs streaming side by side, and each stage's pace.
     PlotSpec("Pipeline: first output vs total", "ms", (
         CurveSpec("pipeline_ttfo_naive_ms", "#ef5350"),
