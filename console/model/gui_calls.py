@@ -95,3 +95,11 @@ def now_or_post(fn: Callable[..., object], *args) -> None:
         fn(*args)
     else:
         post(functools.partial(fn, *args))
+
+
+def on_gui(fn: Callable[..., object]) -> Callable[..., None]:
+    """A callable for code that runs on either thread: fn(*args) now on the GUI thread,
+    else posted to it (e.g. an event sink a worker may call)."""
+    def call(*args) -> None:
+        now_or_post(fn, *args)
+    return call

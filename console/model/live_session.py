@@ -105,15 +105,17 @@ class Session:
         self._connect_generation = 0
         self._knob_metadata = load_knob_metadata()
         self.operations = Operations()
+        # The parts' event sink: a deploy's preflight says things from a worker thread.
+        self._event_any_thread = gui_calls.on_gui(self.event.emit)
         self.connection = ConnectionMonitor()
         self.connection.resumed.connect(self._on_connection_resumed)
         self.deploys = DeployController(
             client=lambda: self.client, local_cluster=lambda: self._local,
             connection=self.connection, operations=self.operations,
-            runner=self.action_runner, event=self.event.emit,
+            runner=self.action_runner, event=self._event_any_thread,
             apply_status=self.apply_status)
         self.load = LoadControl(status=lambda: self.status, info=lambda: self.info,
-                                client=lambda: self.client, event=self.event.emit)
+                                client=lambda: self.client, event=self._event_any_thread)
         # After `load`: it asks the demos through the Serve address `load` works out.
         self.model_info = ModelInfoWatch(client=lambda: self.client,
                                          serve_http_base=self.load.serve_http_base,
@@ -142,7 +144,7 @@ class Session:
         #: The nodes' GPUs (series, device names) and the replicas' GPU shares.
         self.gpus = GpuWatch()
         self.scaling = ScalingWatch(client=self.client_if_usable, status=lambda: self.status,
-                                    event=self.event.emit)
+                                    event=self._event_any_thread)
         #: Applications to offer for redeploy once a restarted local cluster is up.
         self._redeploy_after_connect: list[str] | None = None
 
