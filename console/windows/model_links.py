@@ -27,13 +27,10 @@ class ModelLinks:
         # A Qt method (built in) has no signature psygnal could read: it is given every
         # argument, as Qt would.
         signal.connect(slot, check_nargs=not inspect.isbuiltin(slot))
-        if inspect.ismethod(slot) or inspect.isbuiltin(slot) and hasattr(slot, "__self__"):
-            try:
-                ref: Callable[[], Callable | None] = weakref.WeakMethod(slot)
-            except TypeError:  # a Qt method: its wrapper is not a Python method
-                ref = _strong(slot)
-        else:
-            ref = _strong(slot)
+        # A Python method is held weakly here too; anything else (a Qt method) strongly,
+        # until the owner goes.
+        ref: Callable[[], Callable | None] = (
+            weakref.WeakMethod(slot) if inspect.ismethod(slot) else _strong(slot))
         self._links.append((signal, ref))
 
     def cut(self, *_: Any) -> None:
