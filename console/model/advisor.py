@@ -22,12 +22,13 @@ import logging
 import time
 from typing import TYPE_CHECKING, Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from psygnal import Signal
 
 from backend.tuning.advisor import DeploymentSnapshot, advise, bottleneck, snapshot
 from backend.tuning.hints import WARNING, BoardChange, Hint, HintBoard
 from backend.tuning.knobs import values_of
 from console.model.tasks import TaskRunner
+from console.model import gui_calls
 
 if TYPE_CHECKING:
     from console.model.live_session import Session
@@ -38,14 +39,13 @@ log = logging.getLogger(__name__)
 LOAD_HISTORY_S = 30
 
 
-class Advisor(QObject):
+class Advisor:
     # The hints on show, in order (tuple of backend.tuning.advisor.Hint), after every refresh.
     hints_changed = Signal(object)
     # (hint id, state, message): "applying" | "applied" | "failed" (message: why).
     hint_state = Signal(str, str, str)
 
-    def __init__(self, session: "Session", parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, session: "Session") -> None:
         self._s = session
         self.board = HintBoard()
         # (app, deployment) → when its last config change took effect (time.time()).
@@ -57,12 +57,10 @@ class Advisor(QObject):
         self._load_stats = None
         # The rules run on a thread of their own (one run at a time); a run started
         # before a disconnect is not shown after it.
-        self._runner = TaskRunner("advisor", max_workers=1, parent=self)
+        self._runner = TaskRunner("advisor", max_workers=1)
         self._computing = False
         self._generation = 0
-        self._timer = QTimer(self)
-        self._timer.setInterval(REFRESH_MS)
-        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer = gui_calls.timer(REFRESH_MS, self._on_timer_timeout)
         session.tuning.applied.connect(self._on_tuning_applied)
         session.tuning.knob_state.connect(self._on_tuning_knob_state)
         session.load.run_started.connect(self._on_load_run_started)

@@ -1,6 +1,6 @@
 """The auto-tuner in the console: runs backend.tuning.autotune_run.TuneRun on a thread of its
 own (a search takes minutes; the session's workers stay free for polls and applies) and
-turns its events into Qt signals for the panel, the plots and the event log.
+turns its events into signals (psygnal, on the GUI thread) for the panel, the plots and the event log.
 
 Each config the tuner puts on the cluster is announced in the tuning controller's own
 signals (requested with source "auto-tune", then applied), so it is a marker on the
@@ -16,12 +16,13 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.tuning.autotune_run import (BEST, START, TuneReport, TuneRequest, TuneRun,
                                          candidate_text, config_yaml)
 from backend.tuning.autotune_search import Candidate, Objective
 from console.model.tasks import start_run, user_message
+from console.model import gui_calls
 
 if TYPE_CHECKING:
     from backend.cluster.client import ClusterClient
@@ -35,26 +36,23 @@ SOURCE = "auto-tune"
 QUIT_WAIT_S = 30.0
 
 
-class AutoTuneController(QObject):
+class AutoTuneController:
     running_changed = Signal(bool)
     candidate = Signal(object)          # a candidate's row (dict), running or done
     best = Signal(int)                  # the best candidate's index
     finished = Signal(object)           # the report's summary (dict)
     failed = Signal(str)                # could not start or ended in an error
     status = Signal(str)                # one line of progress for the panel
-    # The worker thread's events, delivered on the GUI thread (a queued connection).
-    _event = Signal(str, object)
 
     def __init__(self, *, client: Callable[[], "ClusterClient | None"],
                  info: Callable[[], "ConnectionInfo | None"],
                  knob_values: Callable[[str, str], dict[str, Any]],
                  store: "SeriesStore", tuning: "TuningController", runner: "TaskRunner",
-                 event: Callable[..., None], demos=(), parent: QObject | None = None) -> None:
+                 event: Callable[..., None], demos=()) -> None:
         """*client*: the cluster's client while it answers, else None; *info*: the
         connection's addresses; *knob_values*: what a deployment runs now; *store*: the
         live series; *tuning*: manual tuning, through which every change goes or is
         announced; *runner*: workers for short actions; *event*: the event log."""
-        super().__init__(parent)
         self._client = client
         self._info = info
         self._knob_values = knob_values
@@ -69,7 +67,6 @@ class AutoTuneController(QObject):
         self.report: TuneReport | None = None
         self.start_config: dict[str, Any] | None = None
         self._last_applied: dict[str, Any] = {}
-        self._event.connect(self._on_worker_event)
 
     # -- state -----------------------------------------------------------------------------
     @property
@@ -114,11 +111,11 @@ class AutoTuneController(QObject):
         run = TuneRun(client, request, demos=self._demos,
                       serve_http_url=info.serve_http_url if info else None,
                       observe=lambda: self._observe(self._key),
-                      on_event=lambda kind, payload: self._event.emit(kind, payload),
+                      on_event=gui_calls.relay(self._on_worker_event),
                       leave_timeout_s=60.0)
         self._run = run
 
-        self._thread = start_run("autotune", run.run, self._event.emit, "report")
+        self._thread = start_run("autotune", run.run, self._on_worker_event, "report")
         self.running_changed.emit(True)
         self._log(f"Auto-tune of {request.app}/{request.deployment} started: "
                   f"{request.objective.describe()}, knobs "

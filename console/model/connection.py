@@ -18,7 +18,7 @@ import os
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.errors import ConsoleError
 
@@ -73,14 +73,13 @@ class ConnectionState(str, enum.Enum):
     RECONNECTING = "reconnecting"
 
 
-class ConnectionMonitor(QObject):
+class ConnectionMonitor:
     # (ConnectionState, a sentence for the user)
     state_changed = Signal(object, str)
     # The cluster answers again: (same session?, old session name, new session name)
     resumed = Signal(bool, str, str)
 
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self) -> None:
         self.state = ConnectionState.CLOSED
         self.message = "Not connected"
         self.session_name = ""

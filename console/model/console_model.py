@@ -25,7 +25,7 @@ import time
 from collections import deque
 from typing import Any
 
-from PySide6.QtCore import QMetaMethod, QObject, Signal, Slot
+from psygnal import Signal
 
 from backend.deploy.catalog import Demo
 from backend.events import LogEntry, level_of
@@ -50,7 +50,7 @@ METRICS_HEALTH_FRESH_S = 15.0
 Key = tuple[str, str]
 
 
-class ConsoleModel(QObject):
+class ConsoleModel:
     #: A line of the event log (backend.events.LogEntry).
     event_added = Signal(object)
     #: A marker on the time axis: (t, short label, detail, kind, (app, deployment) or None).
@@ -71,9 +71,7 @@ class ConsoleModel(QObject):
     #: Answer with answer(kind, op_id, go). Asked only while `interactive` is True.
     question = Signal(str, int, str)
 
-    def __init__(self, session: Session, catalog: dict[str, Demo], settings: Settings,
-                 parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, session: Session, catalog: dict[str, Demo], settings: Settings) -> None:
         self.session = session
         self.catalog = catalog
         self.settings = settings
@@ -88,10 +86,10 @@ class ConsoleModel(QObject):
         #: Where a plain start sends load from: None (this machine) or a ClusterLoad.
         self.load_source: ClusterLoad | None = settings.load_source()
         #: Every knob's state (the one owner): the knob panel's rows are bound to it.
-        self.knobs = KnobModel(session.tuning, session.knob_set, self)
+        self.knobs = KnobModel(session.tuning, session.knob_set)
         # Every session is recorded (Session → Sessions… opens them again).
-        self.recording = SessionRecording(session, self)
-        self.advisor = Advisor(session, self)
+        self.recording = SessionRecording(session)
+        self.advisor = Advisor(session)
         # Made on first use (Tune → Auto-tune…, Traffic…): the console starts without them.
         self._autotune = None
         self._traffic = None
@@ -112,19 +110,16 @@ class ConsoleModel(QObject):
         s.held_models_changed.connect(self._on_session_held_models_changed)
         s.status_changed.connect(self._on_status_changed)
         s.connected.connect(self._on_session_connected)
-        # Slots, never lambdas, for the session's signals: a lambda has no receiver that
-        # Qt could see destroyed, so its connection would keep this model (and through it
-        # the session) alive after the window that owns the model is gone.
+        # Bound methods, never lambdas, for the session's signals: psygnal holds a bound
+        # method weakly, a lambda strongly (it would keep this model alive as long as the
+        # session).
 
-    @Slot()
     def _on_load_ended(self) -> None:
         self.load_running.emit(False)
 
-    @Slot(object)
     def _on_session_held_models_changed(self, _held) -> None:
         self.model_cache_changed.emit()
 
-    @Slot(object)
     def _on_session_connected(self, _info) -> None:
         self.session.load.keep_driver_ready(self.load_source is not None)
 
@@ -208,7 +203,7 @@ class ConsoleModel(QObject):
 
     def _ask(self, kind: str, op_id: int, message: str) -> None:
         if (not self.interactive or self.closing
-                or not self.isSignalConnected(QMetaMethod.fromSignal(self.question))):
+                or not len(self.question)):
             # Scripted runs go ahead (the event log says so); --exit-after then reports
             # a deploy still waiting for room as pending.
             self.answer(kind, op_id, True)
@@ -400,7 +395,7 @@ class ConsoleModel(QObject):
             self._autotune = AutoTuneController(
                 client=s.client_if_usable, info=lambda: s.info, knob_values=s.knob_values,
                 store=s.store, tuning=s.tuning, runner=s.action_runner, event=self.log,
-                demos=self.catalog.values(), parent=self)
+                demos=self.catalog.values())
         return self._autotune
 
     @property
@@ -411,7 +406,7 @@ class ConsoleModel(QObject):
             s = self.session
             self._traffic = TrafficController(
                 client=s.client_if_usable, status=lambda: s.status, store=s.store,
-                tuning=s.tuning, event=self.log, parent=self)
+                tuning=s.tuning, event=self.log)
             s.status_changed.connect(self._traffic.refresh)
             s.load.stats.connect(self._traffic.on_load_stats)
             self._traffic.refresh()

@@ -19,7 +19,7 @@ import dataclasses
 import json
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.cancel import Cancelled
 from backend.cluster.client import ClusterClient
@@ -37,6 +37,7 @@ from backend.preflight.fit import check_fit
 from console.model.connection import ConnectionMonitor
 from console.model.operations import Operation, Operations
 from console.model.tasks import TaskRunner, user_message
+from console.model import gui_calls
 
 # What the demos import on the cluster (demo_apps/*.py), checked before the first deploy.
 DEMO_MODULES = ["torch", "numpy", "starlette"]
@@ -53,7 +54,7 @@ class _Plan:
     demo: Demo | None = None
 
 
-class DeployController(QObject):
+class DeployController:
     progress = Signal(str)
     # (ok, application name or file, message)
     finished = Signal(bool, str, str)
@@ -66,13 +67,11 @@ class DeployController(QObject):
                  local_cluster: Callable[[], LocalCluster | None],
                  connection: ConnectionMonitor, operations: Operations,
                  runner: TaskRunner, event: Callable[[str, str], None],
-                 apply_status: Callable[[ServeStatus], None],
-                 parent: QObject | None = None) -> None:
+                 apply_status: Callable[[ServeStatus], None]) -> None:
         """*client* and *local_cluster* are read at each use (a reconnect replaces them);
         *connection* says whether the cluster answers and which cluster session it is;
         *event* takes (message, level) for the event log; *apply_status* hands a status a
         deploy waited for to whoever shows statuses."""
-        super().__init__(parent)
         self._client, self._local = client, local_cluster
         self._connection, self._ops, self._runner = connection, operations, runner
         self._event, self._apply_status = event, apply_status
@@ -291,7 +290,7 @@ class DeployController(QObject):
     def _progress(self, op: Operation, text: str) -> None:
         """From any thread: the newest line of an operation (queued to the GUI)."""
         self._ops.progress(op, text)
-        self.progress.emit(text)
+        gui_calls.now_or_post(self.progress.emit, text)
 
     def _finish(self, op: Operation, ok: bool, message: str) -> None:
         self._ops.finish(op)

@@ -15,7 +15,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.metrics.gpu import GpuKey
 from backend.metrics.gpu_shares import GpuShare, ProcessGpu, gpu_replica_actors, gpu_shares
@@ -38,11 +38,10 @@ class GpuPoll:
     process_gpus: dict[str, tuple[ProcessGpu, ...]] | None = None
 
 
-class GpuWatch(QObject):
+class GpuWatch:
     changed = Signal()  # devices or shares changed
 
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self) -> None:
         #: (node ip, GPU index) → gpu_utilization_pct / gpu_memory_used_mib / _total_mib.
         self.store = SeriesStore(thin=True)
         self.devices: dict[GpuKey, str] = {}

@@ -14,17 +14,18 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
+from psygnal import Signal
 
 from backend.tuning.knob_state import (
     APPLIED, FAILED, PENDING, DeploymentKnobs, KnobState, KnobStates, StateKey)
 from backend.tuning.knobs import KnobSet
 from console.model.manual_tuning import TuningController
+from console.model import gui_calls
 
 APPLIED_FLASH_MS = 2000   # how long "applied ✓" stays before the knob goes back to idle
 
 
-class KnobModel(QObject):
+class KnobModel:
     #: Something about a knob changed (its cluster value, status, message, value in
     #: flight): the KnobState.
     changed = Signal(object)
@@ -33,15 +34,13 @@ class KnobModel(QObject):
     reported = Signal(object)
 
     def __init__(self, tuning: TuningController,
-                 knob_set_fn: Callable[[str, str], KnobSet | None],
-                 parent: QObject | None = None) -> None:
-        super().__init__(parent)
+                 knob_set_fn: Callable[[str, str], KnobSet | None]) -> None:
         self._knob_set_fn = knob_set_fn
         self.states = KnobStates(self._on_state_changed)
         # The value each knob was last asked to take (manual tuning says "requested" with
         # the value, then "pending" without it).
         self._asked: dict[StateKey, Any] = {}
-        self._flash: dict[StateKey, QTimer] = {}
+        self._flash: dict[StateKey, gui_calls.Timer] = {}
         tuning.requested.connect(self._on_tuning_requested)
         tuning.knob_state.connect(self._on_tuning_knob_state)
         tuning.applied.connect(self._on_tuning_applied)
@@ -68,7 +67,7 @@ class KnobModel(QObject):
             if (app, dep) != shown and not self.states.busy(app, dep):
                 self.states.forget(app, dep)
                 for key in [k for k in self._flash if k[:2] == (app, dep)]:
-                    self._flash.pop(key).deleteLater()
+                    self._flash.pop(key).stop()
                 continue
             knob_set = self._knob_set_fn(app, dep)
             if knob_set is not None:
@@ -76,12 +75,10 @@ class KnobModel(QObject):
 
     # ----------------------------------------------------------------- manual tuning's word
 
-    @Slot(str, str, str, object, str)
     def _on_tuning_requested(self, app: str, dep: str, path: str, value: Any,
                              _source: str) -> None:
         self._asked[(app, dep, path)] = value
 
-    @Slot(str, str, str, str, str)
     def _on_tuning_knob_state(self, app: str, dep: str, path: str, status: str,
                               message: str) -> None:
         key = (app, dep, path)
@@ -96,11 +93,9 @@ class KnobModel(QObject):
             raise ValueError(f"unknown knob state {status!r}")
         self.reported.emit(state)
 
-    @Slot(str, str, object, float)
     def _on_tuning_applied(self, app: str, dep: str, changes: dict, _t: float) -> None:
         self.states.ran(app, dep, changes)
 
-    @Slot(str, str, object)
     def _on_tuning_in_flight_changed(self, app: str, dep: str, changes: dict) -> None:
         self.states.sent(app, dep, changes)
 
@@ -110,17 +105,15 @@ class KnobModel(QObject):
         timer = self._flash.get(state.key)
         if state.status == APPLIED:
             if timer is None:
-                timer = self._flash[state.key] = QTimer(self)
-                timer.setSingleShot(True)
-                timer.timeout.connect(self._on_flash_timeout)
-            if not timer.isActive():
+                timer = self._flash[state.key] = gui_calls.timer(
+                    APPLIED_FLASH_MS, self._on_flash_timeout, single_shot=True)
+            if not timer.active:
                 timer.start(APPLIED_FLASH_MS)
         elif timer is not None:
             timer.stop()
         self.changed.emit(state)
 
-    @Slot()
     def _on_flash_timeout(self) -> None:
         for key, timer in list(self._flash.items()):
-            if not timer.isActive():
+            if not timer.active:
                 self.states.settle(*key)

@@ -2,15 +2,16 @@
 
 The Session owns the cluster client, the embedded local cluster (when it started one),
 the pollers, the metrics store and the load generator. All network work runs on its
-TaskRunners; results come back as Qt signals on the GUI thread.
+TaskRunners; results come back as signals (psygnal) on the GUI thread.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import functools
 import logging
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.cluster.addresses import default_ray_client_url
 from backend.cluster.client import ClusterClient
@@ -36,6 +37,7 @@ from console.model.model_info import ModelInfoWatch
 from console.model.operations import Operations
 from console.model.scaling import ScalingWatch
 from console.model.tasks import Poller, TaskRunner, user_message
+from console.model import gui_calls
 
 log = logging.getLogger(__name__)
 
@@ -48,7 +50,7 @@ STATUS_TIMEOUT_S = 2.0
 LOCAL_STOP_S = 2.5
 
 
-class Session(QObject):
+class Session:
     """One connection to one cluster. Its parts, each named for its job:
 
     * `connection` — the connection's lifecycle (ConnectionMonitor state machine),
@@ -85,11 +87,10 @@ class Session(QObject):
     # Per-source metrics trouble: [backend.metrics.health.SourceProblem] ([] when fine).
     metrics_problems = Signal(object)
 
-    def __init__(self, parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self) -> None:
         # Separate pools: a long deploy never delays a status or metrics poll.
-        self._poll_runner = TaskRunner("poll", max_workers=2, parent=self)
-        self.action_runner = TaskRunner("action", max_workers=3, parent=self)
+        self._poll_runner = TaskRunner("poll", max_workers=2)
+        self.action_runner = TaskRunner("action", max_workers=3)
         self.store = SeriesStore(thin=True)
         #: Per-replica series (backend.metrics.series.REPLICA_SERIES), keyed by
         #: (app, deployment, replica id): the per-replica view reads them.
@@ -105,28 +106,29 @@ class Session(QObject):
         self._connect_generation = 0
         self._knob_metadata = load_knob_metadata()
         self.operations = Operations()
-        self.connection = ConnectionMonitor(self)
+        # The parts' event sink: a deploy's preflight says things from a worker thread.
+        self._event_any_thread = gui_calls.on_gui(self.event.emit)
+        self.connection = ConnectionMonitor()
         self.connection.resumed.connect(self._on_connection_resumed)
         self.deploys = DeployController(
             client=lambda: self.client, local_cluster=lambda: self._local,
             connection=self.connection, operations=self.operations,
-            runner=self.action_runner, event=self.event.emit,
-            apply_status=self.apply_status, parent=self)
+            runner=self.action_runner, event=self._event_any_thread,
+            apply_status=self.apply_status)
         self.load = LoadControl(status=lambda: self.status, info=lambda: self.info,
-                                client=lambda: self.client, event=self.event.emit,
-                                parent=self)
+                                client=lambda: self.client, event=self._event_any_thread)
         # After `load`: it asks the demos through the Serve address `load` works out.
         self.model_info = ModelInfoWatch(client=lambda: self.client,
                                          serve_http_base=self.load.serve_http_base,
-                                         runner=self.action_runner, parent=self)
+                                         runner=self.action_runner)
         self.status_changed.connect(self.model_info.on_status)
         self.disconnected.connect(self.model_info.on_disconnected)
         # Applies wait for the cluster to report the change; their own pool keeps them
         # from queueing behind a deploy.
-        self._tuning_runner = TaskRunner("tuning", max_workers=2, parent=self)
+        self._tuning_runner = TaskRunner("tuning", max_workers=2)
         self.tuning = TuningController(self._tuning_runner, self.client_if_usable,
                                        self.knob_values, self.latest_p99,
-                                       operations=self.operations, parent=self)
+                                       operations=self.operations)
         self.tuning.notice.connect(self.event)
         self._metrics_error: str | None = None
         self._metrics_poll_failed = False  # the last metrics poll raised
@@ -141,9 +143,9 @@ class Session(QObject):
         #: {(app, deployment): {replica: model ids}} as of the newest metrics poll.
         self.held_models: dict = {}
         #: The nodes' GPUs (series, device names) and the replicas' GPU shares.
-        self.gpus = GpuWatch(self)
+        self.gpus = GpuWatch()
         self.scaling = ScalingWatch(client=self.client_if_usable, status=lambda: self.status,
-                                    event=self.event.emit, parent=self)
+                                    event=self._event_any_thread)
         #: Applications to offer for redeploy once a restarted local cluster is up.
         self._redeploy_after_connect: list[str] | None = None
 
@@ -165,7 +167,7 @@ class Session(QObject):
         cancel = self.operations.root
 
         def work():
-            cluster.start(progress=lambda text: self.connecting.emit(text), cancel=cancel)
+            cluster.start(progress=gui_calls.relay(self.connecting.emit), cancel=cancel)
             client = ClusterClient(cluster.dashboard_url, cluster.token)
             # A head that has just started can take seconds to answer its first Serve
             # call on a busy 2-core machine (seen in CI-like runs: > 5 s): a cluster this
@@ -197,7 +199,8 @@ class Session(QObject):
             client = ClusterClient(url, tok, verify=verify)  # validates the address itself
             version = client.check()
             if prometheus_url:
-                self.connecting.emit(f"Checking Prometheus at {prometheus_url}…")
+                gui_calls.post(functools.partial(
+                    self.connecting.emit, f"Checking Prometheus at {prometheus_url}…"))
                 prom = PrometheusSource(prometheus_url, verify=verify)
                 try:
                     prom.check()
@@ -267,11 +270,11 @@ class Session(QObject):
         self._metrics_poll_failed = False
         self._status_poller = Poller(self._poll_runner, self._poll_status,
                                      STATUS_INTERVAL_MS, self._on_status_result,
-                                     self._on_status_error, parent=self,
+                                     self._on_status_error,
                                      on_start=self.connection.retrying)
         self._metrics_poller = Poller(self._poll_runner, self._poll_metrics,
                                       METRICS_INTERVAL_MS, self._on_metrics_result,
-                                      self._on_metrics_error, parent=self)
+                                      self._on_metrics_error)
         self._status_poller.start()
         self._metrics_poller.start()
         self.scaling.start()
@@ -343,7 +346,7 @@ class Session(QObject):
             full = spec
             if not spec.token:
                 full = dataclasses.replace(spec, token=read_token_file(token_file))
-            return diagnose(full, report=lambda step: self.diagnose_step.emit(step))
+            return diagnose(full, report=gui_calls.relay(self.diagnose_step.emit))
 
         self.diagnose_step.connect(on_step)
 
@@ -362,7 +365,6 @@ class Session(QObject):
         for poller in (self._status_poller, self._metrics_poller):
             if poller is not None:
                 poller.stop()
-                poller.deleteLater()
         self._status_poller = self._metrics_poller = None
         self.scaling.stop()
         self.load.stop()

@@ -8,12 +8,13 @@ unreachable: connection errors are what the user needs to see counted then.
 
 from __future__ import annotations
 
+import functools
 import threading
 import time
 from typing import Callable
 from urllib.parse import urlsplit
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from psygnal import Signal
 
 from backend.cluster.client import ClusterClient
 from backend.deploy.catalog import Demo
@@ -23,11 +24,12 @@ from backend.load.targets import demo_app_target, serve_http_base
 from backend.model import ServeStatus
 from backend.preflight.ray_client_match import local_ray_version, ray_client_mismatch
 from console.model.connection import ConnectionInfo
+from console.model import gui_calls
 
 LOAD_STATS_INTERVAL_MS = 500
 
 
-class LoadControl(QObject):
+class LoadControl:
     stats = Signal(object)        # backend.load.generator.LoadStats
     # A run began: (run id, wall-clock start, target text, model text, application or "")
     run_started = Signal(int, float, str, str, str)
@@ -44,16 +46,13 @@ class LoadControl(QObject):
     def __init__(self, *, status: Callable[[], ServeStatus | None],
                  info: Callable[[], ConnectionInfo | None],
                  client: Callable[[], ClusterClient | None],
-                 event: Callable[[str, str], None], parent: QObject | None = None) -> None:
+                 event: Callable[[str, str], None]) -> None:
         """The getters are read at each use: the newest Serve status, the connection's
         details (a proxy address the user gave) and its client (the dashboard's host);
         *event* takes (message, level) for the event log."""
-        super().__init__(parent)
         self._status, self._info, self._client, self._log = status, info, client, event
         self._gen: LoadGenerator | None = None
-        self._timer = QTimer(self)
-        self._timer.setInterval(LOAD_STATS_INTERVAL_MS)
-        self._timer.timeout.connect(self._on_timer_tick)
+        self._timer = gui_calls.timer(LOAD_STATS_INTERVAL_MS, self._on_timer_tick)
         #: The application the running (or last) load is sent to, when it is one of the
         #: cluster's routes; None otherwise.
         self.app: str | None = None
@@ -171,10 +170,7 @@ class LoadControl(QObject):
                 label = f"{n.get('ip') or r.get('nodeManagerAddress') or '?'} " \
                         f"({r['nodeId'][:8]}{', head' if r.get('isHeadNode') else ''})"
                 rows.append((r["nodeId"], label))
-            try:
-                self.nodes.emit(rows)
-            except RuntimeError:  # the console is gone already
-                pass
+            gui_calls.post(functools.partial(self.nodes.emit, rows))
 
         threading.Thread(target=ask, name="load-nodes", daemon=True).start()
 
@@ -224,15 +220,9 @@ class LoadControl(QObject):
             def stop_and_report() -> None:
                 gen.stop()
                 if gen.cluster is not None:
-                    try:
-                        self.workers.emit(gen.workers())
-                    except RuntimeError:
-                        pass
-                # The whole-run summary reaches the panel after Stop (queued signal).
-                try:
-                    self._emit(*run, gen.stats())
-                except RuntimeError:  # the console is gone already (quitting)
-                    pass
+                    gui_calls.post(functools.partial(self.workers.emit, gen.workers()))
+                # The whole-run summary reaches the panel after Stop (on the GUI thread).
+                gui_calls.post(functools.partial(self._emit, *run, gen.stats()))
 
             threading.Thread(target=stop_and_report, name="loadgen-stop", daemon=True).start()
             self._event("Load stopped.")

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from PySide6.QtCore import QMetaMethod, QObject, QTimer, Signal
+from psygnal import Signal
 
 from backend.cancel import Cancelled
 from backend.cluster.client import ClusterClient
@@ -33,6 +33,7 @@ from backend.tuning.apply import RESOURCE_PATHS, apply_changes, check_change_fit
 from backend.tuning.knobs import check_values
 from console.model.operations import Operation, Operations
 from console.model.tasks import TaskRunner, user_message
+from console.model import gui_calls
 
 DeploymentKey = tuple[str, str]
 DEBOUNCE_MS = 250
@@ -41,7 +42,7 @@ CANCELLED = "Cancelled: nothing was changed on the cluster."
 SUPERSEDED = "superseded by a newer change"
 
 
-class TuningController(QObject):
+class TuningController:
     # A knob change was asked for: (app, deployment, path, value, source); source says
     # who asked: "slider" (the knob panel), "auto-tune", …
     requested = Signal(str, str, str, object, str)
@@ -65,9 +66,7 @@ class TuningController(QObject):
     def __init__(self, runner: TaskRunner, client_fn: Callable[[], ClusterClient | None],
                  values_fn: Callable[[str, str], dict[str, Any]],
                  p99_fn: Callable[[str, str], float | None] = lambda a, d: None,
-                 operations: Operations | None = None,
-                 parent: QObject | None = None) -> None:
-        super().__init__(parent)
+                 operations: Operations | None = None) -> None:
         self._runner = runner
         # Each apply is an operation: quitting cancels its wait, and a scripted run can
         # say it was still pending.
@@ -84,10 +83,7 @@ class TuningController(QObject):
         self._awaiting: dict[int, tuple[Operation, DeploymentKey, dict[str, Any], str]] = {}
         # In-flight applies that wait for room (no deadline): key → their operation
         self._waiting_for_room: dict[DeploymentKey, Operation] = {}
-        self._timer = QTimer(self)
-        self._timer.setSingleShot(True)
-        self._timer.setInterval(DEBOUNCE_MS)
-        self._timer.timeout.connect(self._on_timer_timeout)
+        self._timer = gui_calls.timer(DEBOUNCE_MS, self._on_timer_timeout, single_shot=True)
 
     def request(self, app: str, deployment: str, path: str, value: Any,
                 source: str = "slider", immediate: bool = False) -> None:
@@ -214,7 +210,7 @@ class TuningController(QObject):
         self.notice.emit(report.message, "warning")
         self._awaiting[op.id] = (op, key, changes, report.message)
         self._operations.progress(op, "waiting for an answer: " + report.message)
-        if not self.isSignalConnected(QMetaMethod.fromSignal(self.fit_problem)):
+        if not len(self.fit_problem):
             self.confirm(op.id, True)  # nobody to ask: go ahead, as a scripted run does
             return
         self.fit_problem.emit(op.id, app, dep, report.message)

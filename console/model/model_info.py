@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.cluster.client import ClusterClient
 from backend.deploy.catalog import load_catalog
@@ -42,17 +42,16 @@ class _Ask:
                 and now >= self.not_before)
 
 
-class ModelInfoWatch(QObject):
+class ModelInfoWatch:
     # {(app, deployment): backend.metrics.model_info.ModelInfo}, the whole current set
     changed = Signal(object)
 
     def __init__(self, *, client: Callable[[], ClusterClient | None],
                  serve_http_base: Callable[[], str | None], runner: TaskRunner,
-                 import_paths: set[str] | None = None, parent: QObject | None = None) -> None:
+                 import_paths: set[str] | None = None) -> None:
         """*client* and *serve_http_base* (the Serve proxy's address) are read at each
         status; the asks run on *runner*. Feed it with `on_status` (each new Serve status)
         and `on_disconnected`."""
-        super().__init__(parent)
         self._client, self._serve_http_base, self._runner = client, serve_http_base, runner
         if import_paths is None:
             import_paths = {d.import_path for d in load_catalog().values() if d.model_info}

@@ -20,7 +20,7 @@ from __future__ import annotations
 import gc
 import sys
 
-from PySide6.QtCore import QTimer
+from console.model import gui_calls
 
 SWITCH_INTERVAL_S = 0.001
 FREEZE_AFTER_CONNECT_MS = 10_000   # the first status, metrics and plot groups are made
@@ -36,7 +36,7 @@ def keep_gui_responsive(session) -> None:
 
 def _schedule_freeze(_info=None) -> None:
     if not _frozen:
-        QTimer.singleShot(FREEZE_AFTER_CONNECT_MS, _freeze)
+        gui_calls.call_later(FREEZE_AFTER_CONNECT_MS, _freeze)
 
 
 def _freeze() -> None:

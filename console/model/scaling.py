@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.cluster.client import ClusterClient
 from backend.model import ServeStatus
@@ -56,19 +56,18 @@ class ScalingPoll:
     log_back: bool = False                            # set when it answers again
 
 
-class ScalingWatch(QObject):
+class ScalingWatch:
     decided = Signal(object)        # backend.scaling.explain.ScalingDecision, each one once
     notes_changed = Signal(object)  # {(app, deployment): why it is not at target}
 
     def __init__(self, *, client: Callable[[], ClusterClient | None],
                  status: Callable[[], ServeStatus | None],
-                 event: Callable[[str, str], None], parent: QObject | None = None) -> None:
+                 event: Callable[[str, str], None]) -> None:
         """*client* gives the cluster's client while it answers (None otherwise) and
         *status* the newest Serve status, both read on the poll thread at each poll;
         *event* takes (message, level) for the event log."""
-        super().__init__(parent)
         self._client, self._status, self._event = client, status, event
-        self._runner = TaskRunner("scaling", max_workers=1, parent=self)
+        self._runner = TaskRunner("scaling", max_workers=1)
         self._poller: Poller | None = None
         #: {(app, deployment): why not at target} as last shown.
         self.notes: dict[tuple[str, str], str] = {}
@@ -93,13 +92,12 @@ class ScalingWatch(QObject):
         self.decisions = []
         self._set_notes({})
         self._poller = Poller(self._runner, self._poll, POLL_MS, self._on_poll_result,
-                              self._on_poll_error, parent=self)
+                              self._on_poll_error)
         self._poller.start()
 
     def stop(self) -> None:
         if self._poller is not None:
             self._poller.stop()
-            self._poller.deleteLater()
             self._poller = None
 
     def shutdown(self) -> None:

@@ -21,12 +21,13 @@ import os
 import time
 from collections import deque
 
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 from backend.deploy.serve_config import current_config
 from backend.recording.compare import config_diff
 from backend.recording.library import new_session_path, sessions_dir
 from backend.recording.recorder import REPLICA, KnobChange, Marker, Recorder
+from console.model import gui_calls
 from console.model.manual_tuning import CANCELLED
 
 log = logging.getLogger(__name__)
@@ -35,7 +36,7 @@ SLIDER = "slider"
 IMPORT = "import"
 
 
-class SessionRecording(QObject):
+class SessionRecording:
     """Owns the Recorder of the current connection. *enabled* False (--no-record)
     records nothing; *path* (--record PATH) names the first connection's file."""
 
@@ -43,8 +44,7 @@ class SessionRecording(QObject):
     stopped = Signal(str)      # path of the finished session file
     failed = Signal(str)       # the writer could not write (said once per file)
 
-    def __init__(self, session, parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, session) -> None:
         self._session = session
         self.enabled = True
         self._path: str | None = None
@@ -136,7 +136,7 @@ class SessionRecording(QObject):
                 "local": bool(info.local),
                 "metrics_source": self._session.describe_metrics_source()}
         try:
-            self.recorder = Recorder(path, meta, on_error=self.failed.emit)
+            self.recorder = Recorder(path, meta, on_error=gui_calls.relay(self.failed.emit))
         except Exception as e:  # a folder that cannot be written: say so, keep going
             self.recorder = None
             self.failed.emit(f"Cannot record this session to {path}: {e}")

@@ -1,20 +1,20 @@
 """Run blocking backend calls on worker threads and deliver results on the GUI thread.
 
 The GUI thread never waits: `TaskRunner.submit` returns at once, and the callbacks run
-later on the thread that owns the runner (the GUI thread), via a queued signal.
+later on the GUI thread (`console/model/gui_calls.py`'s `post`).
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal, Slot
-
 from backend.errors import ConsoleError
+from console.model import gui_calls
 
 log = logging.getLogger(__name__)
 
@@ -29,30 +29,26 @@ def user_message(error: BaseException) -> str:
 def start_run(name: str, run: Callable[[], Any], emit: Callable[[str, Any], None],
               done_kind: str) -> threading.Thread:
     """Run a long job (an auto-tune search, a rollout) on a daemon thread of its own:
-    its result reaches *emit* as (done_kind, result), an error as ("error", message). The
-    caller's *emit* is a queued signal, so both arrive on the GUI thread."""
+    its result reaches *emit* as (done_kind, result), an error as ("error", message),
+    both on the GUI thread."""
     def work() -> None:
         try:
             result = run()
         except Exception as e:  # noqa: BLE001 - shown to the user
-            emit("error", user_message(e))
+            gui_calls.post(functools.partial(emit, "error", user_message(e)))
             return
-        emit(done_kind, result)
+        gui_calls.post(functools.partial(emit, done_kind, result))
 
     thread = threading.Thread(target=work, name=name, daemon=True)
     thread.start()
     return thread
 
 
-class TaskRunner(QObject):
-    """A thread pool whose completions are delivered as Qt signals (queued to our thread)."""
+class TaskRunner:
+    """A thread pool whose completions are delivered on the GUI thread."""
 
-    _finished = Signal(object, object, object)  # callback, result, error
-
-    def __init__(self, name: str, max_workers: int = 2, parent: QObject | None = None) -> None:
-        super().__init__(parent)
+    def __init__(self, name: str, max_workers: int = 2) -> None:
         self._pool = ThreadPoolExecutor(max_workers=max_workers, thread_name_prefix=name)
-        self._finished.connect(self._on_task_finished)
         self._closed = False
 
     def submit(self, fn: Callable[..., Any], *args,
@@ -67,15 +63,12 @@ class TaskRunner(QObject):
                 return
             err = f.exception()
             cb = on_error if err is not None else on_done
-            try:
-                self._finished.emit(cb, None if err else f.result(), err)
-            except RuntimeError:  # the QObject is already deleted at shutdown
-                pass
+            gui_calls.post(functools.partial(
+                self._on_task_finished, cb, None if err else f.result(), err))
 
         future.add_done_callback(relay)
         return future
 
-    @Slot(object, object, object)
     def _on_task_finished(self, callback, result, error) -> None:
         if callback is None:
             if error is not None:
@@ -89,7 +82,7 @@ class TaskRunner(QObject):
         self._pool.shutdown(wait=wait, cancel_futures=True)
 
 
-class Poller(QObject):
+class Poller:
     """Calls *fn* on a worker thread every *interval_ms*; never two calls at once.
 
     If a call takes longer than the interval (a slow cluster), the next one starts only
@@ -98,9 +91,7 @@ class Poller(QObject):
 
     def __init__(self, runner: TaskRunner, fn: Callable[[], Any], interval_ms: int,
                  on_result: Callable[[Any], None], on_error: Callable[[BaseException], None],
-                 parent: QObject | None = None,
                  on_start: Callable[[], None] | None = None) -> None:
-        super().__init__(parent)
         self._runner = runner
         self._on_start = on_start  # on the GUI thread, as each call is submitted
         self._fn = fn
@@ -108,11 +99,9 @@ class Poller(QObject):
         self._on_error = on_error
         self._busy = False
         # A plain attribute, not the timer's state: after stop() the poller may be
-        # deleted (deleteLater) while its last call is still running.
+        # dropped while its last call is still running.
         self._stopped = True
-        self._timer = QTimer(self)
-        self._timer.setInterval(interval_ms)
-        self._timer.timeout.connect(self.poll_now)
+        self._timer = gui_calls.timer(interval_ms, self.poll_now)
 
     def start(self) -> None:
         self._stopped = False
@@ -129,10 +118,9 @@ class Poller(QObject):
 
     def set_interval_ms(self, interval_ms: int) -> None:
         """Poll at another pace from now on (e.g. backing off while nothing answers)."""
-        if interval_ms != self._timer.interval():
-            self._timer.setInterval(interval_ms)
+        if interval_ms != self._timer.interval_ms:
+            self._timer.set_interval_ms(interval_ms)
 
-    @Slot()
     def poll_now(self) -> None:
         if self._busy:
             return

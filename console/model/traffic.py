@@ -15,7 +15,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any, Callable
 
-from PySide6.QtCore import QObject, QTimer, Signal
+from psygnal import Signal
 
 from backend.traffic.rollout import (ABORTED, COMPLETED, FAILED, ROLLED_BACK, RolloutPlan,
                                      RolloutReport, RolloutRun)
@@ -23,6 +23,7 @@ from backend.traffic.rollout_guard import Guard, Verdict, stats_since
 from backend.traffic.router import (AFFINITY, WEIGHTS, TrafficRouter, router_of, splittable_apps,
                                     weights_change)
 from console.model.tasks import start_run
+from console.model import gui_calls
 
 if TYPE_CHECKING:
     from backend.cluster.client import ClusterClient
@@ -39,7 +40,7 @@ def _shares_text(shares: dict[str, float]) -> str:
     return " / ".join(f"{n} {v:g} %" for n, v in sorted(shares.items()))
 
 
-class TrafficController(QObject):
+class TrafficController:
     apps_changed = Signal(object)          # [app names that split traffic]
     router_changed = Signal(object)        # TrafficRouter | None of the selected app
     stats = Signal(object)                 # {version: (VersionStats, p50, window s)}
@@ -48,17 +49,14 @@ class TrafficController(QObject):
     rollout_text = Signal(str)
     finished = Signal(object)              # RolloutReport
     failed = Signal(str)
-    _event = Signal(str, object)           # the worker's events, on the GUI thread
 
     def __init__(self, *, client: Callable[[], "ClusterClient | None"],
                  status: Callable[[], "ServeStatus | None"], store: "SeriesStore",
-                 tuning: "TuningController", event: Callable[..., None],
-                 parent: QObject | None = None) -> None:
+                 tuning: "TuningController", event: Callable[..., None]) -> None:
         """*client*: the cluster's client while it answers, else None; *status*: the last
         polled status; *store*: the live series; *tuning*: manual tuning, through which
         every change goes or is announced; *event*: the event log. Whoever makes it
         calls `refresh` on each new status and `on_load_stats` with the load's figures."""
-        super().__init__(parent)
         self._client = client
         self._status = status
         self._store = store
@@ -69,11 +67,8 @@ class TrafficController(QObject):
         self._run: RolloutRun | None = None
         self._thread: threading.Thread | None = None
         self.report: RolloutReport | None = None
-        self._event.connect(self._on_worker_event)
         self._client_versions: tuple = ()
-        self._timer = QTimer(self)
-        self._timer.setInterval(1000)
-        self._timer.timeout.connect(self._refresh_stats)
+        self._timer = gui_calls.timer(1000, self._refresh_stats)
         self._timer.start()
 
     # -- what the cluster runs -------------------------------------------------------------
@@ -187,10 +182,10 @@ class TrafficController(QObject):
         store = self._store
         run = RolloutRun(client, plan,
                          lambda version, since: stats_since(store, (plan.app, version), since),
-                         on_event=lambda kind, payload: self._event.emit(kind, payload))
+                         on_event=gui_calls.relay(self._on_worker_event))
         self._run, self.report = run, None
 
-        self._thread = start_run("rollout", run.run, self._event.emit, "done")
+        self._thread = start_run("rollout", run.run, self._on_worker_event, "done")
         self.running_changed.emit(True)
         self._log(f"Rollout of {plan.new} in {plan.app} started: steps "
                   f"{', '.join(f'{s:g}' for s in plan.steps)} %, {plan.hold_s:g} s "

@@ -12,12 +12,14 @@ from PySide6.QtWidgets import QFileDialog
 
 from console.model.autotune import AutoTuneController
 from console.windows.window_dialogs import report_failure
+from console.windows.model_links import ModelLinks
 from widgets.autotune_panel import AutoTunePanel
 
 
 class AutoTuneUi(QObject):
     def __init__(self, window) -> None:
         super().__init__(window)
+        self._links = ModelLinks(self)  # cut when this view goes
         self._window = window
         session = window.session
         self.controller: AutoTuneController = window.model.autotune
@@ -28,13 +30,13 @@ class AutoTuneUi(QObject):
         p.apply_best_requested.connect(c.apply_best)
         p.revert_requested.connect(c.revert)
         p.export_requested.connect(self._on_panel_export_requested)
-        c.running_changed.connect(p.set_running)
-        c.candidate.connect(p.show_candidate)
-        c.best.connect(p.set_best)
-        c.status.connect(p.set_status)
-        c.failed.connect(self._on_controller_failed)
-        c.finished.connect(self._on_controller_finished)
-        session.status_changed.connect(self._on_session_status_changed)
+        self._links.connect(c.running_changed, p.set_running)
+        self._links.connect(c.candidate, p.show_candidate)
+        self._links.connect(c.best, p.set_best)
+        self._links.connect(c.status, p.set_status)
+        self._links.connect(c.failed, self._on_controller_failed)
+        self._links.connect(c.finished, self._on_controller_finished)
+        self._links.connect(session.status_changed, self._on_session_status_changed)
 
     def show(self, key: tuple[str, str] | None = None) -> AutoTunePanel:
         self._update_deployments(key)

@@ -11,6 +11,7 @@ from backend.cluster.diagnose import ConnectionSpec
 from console.model.connection import ConnectionInfo
 from console.model.live_session import Session
 from console.settings import Settings
+from console.windows.model_links import ModelLinks
 from widgets.connect_dialog import ConnectDialog, ConnectTarget
 
 
@@ -43,11 +44,12 @@ class ConnectFlow(QObject):
 
     def __init__(self, window: QWidget, session: Session, settings: Settings) -> None:
         super().__init__(window)
+        self._links = ModelLinks(self)  # cut when this view goes
         self._window, self._session, self._settings = window, session, settings
         self.dialog: ConnectDialog | None = None
-        session.connecting.connect(self._on_session_connecting)
-        session.connected.connect(self._on_session_connected)
-        session.connect_failed.connect(self._on_session_connect_failed)
+        self._links.connect(session.connecting, self._on_session_connecting)
+        self._links.connect(session.connected, self._on_session_connected)
+        self._links.connect(session.connect_failed, self._on_session_connect_failed)
 
     def show(self, error: str | None = None, target: ConnectTarget | None = None) -> None:
         """Show the dialog, filled with *target* (e.g. the command line's connection

@@ -22,6 +22,7 @@ from console.model.live_session import Session
 from console.model.responsiveness import keep_gui_responsive
 from console.settings import Settings
 from console.windows.connect_flow import ConnectFlow, connect_to
+from console.windows.model_links import ModelLinks
 from console.windows.window_banner import WindowBanner
 from console.windows.window_layout import build_docks, build_views
 from console.windows.window_layouts import WindowLayouts
@@ -52,7 +53,7 @@ class MainWindow(QMainWindow):
         remembered View → Theme."""
         super().__init__(parent)
         if isinstance(model, Session):
-            model = ConsoleModel(model, catalog, settings, self)
+            model = ConsoleModel(model, catalog, settings)
         self.model = model
         self.session, self.catalog, self.settings = model.session, model.catalog, model.settings
         keep_gui_responsive(self.session)
@@ -72,6 +73,7 @@ class MainWindow(QMainWindow):
         self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
                                     self.show_advisor, self)
         self._connect.cancelled.connect(self._status.not_connected)
+        self._model_links = ModelLinks(self)  # the model's signals to this window's slots
         self._wire()
         # Data rate and redraw rate are independent: pollers fill the store, this timer
         # draws whatever is there.
@@ -96,37 +98,38 @@ class MainWindow(QMainWindow):
     # -- layout ---------------------------------------------------------------------------
     def _wire(self) -> None:
         m, s = self.model, self.session
-        m.event_added.connect(self.event_log.add_entry)
-        m.event_added.connect(self.layouts.on_event)
-        s.load.stats.connect(self.layouts.on_load_stats)
-        m.marker_added.connect(self._on_model_marker_added)
-        m.selection_changed.connect(self._on_model_selection_changed)
-        m.knob_warnings.connect(self.knob_panel.set_warnings)
-        m.load_running.connect(self.load_panel.set_running)
-        m.load_rate.connect(self.load_panel.set_rate)
-        m.model_cache_changed.connect(self._update_model_cache)
-        m.question.connect(self._on_model_question)
-        m.advisor.hints_changed.connect(self._on_advisor_hints_changed)
-        m.advisor.hint_state.connect(self.advisor_panel.set_state)
-        s.connected.connect(self._on_session_connected)
-        s.connect_failed.connect(self._on_session_connect_failed)
-        s.disconnected.connect(self._on_session_disconnected)
-        s.status_changed.connect(self._on_session_status_changed)
-        s.deploys.progress.connect(self._on_session_deploy_progress)
-        s.deploys.finished.connect(self._on_session_deploy_finished)
-        s.deploys.config_file_done.connect(self._on_session_config_file_done)
-        s.load.stats.connect(self.load_panel.set_load_stats)
-        s.model_info.changed.connect(self.tree.set_model_info)
-        s.gpus.changed.connect(self._on_session_gpus_changed)
-        s.scaling.notes_changed.connect(self.tree.set_scaling_notes)
-        s.metrics_state.connect(self._on_session_metrics_state)
+        self._model_links.connect(m.event_added, self.event_log.add_entry)
+        self._model_links.connect(m.event_added, self.layouts.on_event)
+        self._model_links.connect(s.load.stats, self.layouts.on_load_stats)
+        self._model_links.connect(m.marker_added, self._on_model_marker_added)
+        self._model_links.connect(m.selection_changed, self._on_model_selection_changed)
+        self._model_links.connect(m.knob_warnings, self.knob_panel.set_warnings)
+        self._model_links.connect(m.load_running, self.load_panel.set_running)
+        self._model_links.connect(m.load_rate, self.load_panel.set_rate)
+        self._model_links.connect(m.model_cache_changed, self._update_model_cache)
+        self._model_links.connect(m.question, self._on_model_question)
+        self._model_links.connect(m.advisor.hints_changed, self._on_advisor_hints_changed)
+        self._model_links.connect(m.advisor.hint_state, self.advisor_panel.set_state)
+        self._model_links.connect(s.connected, self._on_session_connected)
+        self._model_links.connect(s.connect_failed, self._on_session_connect_failed)
+        self._model_links.connect(s.disconnected, self._on_session_disconnected)
+        self._model_links.connect(s.status_changed, self._on_session_status_changed)
+        self._model_links.connect(s.deploys.progress, self._on_session_deploy_progress)
+        self._model_links.connect(s.deploys.finished, self._on_session_deploy_finished)
+        self._model_links.connect(s.deploys.config_file_done, self._on_session_config_file_done)
+        self._model_links.connect(s.load.stats, self.load_panel.set_load_stats)
+        self._model_links.connect(s.model_info.changed, self.tree.set_model_info)
+        self._model_links.connect(s.gpus.changed, self._on_session_gpus_changed)
+        self._model_links.connect(s.scaling.notes_changed, self.tree.set_scaling_notes)
+        self._model_links.connect(s.metrics_state, self._on_session_metrics_state)
         # Slots of the window, never lambdas, for signals of the session and the model:
-        # those outlive the window, and a lambda connected to them (it has no receiver
-        # that Qt could see destroyed) would keep the window, and so them, alive.
-        s.metrics_problems.connect(self._on_session_metrics_problems)
-        s.connection.state_changed.connect(self._on_connection_state_changed)
-        s.local_cluster_died.connect(self._on_session_local_cluster_died)
-        m.knobs.changed.connect(self.knob_panel.show_state)
+        # those outlive the window; psygnal holds a bound method weakly, a lambda
+        # strongly (it would keep the window alive), and the links are cut when the
+        # window is destroyed.
+        self._model_links.connect(s.metrics_problems, self._on_session_metrics_problems)
+        self._model_links.connect(s.connection.state_changed, self._on_connection_state_changed)
+        self._model_links.connect(s.local_cluster_died, self._on_session_local_cluster_died)
+        self._model_links.connect(m.knobs.changed, self.knob_panel.show_state)
         self.plots.window_changed.connect(self.replica_view.set_window)
         self.plots.paused_changed.connect(self.replica_view.set_paused)
         self.plots.paused_changed.connect(self.gpu_plots.set_paused)
@@ -142,11 +145,11 @@ class MainWindow(QMainWindow):
         self.load_panel.model_changed.connect(self.session.load.set_model)
         source = self.load_panel.source_panel()
         self.load_panel.set_source(self.model.load_source)
-        self.model.load_source_changed.connect(self.load_panel.set_source)
+        self._model_links.connect(self.model.load_source_changed, self.load_panel.set_source)
         source.source_changed.connect(self.model.set_load_source)
         source.nodes_wanted.connect(s.load.refresh_nodes)
-        s.load.workers.connect(source.set_workers)
-        s.load.nodes.connect(source.set_nodes)
+        self._model_links.connect(s.load.workers, source.set_workers)
+        self._model_links.connect(s.load.nodes, source.set_nodes)
         self.advisor_panel.apply_requested.connect(self.model.advisor.apply)
         self.advisor_panel.show_requested.connect(self.select_deployment)
         self._banner.restart_requested.connect(self.restart_local_cluster)

@@ -52,7 +52,7 @@ class SessionViewer(QMainWindow):
         self.data = data
         self.other = other
         self.interactive = True
-        self._runner = TaskRunner("viewer", max_workers=1, parent=self)
+        self._runner = TaskRunner("viewer", max_workers=1)
         self._regions: list[tuple[pg.LinearRegionItem, pg.LinearRegionItem]] = []
         self._syncing = False
         name = data.name or os.path.basename(data.path)

@@ -21,7 +21,7 @@ class SessionsUi(QObject):
         super().__init__(window)
         self._window = window
         self._recording = recording
-        self._runner = TaskRunner("sessions", max_workers=2, parent=self)
+        self._runner = TaskRunner("sessions", max_workers=2)
         self.browser: SessionsBrowser | None = None
         self.viewers: list[SessionViewer] = []
 

@@ -10,12 +10,14 @@ from backend.traffic.rollout import RolloutReport
 from backend.tuning.knob_state import APPLIED, FAILED, PENDING, KnobState
 from console.model.traffic import TrafficController
 from console.windows.window_dialogs import report_failure
+from console.windows.model_links import ModelLinks
 from widgets.traffic_panel import TrafficPanel
 
 
 class TrafficUi(QObject):
     def __init__(self, window) -> None:
         super().__init__(window)
+        self._links = ModelLinks(self)  # cut when this view goes
         self._window = window
         self.controller: TrafficController = window.model.traffic
         self.dialog = QDialog(window)
@@ -31,16 +33,16 @@ class TrafficUi(QObject):
         p.rollout_requested.connect(c.start_rollout)
         p.pause_requested.connect(c.pause)
         p.abort_requested.connect(c.abort)
-        c.apps_changed.connect(p.set_apps)
-        c.router_changed.connect(p.set_router)
-        c.stats.connect(p.set_stats)
-        c.client_stats.connect(p.set_client_stats)
-        c.running_changed.connect(p.set_running)
-        c.rollout_text.connect(p.set_rollout_text)
-        c.failed.connect(self._on_controller_failed)
-        c.finished.connect(self._on_controller_finished)
+        self._links.connect(c.apps_changed, p.set_apps)
+        self._links.connect(c.router_changed, p.set_router)
+        self._links.connect(c.stats, p.set_stats)
+        self._links.connect(c.client_stats, p.set_client_stats)
+        self._links.connect(c.running_changed, p.set_running)
+        self._links.connect(c.rollout_text, p.set_rollout_text)
+        self._links.connect(c.failed, self._on_controller_failed)
+        self._links.connect(c.finished, self._on_controller_finished)
         # The router's knob changes, as the model's knob states report them.
-        window.model.knobs.reported.connect(self._on_knob_reported)
+        self._links.connect(window.model.knobs.reported, self._on_knob_reported)
         # The controller may have looked before this window existed: show what it knows.
         p.set_apps(c.apps())
         p.set_router(c.router())

@@ -11,6 +11,7 @@ from PySide6.QtCore import QObject, Signal, Slot
 
 from console.model.connection import ConnectionState
 from console.model.live_session import Session
+from console.windows.model_links import ModelLinks
 from widgets.connection_banner import ConnectionBanner
 
 
@@ -20,16 +21,17 @@ class WindowBanner(QObject):
     def __init__(self, banner: ConnectionBanner, session: Session,
                  parent: QObject | None = None) -> None:
         super().__init__(parent)
+        self._links = ModelLinks(self)  # cut when this view goes
         self.banner, self._session = banner, session
         # What the banner offers now besides its text (redeploy: the app names).
         self._redeploy_names: list[str] = []
         self._metrics_problems: list = []  # per-source trouble (SourceProblem)
         banner.action_triggered.connect(self._on_banner_action_triggered)
-        session.connected.connect(self._on_session_connected)
-        session.connection.state_changed.connect(self._on_connection_state_changed)
-        session.local_cluster_died.connect(self._on_session_local_cluster_died)
-        session.redeploy_offered.connect(self._on_session_redeploy_offered)
-        session.metrics_problems.connect(self._on_session_metrics_problems)
+        self._links.connect(session.connected, self._on_session_connected)
+        self._links.connect(session.connection.state_changed, self._on_connection_state_changed)
+        self._links.connect(session.local_cluster_died, self._on_session_local_cluster_died)
+        self._links.connect(session.redeploy_offered, self._on_session_redeploy_offered)
+        self._links.connect(session.metrics_problems, self._on_session_metrics_problems)
 
     def metrics_text(self, problem: str) -> tuple[str, str]:
         """The status bar's metrics label: (text, tooltip)."""

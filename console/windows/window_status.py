@@ -11,6 +11,7 @@ from PySide6.QtWidgets import QLabel, QStatusBar
 
 from backend.model import ServeStatus
 from console.model.console_model import ConsoleModel
+from console.windows.model_links import ModelLinks
 
 
 class WindowStatus(QObject):
@@ -20,6 +21,7 @@ class WindowStatus(QObject):
         """*metrics_text(problem)* gives the metrics label's (text, tooltip);
         *show_advisor* is what the advisor's link does."""
         super().__init__(parent)
+        self._links = ModelLinks(self)  # cut when this view goes
         self.model, self._metrics_text = model, metrics_text
         self.connection = QLabel("Not connected")
         self.serve = QLabel("")
@@ -33,16 +35,16 @@ class WindowStatus(QObject):
         for label in (self.advisor, self.recording, self.metrics, self.serve):
             bar.addPermanentWidget(label)
         s = model.session
-        s.connecting.connect(self.connection.setText)
-        s.connection.state_changed.connect(self._on_connection_state_changed)
-        s.connect_failed.connect(self._on_session_connect_failed)
-        s.disconnected.connect(self._on_session_disconnected)
-        s.status_changed.connect(self._on_session_status_changed)
-        s.status_failed.connect(self._on_session_status_failed)
-        model.recording.started.connect(self._on_recording_started)
-        model.recording.stopped.connect(self._on_recording_stopped)
-        model.recording.failed.connect(self._on_recording_failed)
-        model.advisor.hints_changed.connect(self._on_advisor_hints_changed)
+        self._links.connect(s.connecting, self.connection.setText)
+        self._links.connect(s.connection.state_changed, self._on_connection_state_changed)
+        self._links.connect(s.connect_failed, self._on_session_connect_failed)
+        self._links.connect(s.disconnected, self._on_session_disconnected)
+        self._links.connect(s.status_changed, self._on_session_status_changed)
+        self._links.connect(s.status_failed, self._on_session_status_failed)
+        self._links.connect(model.recording.started, self._on_recording_started)
+        self._links.connect(model.recording.stopped, self._on_recording_stopped)
+        self._links.connect(model.recording.failed, self._on_recording_failed)
+        self._links.connect(model.advisor.hints_changed, self._on_advisor_hints_changed)
 
     # Slots, not lambdas: the session and the model outlive this object, and a lambda
     # connected to their signals would keep it (and through it the window) alive.

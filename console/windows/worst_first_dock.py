@@ -12,6 +12,7 @@ from PySide6.QtCore import QObject, Qt, Slot
 from PySide6.QtGui import QKeySequence
 
 from backend.metrics.worst_first import rows
+from console.windows.model_links import ModelLinks
 from console.windows.window_layout import add_dock
 from widgets.worst_first_view import WorstFirstView
 
@@ -31,7 +32,7 @@ def build(w) -> None:
     w.worst_dock.visibilityChanged.connect(lambda shown: shown and refresh(w))
     # Through a QObject that dies with the dock, not a lambda: the session outlives the
     # window, and a lambda connected to it would keep the window alive.
-    w.session.status_changed.connect(_Refresher(w).on_session_status_changed)
+    w.worst_refresher = _Refresher(w)
 
 
 class _Refresher(QObject):
@@ -41,6 +42,8 @@ class _Refresher(QObject):
     def __init__(self, w) -> None:
         super().__init__(w.worst_dock)
         self._window = weakref.ref(w)
+        self._links = ModelLinks(self)
+        self._links.connect(w.session.status_changed, self.on_session_status_changed)
 
     @Slot(object)
     def on_session_status_changed(self, _status) -> None:

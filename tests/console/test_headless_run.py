@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
+
+import psygnal
 
 from backend.deploy.catalog import load_catalog
 from backend.recording.reader import open_session
@@ -15,6 +18,23 @@ from console.model.live_session import Session
 from console.settings import Settings
 
 MAX_BATCH_SIZE = "user_config.max_batch_size"
+
+
+def _off_gui_thread_emits(model) -> list[str]:
+    """Every signal of the model and its parts, watched: the names of those emitted on
+    a thread other than the GUI (main) thread (psygnal calls slots where it emits)."""
+    s = model.session
+    parts = (model, model.knobs, model.recording, model.advisor, s, s.connection,
+             s.deploys, s.load, s.model_info, s.tuning, s.gpus, s.scaling)
+    off: list[str] = []
+    for part in parts:
+        for name in dir(type(part)):
+            if isinstance(getattr(type(part), name, None), psygnal.Signal):
+                def seen(*_args, _name=f"{type(part).__name__}.{name}") -> None:
+                    if threading.current_thread() is not threading.main_thread():
+                        off.append(f"{_name} on {threading.current_thread().name}")
+                getattr(part, name).connect(seen, check_nargs=False)
+    return off
 
 
 def test_a_scripted_session_runs_on_the_model_alone(qtbot, tmp_path, ray_cluster,
@@ -32,6 +52,7 @@ def test_a_scripted_session_runs_on_the_model_alone(qtbot, tmp_path, ray_cluster
     model.event_added.connect(events.append)
     stats = []  # the load's statistics as the console gets them (twice a second)
     session.load.stats.connect(stats.append)
+    off_thread = _off_gui_thread_emits(model)
     run = ScriptedRun(model, args, window=None)
     assert model.interactive is False  # no window: nothing may wait for a person
     try:
@@ -59,6 +80,7 @@ def test_a_scripted_session_runs_on_the_model_alone(qtbot, tmp_path, ray_cluster
         run.quit()
         session.shutdown()
     assert run.exit_code == 0
+    assert off_thread == []  # every signal reached its slots on the GUI thread
     texts = [e.message for e in events]
     assert any(t == "'batched' is RUNNING." for t in texts), texts
     assert any(t.startswith(f"Applied to {app}/{dep}: max_batch_size={new}") for t in texts)

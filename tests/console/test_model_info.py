@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 import requests
-from PySide6.QtCore import QObject, Signal
+from psygnal import Signal
 
 import console.model.model_info
 from backend.errors import ConsoleError
@@ -74,15 +74,14 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
 
 # -- when the console asks (a stand-in session; no cluster) -------------------------------
 
-class FakeSession(QObject):
+class FakeSession:
     status_changed = Signal(object)
     disconnected = Signal()
 
     def __init__(self) -> None:
-        super().__init__()
         self.client = SimpleNamespace(verify=True)
         self.load = SimpleNamespace(serve_http_base=lambda: "http://proxy:8000")
-        self.action_runner = TaskRunner("test-action", parent=self)
+        self.action_runner = TaskRunner("test-action")
 
 
 def serve_status(*apps) -> ServeStatus:
@@ -112,8 +111,7 @@ def watch(qtbot, monkeypatch):
     session = FakeSession()
     w = ModelInfoWatch(client=lambda: session.client,
                        serve_http_base=session.load.serve_http_base,
-                       runner=session.action_runner, import_paths={"demo_apps.batched:app"},
-                       parent=session)
+                       runner=session.action_runner, import_paths={"demo_apps.batched:app"})
     # Wired as the Session wires it.
     session.status_changed.connect(w.on_status)
     session.disconnected.connect(w.on_disconnected)

@@ -1,5 +1,5 @@
 """console.model.tasks.start_run: a long job on a thread of its own, its outcome delivered
-through the caller's emit."""
+through the caller's emit on the GUI thread."""
 
 from __future__ import annotations
 
@@ -9,35 +9,34 @@ from backend.errors import ConsoleError
 from console.model.tasks import start_run
 
 
-def _run(job):
-    got, done = [], threading.Event()
+def _run(qtbot, job):
+    got = []
 
     def emit(kind, payload):
         got.append((kind, payload, threading.current_thread().name))
-        done.set()
 
     thread = start_run("job", job, emit, "report")
-    assert done.wait(5)
+    qtbot.waitUntil(lambda: bool(got), timeout=5000)
     thread.join(5)
     assert not thread.is_alive()
     return got, thread
 
 
-def test_the_result_arrives_as_the_done_kind_from_the_jobs_thread() -> None:
-    got, thread = _run(lambda: {"best": 32})
-    assert got == [("report", {"best": 32}, "job")]
+def test_the_result_arrives_as_the_done_kind_on_the_gui_thread(qtbot) -> None:
+    got, thread = _run(qtbot, lambda: {"best": 32})
+    assert got == [("report", {"best": 32}, "MainThread")]
     assert thread.daemon
 
 
-def test_an_error_arrives_as_its_user_message() -> None:
+def test_an_error_arrives_as_its_user_message(qtbot) -> None:
     def fail():
         raise ConsoleError("the cluster went away")
 
-    got, _ = _run(fail)
-    assert got == [("error", "the cluster went away", "job")]
+    got, _ = _run(qtbot, fail)
+    assert got == [("error", "the cluster went away", "MainThread")]
 
     def bug():
         raise KeyError("x")
 
-    got, _ = _run(bug)
-    assert got == [("error", "KeyError: 'x'", "job")]
+    got, _ = _run(qtbot, bug)
+    assert got == [("error", "KeyError: 'x'", "MainThread")]
