@@ -85,7 +85,7 @@ class RayMetrics(Metrics):
         self.slots = metrics.Gauge("serve_llm_slots", tag_keys=tags,
                                    description="Sequences that may run at once.")
         self.slot_use = metrics.Gauge("serve_llm_slot_use", tag_keys=tags,
-                                      description="Running sequences ÷ slots.")
+                                      description="Running sequences over slots.")
         self.output = metrics.Counter("serve_llm_output_tokens", tag_keys=tags,
                                       description="Tokens generated.")
         self.ttft = metrics.Histogram("serve_llm_ttft_ms", boundaries=TTFT_BUCKETS_MS,
