@@ -198,13 +198,14 @@ class Generate:
                       405 if known else 404, "method_not_allowed" if known else "not_found")
 
     async def _complete(self, request: Request, chat: bool):
+        arrived = time.perf_counter()   # the request's arrival in the replica
         try:
             req = parse_request(await request.body(), chat, MODEL_ID, self.engine.context)
         except BadRequest as e:
             return JSONResponse(e.body(), status_code=400)
         seq = self.scheduler.submit(Sequence(
             prompt=req.prompt, max_tokens=req.max_tokens, temperature=req.temperature,
-            seed=req.seed, ignore_eos=req.ignore_eos))
+            seed=req.seed, ignore_eos=req.ignore_eos, arrived=arrived))
         rid, created = new_id(chat), now_s()
         if req.stream:
             return StreamingResponse(self._stream(seq, rid, created, chat),
