@@ -32,7 +32,16 @@ ones). Prefilling a prompt of 64 bytes costs about one step of 16 rows.
 Tunable live (user_config, applied in `reconfigure`, no replica restart):
 `continuous_batching` (true: continuous, false: request-level), `max_num_seqs`
 (continuous: sequences that run at once), `max_batch_size` and `batch_wait_timeout_s`
-(request-level: the batch size and how long it waits to fill).
+(request-level: the batch size and how long it waits to fill), `stream_interval_s` (a
+streamed chunk at most this often: 0 sends one per decode step).
+
+Why chunks are paced: every chunk costs CPU in the replica, Serve's proxy and the client
+(Serve's streaming path, an SSE line, a parse) whatever it carries. On the reference 2-core
+machine a chunk per step capped both schedulers near the same 300-400 output tokens/s
+(benchmarks/continuous_batching.py, first run, 2026-12-07), far below what the model
+makes (16 rows a step of ~8 ms: ~2,000 tokens/s): the proxy, not the model, set the
+figure. With a chunk at most every 50 ms the first token still leaves at once and a
+chunk carries the few tokens made meanwhile, as LLM servers' stream intervals do.
 
 Metrics (Ray's, tagged with the application, deployment, replica and `scheduler`):
 ray_serve_llm_running_seqs, ray_serve_llm_waiting_seqs, ray_serve_llm_slots (the running
@@ -43,6 +52,7 @@ request's arrival in the replica to its first token).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import TYPE_CHECKING
 
@@ -150,6 +160,7 @@ class Generate:
         self.step_ms = step_costs(self.engine)
         self.scheduler = Scheduler(self.engine, RayMetrics())
         self.created = now_s()
+        self.stream_interval_s = 0.0
         try:
             ctx = serve.get_replica_context()
             self.deployment, self.replica = ctx.deployment, ctx.replica_id.unique_id
@@ -159,6 +170,8 @@ class Generate:
     def reconfigure(self, user_config: dict) -> None:
         # Called at start and on every user_config change; no replica restart needed.
         cont = user_config.get("continuous_batching")
+        self.stream_interval_s = max(0.0, float(user_config.get("stream_interval_s",
+                                                                self.stream_interval_s)))
         self.scheduler.configure(
             scheduler=None if cont is None else (CONTINUOUS if cont else REQUEST_LEVEL),
             max_num_seqs=user_config.get("max_num_seqs"),
@@ -177,7 +190,8 @@ class Generate:
                 "user_config": {"continuous_batching": s.mode == CONTINUOUS,
                                 "max_num_seqs": s.max_num_seqs,
                                 "max_batch_size": s.max_batch_size,
-                                "batch_wait_timeout_s": s.batch_wait_timeout_s}}
+                                "batch_wait_timeout_s": s.batch_wait_timeout_s,
+                                "stream_interval_s": self.stream_interval_s}}
 
     async def __call__(self, request: Request):
         path = request.url.path
@@ -218,6 +232,9 @@ class Generate:
             self._leave(seq)
         if seq.finish_reason == "cancelled":
             return _error("The request was cancelled.", 503, "cancelled")
+        if seq.finish_reason == "error":
+            return JSONResponse(error_body("The model failed on a step of this request.",
+                                           kind="server_error"), status_code=500)
         return JSONResponse(whole(rid, MODEL_ID, created, chat, decode(seq.tokens),
                                   seq.finish_reason, usage(len(seq.prompt), len(seq.tokens)),
                                   _timing(seq)))
@@ -232,8 +249,17 @@ class Generate:
                     text = decode(seq.tokens[sent:])
                     yield sse(chunk(rid, MODEL_ID, created, chat, text, first=sent == 0))
                     sent = len(seq.tokens)
+                    if self.stream_interval_s > 0 and not seq.done:
+                        # The next chunk carries what the steps make meanwhile.
+                        await asyncio.sleep(self.stream_interval_s)
+                        continue   # `changed` is set if anything came meanwhile
                 if seq.done:
                     break
+            if seq.finish_reason == "error":
+                yield sse(error_body("The model failed on a step of this request.",
+                                     kind="server_error"))
+                yield sse("[DONE]")
+                return
             reason = "stop" if seq.finish_reason == "cancelled" else seq.finish_reason
             yield sse(chunk(rid, MODEL_ID, created, chat, None, reason))
             yield sse(usage_chunk(rid, MODEL_ID, created, chat,

@@ -49,7 +49,7 @@ class Sequence:
     ignore_eos: bool = False
     arrived: float = field(default_factory=time.perf_counter)
     tokens: list[int] = field(default_factory=list)
-    finish_reason: str | None = None   # "stop" (EOS), "length" (max_tokens), "cancelled"
+    finish_reason: str | None = None   # "stop" (EOS), "length" (max_tokens), "cancelled", "error"
     first_token_t: float | None = None
     done_t: float | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -213,7 +213,15 @@ class Scheduler:
             first = len(self.running)
             self.running.extend(admit)
             self._report()
-            out = await loop.run_in_executor(self._pool, self._compute, first)
+            try:
+                out = await loop.run_in_executor(self._pool, self._compute, first)
+            except Exception:  # noqa: BLE001 - fail these sequences, keep serving
+                for seq in self.running:
+                    if not seq.done:
+                        seq.finish_reason = "error"
+                        seq.done_t = time.perf_counter()
+                    seq.changed.set()
+                continue
             self.steps += 1
             now = time.perf_counter()
             produced = 0
