@@ -102,12 +102,20 @@ class RayMetrics(Metrics):
                                       tag_keys=tags,
                                       description="Arrival in the replica to first token.")
         self._last = 0.0
+        self._scheduler: str | None = None
 
     def state(self, scheduler: str, running: int, waiting: int, slots: int) -> None:
         now = time.monotonic()
         if now - self._last < REPORT_EVERY_S and (running or waiting):
             return
         self._last = now
+        if self._scheduler not in (None, scheduler):
+            # Switched: the other scheduler's gauges read 0 from now on, or its last
+            # figures would stay on the page beside the new ones (counted twice).
+            old = {"scheduler": self._scheduler}
+            for gauge in (self.running, self.waiting, self.slots, self.slot_use):
+                gauge.set(0, tags=old)
+        self._scheduler = scheduler
         tags = {"scheduler": scheduler}
         self.running.set(running, tags=tags)
         self.waiting.set(waiting, tags=tags)
