@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import asyncio
 import math
+import os
 import random
 import signal
 import statistics
@@ -57,7 +58,7 @@ from benchmarks.common import Spread, bisect_max_rate, emit, load_text, machine_
 
 APP, DEPLOYMENT = "generate", "Generate"
 SLO_MS = 3000.0      # p99 time to first token, client-side
-TRIAL_S = 25.0       # arrivals offered per trial
+TRIAL_S = float(os.environ.get("CONTINUOUS_TRIAL_S", 25.0))  # arrivals offered per trial
 DRAIN_S = 20.0       # after the last arrival: what may still finish
 PRECISION = 0.15     # bisection stops when the bracket's ends are within 15 %
 MAX_TRIALS = 7       # per search

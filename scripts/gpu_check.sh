@@ -6,11 +6,12 @@
 # Each step's output goes to stderr; stdout gets one line per step,
 # `{"step": NAME, "rc": N, "seconds": S, "result": {…}}` (result: the step's own last JSON
 # line, or null), and a last line that sums them up. Exit 0 when every step passed.
-# About 8 minutes on a 16-core H100 machine (batching ~5 min, then the rest ~2.5 min).
+# About 8 minutes on a 16-core H100 machine (batching ~5 min, then the rest ~2.5 min),
+# plus the continuous-batching benchmark (up to 7 min; not yet run on a GPU).
 #
 #   scripts/gpu_check.sh                     # in the project's root, Ray + torch importable
 #   scripts/gpu_check.sh gpu_tests multiplex # only those of the steps (batching smoke
-#                                            # gpu_tests streaming multiplex)
+#                                            # gpu_tests streaming multiplex continuous)
 #
 # A GPU machine without network or Qt: pack Ray, pytest and this tree with
 # scripts/gpu_pack.sh here, copy .gpu/ there, then
@@ -51,7 +52,7 @@ PY
 )
 fi
 [ -n "$save" ] && echo "gpu_check: saving to ${BENCHMARK_RESULTS:-benchmarks/results}/" >&2
-want=" ${*:-smoke gpu_tests batching streaming multiplex} "
+want=" ${*:-smoke gpu_tests batching streaming multiplex continuous} "
 
 step() {  # step NAME TIMEOUT_S COMMAND…  (its rc lands in $LOGS/NAME.rc)
   local name=$1 limit=$2; shift 2
@@ -100,6 +101,10 @@ step streaming 200 "$PY" benchmarks/streaming_pipeline.py 960 3 $save &
 sleep 8
 step multiplex 200 "$PY" benchmarks/multiplex_hit_rate.py 300 1 $save &
 wait
+# Continuous ÷ request-level batching on the generate demo (its replica on the GPU), alone
+# again: a rate search per scheduler and repeat, with trials of CONTINUOUS_TRIAL_S.
+step continuous 420 env CONTINUOUS_TRIAL_S="${CONTINUOUS_TRIAL_S:-8}" \
+  "$PY" benchmarks/continuous_batching.py 3 $save
 failed=()
 steps=()
 for f in "$LOGS"/*.rc; do

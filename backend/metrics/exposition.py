@@ -103,11 +103,6 @@ GAUGES = frozenset({REPLICA_ONGOING, BATCH_QUEUE, MUX_MODELS, MUX_REGISTERED, QU
                     AUTOSCALING_TOTAL_REQUESTS, AUTOSCALING_TARGET_ONGOING, LLM_RUNNING,
                     LLM_WAITING, LLM_SLOTS, LLM_SLOT_USE}) | vllm.GAUGES
 
-#: The LLM view's families (the generate demo's and vLLM's): only a replica that streams
-#: tokens has them (counters without `_total`, as in COUNTERS).
-LLM_FAMILIES: frozenset[str] = frozenset({LLM_RUNNING, LLM_WAITING, LLM_SLOTS, LLM_SLOT_USE,
-                                          LLM_OUTPUT_TOKENS, LLM_TTFT}) | vllm.FAMILIES
-
 #: Family names as they appear after `# TYPE` (counters carry `_total` there). The
 #: node GPU gauges (backend/metrics/gpu.py) are per node, not per deployment: only pages
 #: of nodes with a GPU have them.

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
-from tests.support.metric_families import AUTOSCALING_FAMILIES, PIPELINE_FAMILIES
+from tests.support.metric_families import AUTOSCALING_FAMILIES, LLM_FAMILIES, PIPELINE_FAMILIES
 
 DATA = Path(__file__).parent / "data"
 # Two real pages of one node, ~4 s apart, under load on a batched (2 replicas, one
@@ -52,7 +52,7 @@ def test_prefilter_keeps_exactly_the_needed_families(real_page):
     # test_metrics_llm.py).
     wanted = {n[:-6] if n.endswith("_total") else n
               for n in ex.NEEDED_FAMILIES - PIPELINE_FAMILIES - gpu.FAMILIES
-              - AUTOSCALING_FAMILIES - ex.AUTOSCALER_DELAY_FAMILIES} - ex.LLM_FAMILIES
+              - AUTOSCALING_FAMILIES - ex.AUTOSCALER_DELAY_FAMILIES} - LLM_FAMILIES
     present_in_page = wanted & set(full)
     # Every family the console needs is on a page from a loaded batched+multiplexed app.
     assert present_in_page == wanted
@@ -71,12 +71,12 @@ def test_prefilter_cuts_the_page_down(real_page):
 
 def test_real_families_have_the_expected_types_and_labels(real_page):
     fams = ex.parse(ex.prefilter(real_page))
-    demo_only = {ex.PIPELINE_CHUNKS, ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL} | ex.LLM_FAMILIES
+    demo_only = {ex.PIPELINE_CHUNKS, ex.PIPELINE_TTFO, ex.PIPELINE_TOTAL} | LLM_FAMILIES
     for name in ex.COUNTERS - demo_only:
         assert fams[name][0] == "counter", name
     for name in ex.HISTOGRAMS - demo_only - ex.AUTOSCALER_DELAY_FAMILIES:  # not recorded
         assert fams[name][0] == "histogram", name
-    for name in ex.GAUGES - AUTOSCALING_FAMILIES - ex.LLM_FAMILIES:  # not recorded
+    for name in ex.GAUGES - AUTOSCALING_FAMILIES - LLM_FAMILIES:  # not recorded
         assert fams[name][0] == "gauge", name
     req = fams[ex.REQUESTS][1][0].labels
     assert {"application", "deployment", "replica", "route"} <= set(req)

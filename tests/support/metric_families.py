@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from backend.metrics import exposition as ex
+from backend.metrics import vllm_metrics as vllm
 
 #: Families present only while some deployment autoscales (the recorded test pages
 #: predate them; tests/backend/test_metrics_replicas.py checks them on a live page).
@@ -13,3 +14,9 @@ AUTOSCALING_FAMILIES: frozenset[str] = frozenset({ex.AUTOSCALING_DESIRED,
 #: The streaming demo's families (absent from pages of clusters that do not run it).
 PIPELINE_FAMILIES: frozenset[str] = frozenset({ex.PIPELINE_CHUNKS + "_total", ex.PIPELINE_TTFO,
                                                ex.PIPELINE_TOTAL})
+
+#: The LLM view's families (the generate demo's and vLLM's): only a replica that streams
+#: tokens has them (counters without `_total`, as in exposition.COUNTERS).
+LLM_FAMILIES: frozenset[str] = frozenset({ex.LLM_RUNNING, ex.LLM_WAITING, ex.LLM_SLOTS,
+                                          ex.LLM_SLOT_USE, ex.LLM_OUTPUT_TOKENS, ex.LLM_TTFT}
+                                         ) | vllm.FAMILIES

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QApplication
+from PySide6.QtWidgets import QApplication, QLabel
 
 from backend.metrics.series import SERIES, SeriesStore
 from widgets.plots.live_plots import PLOTS, LivePlots
@@ -275,16 +275,22 @@ def test_a_live_series_keeps_its_title_and_legend_text_as_samples_come(plots, st
     assert "3 s" in texts[0][1][0] and "data 3 s old" in texts[1][1][0], texts
 
 
+def _unfed_text(plots: LivePlots) -> str:
+    """What the note above the plots says the cluster's Ray cannot feed ("" when hidden)."""
+    note = plots.findChild(QLabel, "unfedNote")
+    return note.text() if note.isVisibleTo(plots) else ""
+
+
 def test_a_ray_that_cannot_feed_a_plot_is_said_above_the_plots(plots):
     plots.set_ray_version("2.50.1")
-    text = plots.unfed_text()
+    text = _unfed_text(plots)
     assert text.startswith("Ray 2.50 exports no batch metrics (from 2.54)")
     assert "Batch size" in text and "Autoscaler input" in text
-    assert "ray_serve_actual_batch_size" in plots._unfed_label.toolTip()
+    assert "ray_serve_actual_batch_size" in plots.findChild(QLabel, "unfedNote").toolTip()
     plots.set_ray_version("2.56.0")
-    assert plots.unfed_text() == ""
+    assert _unfed_text(plots) == ""
     plots.set_ray_version("2.54.1")
-    assert plots.unfed_text() == ("Ray 2.54 exports no autoscaler metrics (from 2.56): "
+    assert _unfed_text(plots) == ("Ray 2.54 exports no autoscaler metrics (from 2.56): "
                                   "Autoscaler input lacks those curves.")
     plots.set_ray_version(None)
-    assert plots.unfed_text() == ""
+    assert _unfed_text(plots) == ""

@@ -178,6 +178,7 @@ class LivePlots(PlotStack):
         # What the cluster's Ray cannot feed (backend/metrics/ray_exports.py), said above
         # the plots rather than leaving them empty or silently hidden.
         self._unfed_label = QLabel()
+        self._unfed_label.setObjectName("unfedNote")
         self._unfed_label.setWordWrap(True)
         self._unfed_label.setContentsMargins(4, 0, 4, 0)
         self._unfed_label.setVisible(False)
@@ -278,10 +279,6 @@ class LivePlots(PlotStack):
                                                 for name, why in unfed.items()
                                                 if name in SERIES))
         self._unfed_label.setVisible(bool(summary))
-
-    def unfed_text(self) -> str:
-        """What the header says the cluster's Ray cannot feed ("" when nothing)."""
-        return self._unfed_label.text() if self._unfed_label.isVisibleTo(self) else ""
 
     def plot_series(self) -> dict[str, tuple[str, ...]]:
         """{plot title: the series it draws}, top to bottom."""
