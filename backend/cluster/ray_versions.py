@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from backend.metrics.ray_exports import ray_minor
+
 #: Ray versions (major, minor) this console is tested with, both ends inclusive: the
 #: range docs/compatibility.md shows passing every check against a real head of each
 #: version (scripts/compat_matrix.sh). Widen it only with a run that proves the new end.
@@ -15,12 +17,11 @@ def ray_version_warning(version: str | None) -> str | None:
     lo, hi = SUPPORTED_RAY
     tested = (f"{lo[0]}.{lo[1]}.x" if lo == hi
               else f"{lo[0]}.{lo[1]} to {hi[0]}.{hi[1]}")
-    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.(\d+))?", str(version or ""))
-    if not m:
+    mm = ray_minor(version)
+    if mm is None:
         return (f"The cluster reports Ray version {version!r}, which is not a version "
                 f"number; this console is tested with Ray {tested}.")
-    mm = (int(m.group(1)), int(m.group(2)))
-    text = m.group(0).strip()
+    text = re.match(r"^\s*v?\d+\.\d+(?:\.\d+)?", str(version)).group(0).strip()
     if mm < lo:
         return (f"The cluster runs Ray {text}, older than this console is tested with "
                 f"({tested}): some views or changes may not work (the dashboard's REST "
