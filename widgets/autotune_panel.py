@@ -23,7 +23,7 @@ from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QDialog,
 from widgets.plots import plot_style
 from widgets.theme import restyle_when_first_shown
 
-MAX_RPS, MIN_P99 = "max_rps", "min_p99"
+MAX_RPS, MIN_P99, MAX_TOKENS = "max_rps", "min_p99", "max_tokens"
 COLUMNS = ("#", "config", "sustained req/s", "p50 ms", "p99 ms", "errors", "batch size",
            "trials", "note")
 BEST_COLOR = QColor("#2e8b57")
@@ -35,6 +35,8 @@ KNOB_CHOICES: tuple[tuple[str, str, float, float, int], ...] = (
     ("user_config.batch_wait_timeout_s", "batch_wait_timeout_s (s)", 0.0, 0.1, 3),
     ("max_ongoing_requests", "max_ongoing_requests", 1, 512, 0),
     ("num_replicas", "num_replicas (within free resources)", 1, 8, 0),
+    ("user_config.max_num_seqs", "max_num_seqs (slots; generate demo)", 1, 128, 0),
+    ("user_config.continuous_batching", "continuous_batching (0 off, 1 on)", 0, 1, 0),
 )
 DEFAULT_ON = ("user_config.max_batch_size", "user_config.batch_wait_timeout_s",
               "max_ongoing_requests")
@@ -115,6 +117,12 @@ class AutoTunePanel(QDialog):
         self._objective = QComboBox()
         self._objective.addItem("Highest throughput with p99 under the SLO", MAX_RPS)
         self._objective.addItem("Lowest p99 at a given rate", MIN_P99)
+        self._objective.addItem("Most output tokens/s with TTFT p99 under the SLO",
+                                MAX_TOKENS)
+        self._objective.setItemData(
+            2, "A language model on an OpenAI-compatible route (the generate demo): every "
+               "measured rate keeps the p99 time to first token within the SLO; the best "
+               "config streams the most output tokens/s.", Qt.ToolTipRole)
         self._slo = QDoubleSpinBox(decimals=0, minimum=1, maximum=600_000, value=300,
                                    suffix=" ms")
         self._slo.setToolTip("Client-side p99 (coordinated-omission corrected) every "
@@ -272,6 +280,7 @@ class AutoTunePanel(QDialog):
         objective = self._objective.currentData()
         return {"deployment": self.deployment(), "objective": objective,
                 "slo_p99_ms": self._slo.value(),
+                "slo_on": "ttft" if objective == MAX_TOKENS else "latency",
                 "at_rate": self._at_rate.value() if objective == MIN_P99 else None,
                 "max_error_rate": self._errors.value() / 100, "knobs": knobs,
                 "ranges": ranges, "budget_s": self._budget.value()}
@@ -349,6 +358,8 @@ class AutoTunePanel(QDialog):
             ("not better (1 trial)" if row.get("dropped") else "")
         if row.get("running"):
             note = "measuring…"
+        elif row.get("tokens_per_s") is not None and not note:
+            note = f"{row['tokens_per_s']:.0f} output tokens/s"
         values = (index, config_text(row["config"]),
                   _num(row["rps"]) if row["rps"] else "—", _num(row.get("p50_ms")),
                   _num(row.get("p99_ms")), row.get("errors", 0), _num(row.get("batch_size")),

@@ -6,7 +6,11 @@ intended send time: coordinated-omission corrected) for at least `min_seconds` a
 `min_requests` requests (`max_seconds` at most), then stops offering and lets what is in
 flight finish. It is *sustained* when the error rate is within the limit, nothing was
 left unfinished, the achieved rate is at least `sustained_share` of the offered one and
-the client's p99 is within the SLO. `settle` then waits until the deployment has no
+the client's p99 is within the SLO. The SLO is on each request's whole time
+(`slo_metric` LATENCY), or for OpenAI-streaming load (`LoadTarget.openai`) on its time to
+first token (TTFT): a stream's whole time grows with the tokens it asks for, so what a
+user of a language model waits on is the first token, and what the server gives is
+output tokens/s (a trial's `figures` carry both). `settle` then waits until the deployment has no
 backlog, so the next trial does not start behind this one's leftovers.
 """
 
@@ -23,6 +27,10 @@ from backend.load.generator import LoadGenerator, offer_for, request_parts
 from backend.load.load_model import LoadModel, LoadTarget
 
 
+LATENCY, TTFT = "latency", "ttft"  # what a trial's p99 SLO is on
+SLO_METRICS = (LATENCY, TTFT)
+
+
 @dataclass(frozen=True)
 class TrialSpec:
     slo_p99_ms: float
@@ -32,6 +40,11 @@ class TrialSpec:
     max_seconds: float = 15.0        # …but no longer (a search that halves into low rates)
     drain_s: float = 5.0             # after the sends: what may still finish
     sustained_share: float = 0.95    # achieved / offered
+    slo_metric: str = LATENCY        # the p99 the SLO bounds: LATENCY or TTFT
+
+    def __post_init__(self) -> None:
+        if self.slo_metric not in SLO_METRICS:
+            raise ValueError(f"slo_metric {self.slo_metric!r}: one of {', '.join(SLO_METRICS)}")
 
     def seconds_for(self, rate: float) -> float:
         return min(self.max_seconds, max(self.min_seconds, self.min_requests / max(rate, 1e-6)))
@@ -46,18 +59,28 @@ class RateTrial:
     ok: int
     errors: int
     unfinished: int
-    p50_ms: float | None
+    p50_ms: float | None             # of the metric the SLO is on (TTFT under a TTFT SLO)
     p99_ms: float | None
     seconds: float
     why: tuple[str, ...] = ()        # why not sustained
     errors_by_kind: tuple[tuple[str, int], ...] = ()
     figures: dict[str, float] = field(default_factory=dict)   # e.g. server-side batch size
+    slo_metric: str = LATENCY
+
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Output tokens/s over the trial (OpenAI-streaming load only)."""
+        return self.figures.get("output_tokens_per_s")
 
     def text(self) -> str:
         p = lambda v: "—" if v is None else f"{v:.1f}"  # noqa: E731
         verdict = "sustained" if self.sustained else "not sustained: " + ", ".join(self.why)
-        return (f"offered {self.rate:.1f}/s → {self.achieved_rps:.1f}/s, p50 {p(self.p50_ms)} "
-                f"ms, p99 {p(self.p99_ms)} ms, {self.sent} requests: {verdict}")
+        what = "TTFT " if self.slo_metric == TTFT else ""
+        tokens = ("" if self.tokens_per_s is None
+                  else f" ({self.tokens_per_s:.0f} output tokens/s)")
+        return (f"offered {self.rate:.1f}/s → {self.achieved_rps:.1f}/s{tokens}, {what}p50 "
+                f"{p(self.p50_ms)} ms, {what}p99 {p(self.p99_ms)} ms, {self.sent} requests: "
+                f"{verdict}")
 
 
 def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
@@ -81,14 +104,30 @@ def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
             except Exception:  # noqa: BLE001 - a figure is optional; the verdict is not
                 pass
 
+    on_ttft = spec.slo_metric == TTFT
+    if on_ttft and target.openai is None:
+        raise ValueError("an SLO on time to first token needs OpenAI-streaming load")
+    # over_slo's argument holds for a request's whole time only: a stream still in flight
+    # may have had its first token long ago. Under a TTFT SLO the drain decides.
+    decided = None if on_ttft else (
+        lambda st, since_end: over_slo(st, since_end, spec.slo_p99_ms))
     gen.start()
     try:
         offer_for(gen, seconds, spec.drain_s, sleep=cancel.sleep, at_end=observe_now,
-                  decided=lambda st, since_end: over_slo(st, since_end, spec.slo_p99_ms))
+                  decided=decided)
     finally:
         gen.stop()
     s = gen.summary()
-    lat = dict(s.latency_ms)
+    lat = dict(s.ttft_ms if on_ttft else s.latency_ms)
+    if target.openai is not None:
+        # At the rate the requests completed (achieved_rps: over the span they completed
+        # in), each with the tokens the requests averaged; the run's duration would count
+        # the start and the drain, when fewer streams run.
+        figures["output_tokens_per_s"] = s.achieved_rps * s.tokens_out / max(s.ok, 1)
+        ttft = dict(s.ttft_ms)
+        for k in ("p50", "p99"):
+            if k in ttft:
+                figures[f"ttft_{k}_ms"] = ttft[k]
     unfinished = max(0, s.sent - s.ok - s.errors)
     why = []
     if s.sent and s.errors / s.sent > spec.max_error_rate:
@@ -99,11 +138,12 @@ def run_rate_trial(target: LoadTarget, rate: float, spec: TrialSpec, *,
         why.append(f"achieved < {spec.sustained_share:.0%}")
     p99 = lat.get("p99")
     if p99 is None or not p99 <= spec.slo_p99_ms:
-        why.append(f"p99 > {spec.slo_p99_ms:g} ms")
+        why.append(f"{'TTFT ' if on_ttft else ''}p99 > {spec.slo_p99_ms:g} ms")
     return RateTrial(rate=rate, sustained=not why, achieved_rps=s.achieved_rps, sent=s.sent,
                      ok=s.ok, errors=s.errors, unfinished=unfinished, p50_ms=lat.get("p50"),
                      p99_ms=p99, seconds=seconds, why=tuple(why),
-                     errors_by_kind=tuple(s.errors_by_kind), figures=figures)
+                     errors_by_kind=tuple(s.errors_by_kind), figures=figures,
+                     slo_metric=spec.slo_metric)
 
 
 MARGIN_S = 0.5

@@ -22,7 +22,8 @@ from backend.cancel import Cancelled, CancelToken
 from backend.cluster.client import ClusterClient
 from backend.errors import ConsoleError
 from backend.load.load_model import LoadTarget
-from backend.load.rate_trial import RateTrial, TrialSpec, idle_latency_ms, run_rate_trial, settle
+from backend.load.rate_trial import (TTFT, RateTrial, TrialSpec, idle_latency_ms, run_rate_trial,
+                                     settle)
 from backend.load.targets import app_target, serve_http_base
 from backend.tuning.apply import ApplyFailed, apply_changes, check_change_fit, put_back
 from backend.tuning.autotune_search import (DEFAULT_KNOBS, LADDERS, MAX_BATCH_SIZE, MAX_ONGOING,
@@ -51,7 +52,8 @@ class TuneRequest:
         return TrialSpec(slo_p99_ms=self.objective.slo_p99_ms,
                          max_error_rate=self.objective.max_error_rate,
                          min_seconds=self.trial_seconds, min_requests=self.trial_requests,
-                         max_seconds=max(15.0, self.trial_seconds))
+                         max_seconds=max(15.0, self.trial_seconds),
+                         slo_metric=self.objective.slo_metric)
 
 
 @dataclass
@@ -72,6 +74,8 @@ class TuneReport:
         best = self.outcome.best
         return {"best": dict(best.config) if best else None,
                 "best_rps": round(best.rps, 1) if best else None,
+                "best_tokens_per_s": (None if best is None or best.tokens_per_s is None
+                                      else round(best.tokens_per_s, 1)),
                 "p99_ms": None if best is None or best.p99_ms is None else round(best.p99_ms, 1),
                 "p50_ms": None if best is None or best.p50_ms is None else round(best.p50_ms, 1),
                 "start": dict(self.outcome.start),
@@ -83,6 +87,7 @@ class TuneReport:
                 "left_on": self.left_on, "left_config": dict(self.left_config),
                 "applied": self.left_ok and self.left_on == BEST and best is not None,
                 "restarts": self.restarts, "slo_p99_ms": self.request.objective.slo_p99_ms,
+                "slo_on": self.request.objective.slo_metric,
                 "error": self.error or self.leave_error or None,
                 "limits": list(self.limits)}
 
@@ -163,6 +168,12 @@ class TuneRun:
         self.target = r.target or app_target(status, base, r.app, self._demos)
         if self.target is None:
             raise ConsoleError(f"'{r.app}' has no HTTP route to send load to.")
+        if r.objective.slo_metric == TTFT and self.target.openai is None:
+            raise ConsoleError(
+                f"An SLO on time to first token needs OpenAI-streaming load, and the load "
+                f"for '{r.app}' is plain HTTP ({self.target.describe()}). Tune a language "
+                "model served on an OpenAI-compatible route (the generate demo), or use "
+                "an SLO on the whole request's p99.")
         return values, axes
 
     # -- the run -----------------------------------------------------------------------------
@@ -314,7 +325,8 @@ class TuneRun:
 
 
 def candidate_text(c: Candidate) -> str:
-    cfg = ", ".join(f"{p.split('.')[-1]}={v:g}" if isinstance(v, (int, float))
+    cfg = ", ".join(f"{p.split('.')[-1]}={str(v).lower()}" if isinstance(v, bool)
+                    else f"{p.split('.')[-1]}={v:g}" if isinstance(v, (int, float))
                     else f"{p.split('.')[-1]}={v}" for p, v in c.config.items())
     if c.skipped:
         return f"#{c.index} {cfg}: skipped ({c.skipped})"
@@ -325,8 +337,10 @@ def candidate_text(c: Candidate) -> str:
     if c.rps <= 0:
         return f"#{c.index} {cfg}: no rate met the objective"
     p99 = "—" if c.p99_ms is None else f"{c.p99_ms:.0f}"
-    return (f"#{c.index} {cfg}: {c.rps:.1f} req/s at p99 {p99} ms "
-            f"({len(c.measurements)} trials, {c.took_s:.0f} s)")
+    ttft = bool(c.measurements) and c.measurements[-1].slo_metric == TTFT
+    tokens = "" if c.tokens_per_s is None else f" ({c.tokens_per_s:.0f} output tokens/s)"
+    return (f"#{c.index} {cfg}: {c.rps:.1f} req/s{tokens} at {'TTFT ' if ttft else ''}p99 "
+            f"{p99} ms ({len(c.measurements)} trials, {c.took_s:.0f} s)")
 
 
 def config_yaml(details: dict[str, Any], app: str, deployment: str,

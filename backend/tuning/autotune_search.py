@@ -19,7 +19,13 @@ under the SLO (backend.load.rate_trial) — and searches the knob space live:
    often comes in steps that one neighbour does not show). A pass that improves nothing
    tries each pair of knobs a step up together. A pass over all knobs that improves nothing ends the search; so do the
    time budget and a stop.
-3. Objective "lowest p99 at a given rate": each candidate is one trial at that rate; the
+3. Objective "most output tokens/s with TTFT p99 under the SLO" (a language model under
+   OpenAI-streaming load): the same search, each trial's SLO on time to first token
+   (backend.load.rate_trial); the best is the candidate with the most output tokens/s.
+   The rate search's early stop still compares requests/s: the load draws the same
+   lengths at every rate (its seed), so a config that sustains more requests/s streams
+   proportionally more tokens.
+4. Objective "lowest p99 at a given rate": each candidate is one trial at that rate; the
    best is the sustained one with the lowest p99 (an improvement must be 5 % or more,
    less is noise).
 
@@ -37,12 +43,14 @@ from typing import Any, Callable
 
 from backend.cancel import Cancelled, CancelToken
 from backend.load.rate_search import bisect_max_rate
-from backend.load.rate_trial import RateTrial
+from backend.load.rate_trial import LATENCY, TTFT, RateTrial
 
 MAX_BATCH_SIZE = "user_config.max_batch_size"
 BATCH_WAIT = "user_config.batch_wait_timeout_s"
 MAX_ONGOING = "max_ongoing_requests"
 NUM_REPLICAS = "num_replicas"
+MAX_NUM_SEQS = "user_config.max_num_seqs"              # the generate demo's slots
+CONTINUOUS_BATCHING = "user_config.continuous_batching"  # its scheduler (False: per request)
 
 #: What `--knobs` defaults to: the batching convention's two knobs and the concurrency
 #: limit, all applied live (no replica restarts).
@@ -55,6 +63,8 @@ LADDERS: dict[str, tuple[Any, ...]] = {
     BATCH_WAIT: (0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.03, 0.05, 0.1, 0.2),
     MAX_ONGOING: (1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
     NUM_REPLICAS: tuple(range(1, 65)),
+    MAX_NUM_SEQS: (1, 2, 4, 8, 16, 32, 64, 128),
+    CONTINUOUS_BATCHING: (False, True),
 }
 
 #: Improvement below this share of the best p99 is noise (objective "lowest p99").
@@ -108,10 +118,17 @@ class Objective:
     slo_p99_ms: float
     max_error_rate: float = 0.0
     at_rate: float | None = None   # None: highest rate under the SLO; else lowest p99 there
+    slo_metric: str = LATENCY      # TTFT: the SLO on time to first token, most tokens/s
 
     def describe(self) -> str:
         errors = f", errors ≤ {self.max_error_rate:.1%}" if self.max_error_rate else \
             ", no errors"
+        if self.slo_metric == TTFT:
+            if self.at_rate is None:
+                return (f"most output tokens/s with TTFT p99 ≤ {self.slo_p99_ms:g} ms"
+                        f"{errors}")
+            return (f"lowest TTFT p99 at {self.at_rate:g} req/s (TTFT p99 ≤ "
+                    f"{self.slo_p99_ms:g} ms{errors})")
         if self.at_rate is None:
             return f"highest throughput with p99 ≤ {self.slo_p99_ms:g} ms{errors}"
         return (f"lowest p99 at {self.at_rate:g} req/s (p99 ≤ {self.slo_p99_ms:g} ms"
@@ -140,8 +157,14 @@ class Candidate:
     def meets(self) -> bool:
         return self.rps > 0 and not self.failed and not self.skipped
 
+    @property
+    def tokens_per_s(self) -> float | None:
+        """Output tokens/s at its highest sustained rate (OpenAI-streaming load only)."""
+        return self.figures.get("output_tokens_per_s")
+
     def row(self) -> dict[str, Any]:
         return {"trial": self.index, "config": dict(self.config), "rps": round(self.rps, 1),
+                "tokens_per_s": _round(self.tokens_per_s),
                 "p50_ms": _round(self.p50_ms), "p99_ms": _round(self.p99_ms),
                 "errors": self.errors, "batch_size": _round(self.figures.get("batch_size")),
                 "measurements": len(self.measurements), "dropped": self.dropped,
@@ -306,6 +329,9 @@ class AutoTuner:
         if self.best is None:
             return True
         if self.objective.at_rate is None:
+            if self.objective.slo_metric == TTFT and cand.tokens_per_s is not None \
+                    and self.best.tokens_per_s is not None:
+                return cand.tokens_per_s > self.best.tokens_per_s
             return cand.rps > self.best.rps
         return (cand.p99_ms is not None and self.best.p99_ms is not None
                 and cand.p99_ms < (1 - P99_NOISE) * self.best.p99_ms)

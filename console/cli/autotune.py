@@ -1,5 +1,7 @@
 """`serve-console --address URL --autotune APP/DEPLOYMENT --slo-p99-ms MS …`: the
-auto-tuner without a window.
+auto-tuner without a window. `--slo-ttft-p99-ms MS` in place of `--slo-p99-ms` tunes a
+language model on an OpenAI-compatible route: the SLO on time to first token, the most
+output tokens/s (`best_tokens_per_s` in the JSON line).
 
 Each step is a line on stderr (HH:MM:SS, what was tried, what it sustained); the result
 is one JSON line on stdout (`best`, `best_rps`, `p99_ms`, `trials`, `elapsed_s`, …). The
@@ -27,6 +29,7 @@ from backend.load.load_model import LoadTarget
 from backend.load.rate_trial import RateTrial
 from backend.tuning.autotune_run import (BEST, START, TuneReport, TuneRequest, TuneRun,
                                          candidate_text)
+from backend.load.rate_trial import LATENCY, TTFT
 from backend.tuning.autotune_search import DEFAULT_KNOBS, LADDERS, Candidate, Objective
 
 
@@ -48,8 +51,13 @@ def parser() -> argparse.ArgumentParser:
     p.add_argument("--insecure", action="store_true", help="do not verify TLS certificates")
     p.add_argument("--autotune", metavar="APP/DEPLOYMENT", required=True,
                    help="the deployment to tune")
-    p.add_argument("--slo-p99-ms", type=float, required=True,
-                   help="client-side p99 latency every trial must stay within (ms)")
+    slo = p.add_mutually_exclusive_group(required=True)
+    slo.add_argument("--slo-p99-ms", type=float,
+                     help="client-side p99 latency every trial must stay within (ms)")
+    slo.add_argument("--slo-ttft-p99-ms", type=float,
+                     help="a language model on an OpenAI-compatible route (the generate "
+                          "demo): the p99 time to first token every trial must stay "
+                          "within (ms); the search maximises output tokens/s")
     p.add_argument("--max-error-rate", type=float, default=0.0,
                    help="share of failed requests a trial may have (default 0)")
     p.add_argument("--at-rate", type=float, default=None,
@@ -109,8 +117,10 @@ def build_request(args: argparse.Namespace) -> TuneRequest:
     app, sep, dep = args.autotune.partition("/")
     if not sep or not app or not dep:
         raise ValueError("--autotune takes APP/DEPLOYMENT, e.g. batched/BatchedGenerator")
-    if args.slo_p99_ms <= 0:
-        raise ValueError("--slo-p99-ms must be > 0")
+    on_ttft = args.slo_ttft_p99_ms is not None
+    slo_ms = args.slo_ttft_p99_ms if on_ttft else args.slo_p99_ms
+    if slo_ms <= 0:
+        raise ValueError(f"--slo-{'ttft-' if on_ttft else ''}p99-ms must be > 0")
     if not 0 <= args.max_error_rate < 1:
         raise ValueError("--max-error-rate must be in [0, 1)")
     if args.at_rate is not None and args.at_rate <= 0:
@@ -139,8 +149,8 @@ def build_request(args: argparse.Namespace) -> TuneRequest:
             raise ValueError(f"--range {spec!r}: LOW > HIGH")
         ranges[path] = (lo, hi)
     return TuneRequest(app=app, deployment=dep,
-                       objective=Objective(args.slo_p99_ms, args.max_error_rate,
-                                           args.at_rate),
+                       objective=Objective(slo_ms, args.max_error_rate, args.at_rate,
+                                           slo_metric=TTFT if on_ttft else LATENCY),
                        knobs=knobs, ranges=ranges, budget_s=args.budget_s,
                        start_rate=args.start_rate, precision=args.precision,
                        trial_seconds=args.trial_s,
@@ -165,7 +175,8 @@ def _on_event(kind: str, payload: Any) -> None:
         _say(candidate_text(payload))
     elif kind == "best":
         c: Candidate = payload
-        _say(f"best so far: #{c.index} at {c.rps:.1f} req/s")
+        tokens = "" if c.tokens_per_s is None else f" ({c.tokens_per_s:.0f} output tokens/s)"
+        _say(f"best so far: #{c.index} at {c.rps:.1f} req/s{tokens}")
     elif kind == "leaving":
         _say(f"leaving the deployment on {payload}")
 

@@ -20,6 +20,7 @@ from psygnal import Signal
 
 from backend.tuning.autotune_run import (BEST, START, TuneReport, TuneRequest, TuneRun,
                                          candidate_text, config_yaml)
+from backend.load.rate_trial import LATENCY, TTFT
 from backend.tuning.autotune_search import Candidate, Objective
 from console.model.tasks import start_run, user_message
 from console.model import gui_calls
@@ -80,7 +81,7 @@ class AutoTuneController:
     def request_from_spec(self, spec: dict[str, Any]) -> TuneRequest:
         app, dep = spec["deployment"]
         objective = Objective(float(spec["slo_p99_ms"]), float(spec.get("max_error_rate") or 0),
-                              spec.get("at_rate"))
+                              spec.get("at_rate"), slo_metric=spec.get("slo_on") or LATENCY)
         return TuneRequest(app, dep, objective, knobs=tuple(spec["knobs"]),
                            ranges=dict(spec.get("ranges") or {}),
                            budget_s=float(spec.get("budget_s") or 300),
@@ -264,12 +265,16 @@ def finish_text(report: TuneReport) -> str:
     if best is None:
         lines.append(f"No config met the objective ({obj.describe()}).")
     else:
-        cfg = ", ".join(f"{p.split('.')[-1]}={v:g}" if isinstance(v, (int, float))
+        cfg = ", ".join(f"{p.split('.')[-1]}={str(v).lower()}" if isinstance(v, bool)
+                        else f"{p.split('.')[-1]}={v:g}" if isinstance(v, (int, float))
                         else f"{p.split('.')[-1]}={v}" for p, v in best.config.items())
         margin = ""
+        what = "TTFT p99" if obj.slo_metric == TTFT else "p99"
         if best.p99_ms is not None:
-            margin = f", p99 {best.p99_ms:.0f} ms ({obj.slo_p99_ms - best.p99_ms:.0f} ms " \
+            margin = f", {what} {best.p99_ms:.0f} ms ({obj.slo_p99_ms - best.p99_ms:.0f} ms " \
                      "under the SLO)"
+        if best.tokens_per_s is not None:
+            margin = f" ({best.tokens_per_s:.0f} output tokens/s){margin}"
         gain = ""
         if base is not None and base.rps > 0 and best is not base and obj.at_rate is None:
             gain = f" — {best.rps / base.rps:.2f}× the starting config's {base.rps:.1f} req/s"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from backend.load.rate_trial import LATENCY, TTFT
 from console.cli.autotune import build_request, parser
 
 BASE = ["--address", "http://127.0.0.1:8265", "--autotune", "batched/BatchedGenerator",
@@ -34,3 +35,18 @@ def test_the_search_settings_reach_the_request():
 def test_a_bad_value_is_refused_by_name(extra, named):
     with pytest.raises(ValueError, match=named):
         request(*extra)
+
+
+def test_a_ttft_slo_makes_the_objective_output_tokens_per_second():
+    args = parser().parse_args(["--address", "http://127.0.0.1:8265", "--autotune",
+                                "generate/Generate", "--slo-ttft-p99-ms", "500",
+                                "--knobs", "max_num_seqs,continuous_batching"])
+    r = build_request(args)
+    assert (r.objective.slo_p99_ms, r.objective.slo_metric) == (500, TTFT)
+    assert r.trial_spec().slo_metric == TTFT
+    assert r.knobs == ("user_config.max_num_seqs", "user_config.continuous_batching")
+    assert request().objective.slo_metric == LATENCY
+    with pytest.raises(SystemExit):  # one SLO or the other, not both
+        parser().parse_args([*BASE, "--slo-ttft-p99-ms", "500"])
+    with pytest.raises(ValueError, match="--slo-ttft-p99-ms must be > 0"):
+        build_request(parser().parse_args([*BASE[:-2], "--slo-ttft-p99-ms", "0"]))

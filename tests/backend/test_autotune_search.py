@@ -10,9 +10,10 @@ import pytest
 
 from backend.cancel import CancelToken
 from backend.load.rate_search import bisect_max_rate
-from backend.load.rate_trial import RateTrial
-from backend.tuning.autotune_search import (BATCH_WAIT, MAX_BATCH_SIZE, MAX_ONGOING, AutoTuner,
-                                            KnobAxis, Objective, axis_for, grid)
+from backend.load.rate_trial import TTFT, RateTrial
+from backend.tuning.autotune_search import (BATCH_WAIT, CONTINUOUS_BATCHING, MAX_BATCH_SIZE,
+                                            MAX_NUM_SEQS, MAX_ONGOING, AutoTuner, KnobAxis,
+                                            Objective, axis_for, grid)
 
 
 def capacity(config) -> float:
@@ -226,3 +227,36 @@ def test_knobs_that_help_only_together_are_found():
     out = tuner.run()
     assert out.best.config[MAX_BATCH_SIZE] >= 4 and out.best.config[BATCH_WAIT] > 0
     assert out.best.rps >= 0.9 * 100
+
+
+def test_under_a_ttft_slo_the_most_output_tokens_per_second_wins():
+    """A language model's slots (max_num_seqs) and scheduler: continuous batching streams
+    more tokens/s at every slot count; the best is the config with the most tokens/s,
+    found by the same rate search, and the bool knob is stepped like any ladder."""
+    start = {MAX_NUM_SEQS: 4, CONTINUOUS_BATCHING: False}
+    fake = Fake(start)
+
+    def tokens_cap(config) -> float:  # requests/s; each streams 40 tokens
+        return min(config[MAX_NUM_SEQS], 16) * (2.0 if config[CONTINUOUS_BATCHING] else 1.0)
+
+    def trial(rate):
+        fake.trials += 1
+        cap = tokens_cap(fake.config)
+        ok = rate <= cap
+        return RateTrial(rate=rate, sustained=ok, achieved_rps=min(rate, cap), sent=100,
+                         ok=100, errors=0, unfinished=0, p50_ms=90.0,
+                         p99_ms=150.0 if ok else 2000.0, seconds=5.0,
+                         figures={"output_tokens_per_s": 40 * min(rate, cap)},
+                         slo_metric=TTFT)
+
+    objective = Objective(slo_p99_ms=500, slo_metric=TTFT)
+    assert objective.describe() == "most output tokens/s with TTFT p99 ≤ 500 ms, no errors"
+    tuner = AutoTuner([axis_for(MAX_NUM_SEQS, 4, high=32),
+                       axis_for(CONTINUOUS_BATCHING, False)], objective, start,
+                      apply=fake.apply, trial=trial, precision=0.05)
+    out = tuner.run()
+    assert out.best.config[CONTINUOUS_BATCHING] is True
+    assert out.best.config[MAX_NUM_SEQS] >= 16
+    assert out.best.tokens_per_s == pytest.approx(40 * out.best.rps)
+    assert out.best.tokens_per_s >= 0.9 * 40 * 32  # 16 slots × 2, within the precision
+    assert out.best.row()["tokens_per_s"] == round(out.best.tokens_per_s, 1)

@@ -17,6 +17,11 @@ does not share the generator's GIL. Routes (any method):
                              every G ms
   /seen                      GET: {"count": requests seen (other than /seen), "last": the
                              wall-clock time (time.time()) the last one arrived, or null}
+  /openai/{first_ms}/{every_ms}/v1/completions   POST: an OpenAI-style SSE stream of the
+                             body's max_tokens tokens (default 16), the first first_ms after
+                             the request arrived, then one every every_ms, each due at a
+                             fixed time from the arrival; then usage and [DONE]. GET
+                             /openai/…/v1/models lists the model "reference"
   /versions                  a traffic split as the router convention answers it: every
                              4th request is "v2" (20 ms, every other one of them HTTP
                              500), the rest "v1" (2 ms); x-serve-version names it
@@ -118,6 +123,31 @@ def make_app():
             pass  # the client went away (a stopped generator): nothing to report
         return resp
 
+    async def openai_models(request):
+        return web.json_response({"object": "list",
+                                  "data": [{"id": "reference", "object": "model"}]})
+
+    async def openai_completions(request):
+        arrived = time.monotonic()
+        body = await request.json()
+        first = float(request.match_info["first_ms"]) / 1000
+        every = float(request.match_info["every_ms"]) / 1000
+        n = int(body.get("max_tokens", 16))
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await resp.prepare(request)
+        try:
+            for i in range(n):
+                await asyncio.sleep(max(0.0, arrived + first + i * every - time.monotonic()))
+                chunk = {"choices": [{"index": 0, "text": f"t{i} "}]}
+                await resp.write(f"data: {json.dumps(chunk)}\n\n".encode())
+            usage = {"choices": [], "usage": {"prompt_tokens": len(
+                str(body.get("prompt", "")).split()), "completion_tokens": n}}
+            await resp.write(f"data: {json.dumps(usage)}\n\ndata: [DONE]\n\n".encode())
+            await resp.write_eof()
+        except ConnectionError:
+            pass
+        return resp
+
     versions_n = [0]
 
     async def versions(request):
@@ -155,6 +185,9 @@ def make_app():
     app.router.add_route("GET", "/model-counts", model_counts)
     app.router.add_route("*", "/reset", reset)
     app.router.add_route("*", "/stream", stream)
+    app.router.add_route("GET", "/openai/{first_ms}/{every_ms}/v1/models", openai_models)
+    app.router.add_route("POST", "/openai/{first_ms}/{every_ms}/v1/completions",
+                         openai_completions)
     return app
 
 
