@@ -16,6 +16,7 @@ backlog, so the next trial does not start behind this one's leftovers.
 
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from typing import Callable
@@ -25,6 +26,9 @@ import requests
 from backend.cancel import CancelToken
 from backend.load.generator import LoadGenerator, offer_for, request_parts
 from backend.load.load_model import LoadModel, LoadTarget
+from backend.load.openai_load import RequestMaker
+from backend.load.openai_request import models_url
+from backend.load.openai_stream import chunk_text
 
 
 LATENCY, TTFT = "latency", "ttft"  # what a trial's p99 SLO is on
@@ -166,7 +170,11 @@ def over_slo(stats, since_end_s: float, slo_p99_ms: float) -> bool:
 
 
 def single_request_ms(target: LoadTarget, seq: int = 0, timeout_s: float = 30.0) -> float | None:
-    """One request as the load sends it; its time in ms, or None when it failed."""
+    """One request as the load sends it; its time in ms, or None when it failed. Under
+    OpenAI-streaming load, its time to the first token (a stream's whole time is its
+    length's, which the load draws: the first token is what a backlog delays)."""
+    if target.openai is not None:
+        return first_token_ms(target, seq, timeout_s)
     body, headers, _ = request_parts(target, seq)
     t0 = time.perf_counter()
     try:
@@ -182,9 +190,39 @@ def single_request_ms(target: LoadTarget, seq: int = 0, timeout_s: float = 30.0)
     return (time.perf_counter() - t0) * 1000
 
 
+def first_token_ms(target: LoadTarget, seq: int = 0, timeout_s: float = 30.0) -> float | None:
+    """One streamed completion as the OpenAI-streaming load sends it (request *seq* of
+    its seeded sequence): ms to its first token's chunk, then the stream is closed (the
+    server frees what it held for it). None when it failed or streamed no token."""
+    maker = RequestMaker(target.openai, target.url, seed=seq)
+    body, _ = maker.next_body()
+    headers = {k: v for k, v in target.headers if k.lower() != "content-type"}
+    try:
+        if "model" not in body:
+            listed = requests.get(models_url(target.url), headers=headers, timeout=timeout_s)
+            models = listed.json().get("data") if listed.ok else None
+            if models:
+                body["model"] = models[0].get("id")
+        t0 = time.perf_counter()
+        with requests.post(target.url, json=body, headers=headers, timeout=timeout_s,
+                           stream=True) as r:
+            if r.status_code >= 400:
+                return None
+            for line in r.iter_lines():
+                data = line[5:].strip() if line.startswith(b"data:") else b""
+                if data == b"[DONE]":
+                    return None
+                if data and chunk_text(json.loads(data)):  # not a role-only first chunk
+                    return (time.perf_counter() - t0) * 1000
+    except (requests.RequestException, ValueError, AttributeError):
+        return None
+    return None
+
+
 def idle_latency_ms(target: LoadTarget, n: int = 5,
                     cancel: CancelToken | None = None) -> float | None:
-    """The median time of *n* single requests to an idle deployment (None: all failed)."""
+    """The median time of *n* single requests to an idle deployment (None: all failed);
+    under OpenAI-streaming load, the median time to the first token."""
     cancel = cancel or CancelToken()
     times = []
     for i in range(n):

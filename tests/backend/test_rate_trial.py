@@ -13,6 +13,7 @@ import pytest
 from backend.load.load_model import LoadTarget
 from backend.load.openai_load import LengthDist, OpenAILoad
 from backend.load.rate_trial import (LATENCY, MARGIN_S, TTFT, TrialSpec, over_slo,
+                                     single_request_ms,
                                      run_rate_trial)
 from tests.support.reference_server import ReferenceServer
 
@@ -95,3 +96,12 @@ def test_a_ttft_slo_needs_openai_load(server):
                        TrialSpec(slo_p99_ms=100, slo_metric=TTFT))
     with pytest.raises(ValueError, match="slo_metric 'tft'"):
         TrialSpec(slo_p99_ms=100, slo_metric="tft")
+
+
+def test_a_single_openai_request_is_timed_to_its_first_token(server):
+    # What settle() and idle_latency_ms() read between trials: the stream's 20 tokens
+    # take ~1.05 s, its first ~0.1 s.
+    ms = single_request_ms(_openai(server))
+    assert ms is not None and 90 <= ms < 600, ms
+    assert single_request_ms(LoadTarget(url=f"{server}/status/500", openai=OpenAILoad())) \
+        is None
