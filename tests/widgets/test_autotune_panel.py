@@ -7,7 +7,8 @@ import pyqtgraph as pg
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QLabel
 
-from widgets.autotune_panel import MAX_RPS, MIN_P99, AutoTunePanel, config_text, validate_spec
+from widgets.autotune_panel import (MAX_RPS, MAX_TOKENS, MIN_P99, AutoTunePanel, config_text,
+                                    validate_spec)
 
 KEY = ("batched", "BatchedGenerator")
 
@@ -103,3 +104,30 @@ def test_config_text_is_short():
     assert config_text({"user_config.max_batch_size": 8, "max_ongoing_requests": 64,
                         "user_config.batch_wait_timeout_s": 0.01}) == \
         "max_batch_size=8, max_ongoing_requests=64, batch_wait_timeout_s=0.01"
+
+
+def test_a_language_models_objective_and_knobs_reach_the_run(qtbot):
+    """Objective "most output tokens/s with TTFT p99 under the SLO": the spec says so,
+    the model's request carries it, and the generate demo's two knobs are searchable."""
+    from backend.load.rate_trial import TTFT
+    from backend.tuning.autotune_search import axis_for
+    from console.model.autotune import AutoTuneController
+
+    panel = AutoTunePanel()
+    qtbot.addWidget(panel)
+    panel.set_deployments([("generate", "Generate")], current=("generate", "Generate"))
+    knobs = ["user_config.max_num_seqs", "user_config.continuous_batching"]
+    panel.set_spec({"objective": MAX_TOKENS, "slo_p99_ms": 800, "knobs": knobs,
+                    "ranges": {"user_config.max_num_seqs": (2, 32)}})
+    spec = panel.spec()
+    assert spec["objective"] == MAX_TOKENS and spec["slo_on"] == "ttft"
+    assert spec["knobs"] == knobs and validate_spec(spec) == ""
+    assert spec["ranges"]["user_config.continuous_batching"] == (0, 1)
+    request = AutoTuneController.request_from_spec(None, spec)
+    assert request.objective.slo_metric == TTFT and request.objective.slo_p99_ms == 800
+    assert axis_for("user_config.continuous_batching", True,
+                    *spec["ranges"]["user_config.continuous_batching"]).values == (False, True)
+    assert axis_for("user_config.max_num_seqs", 16,
+                    *spec["ranges"]["user_config.max_num_seqs"]).values == (2, 4, 8, 16, 32)
+    panel.show_candidate(row(1, 20.6, 612.0, tokens_per_s=438.8))
+    assert panel.rows()[0][-1] == "439 output tokens/s"
