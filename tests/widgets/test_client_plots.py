@@ -103,3 +103,31 @@ def test_an_empty_plot_labels_its_seconds_as_seconds(qtbot):
         axis = plots._plots[name].getAxis("bottom")
         assert axis.range[1] < 1.0, axis.range
         assert "x0.001" not in axis.labelString() and axis.autoSIPrefixScale == 1.0
+
+
+def stream_second(t: int) -> SecondStats:
+    return SecondStats(t=float(t), level=2.0, offered=2, completed=2, ok=2, errors=(),
+                       in_flight=3, p50_ms=1900.0, p90_ms=2100.0, p99_ms=2300.0,
+                       p999_ms=2300.0, ttft_p50_ms=150.0 + t, ttft_p99_ms=180.0,
+                       itl_p50_ms=40.0, itl_p99_ms=55.0, tokens_in=64, tokens_out=80 + t)
+
+
+def test_openai_streaming_load_adds_a_row_of_ttft_itl_and_tokens_and_clear_takes_it(qtbot):
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    plots.set_history([second(t) for t in range(3)])  # plain HTTP load: no such row
+    assert "ttft" not in plots._plots
+    plots.clear()
+    plots.set_history([stream_second(t) for t in range(3)])
+    # (the data set, not getData(): that clips to a view the new plots have not fitted yet)
+    ttft = plots.curve("ttft_p50")
+    assert list(ttft.xData) == [0.0, 1.0, 2.0] and list(ttft.yData) == [150.0, 151.0, 152.0]
+    assert list(plots.curve("itl_p99").yData) == [55.0] * 3
+    assert list(plots.curve("tokens_out").yData) == [80, 81, 82]
+    assert list(plots.curve("tokens_in").yData) == [64] * 3
+    assert "TTFT p50" in plots.plot("ttft").titleLabel.text
+    # The next run is plain HTTP again: the row goes.
+    plots.clear()
+    plots.set_history([second(t) for t in range(3)])
+    assert "ttft" not in plots._plots and "ttft_p50" not in plots._curves
+    assert len(plots._drawn_plots()) == 4

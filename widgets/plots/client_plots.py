@@ -4,6 +4,9 @@ Four plots (2 × 2) sharing the x axis (seconds since the run started; the first
 one range, `MIN_SPAN_S`): offered vs achieved rate
 (with the profile's target level), latency p50/p90/p99/p99.9, errors/s by kind (status
 code, timeout, connect error; a curve appears when a kind first occurs), requests in flight.
+OpenAI-streaming load adds a row once its first second comes: time to first token and
+inter-token latency (p50, p99: milliseconds where a whole stream's latency is seconds, so
+not on the latency plot's scale) and output tokens/s (with input tokens/s).
 Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern), a
 plot at a time: a new second draws the rate plot at once and each other plot in a turn
 of the event loop of its own, as the plot stacks do (widgets/plots/plot_stack.py): the four
@@ -144,6 +147,9 @@ class ClientPlots(QWidget):
                        lambda: self._draw_errors(history, t),
                        lambda: self._curves["in_flight"].setData(
                            t, [s.in_flight for s in history])]
+        if "tokens" in self._plots or any(
+                s.ttft_p50_ms is not None or s.tokens_out for s in history):
+            self._steps.append(lambda: self._draw_stream(history, t))
         self._steps.pop(0)()
         self._step_timer.start()
 
@@ -192,12 +198,47 @@ class ClientPlots(QWidget):
                 kind = name[len("errors:"):]
                 curve.setData(t, [dict(s.errors).get(kind, 0) for s in history])
 
+    def _add_stream_plots(self) -> None:
+        """The OpenAI-streaming row (the module docstring), made when first needed."""
+        tok = self._plot("ttft", "client TTFT / ITL ms", row=2, col=0)
+        for name, color, label in (("ttft_p50", "#66bb6a", "TTFT p50"),
+                                   ("ttft_p99", "#ff7043", "TTFT p99"),
+                                   ("itl_p50", "#4fc3f7", "ITL p50"),
+                                   ("itl_p99", "#ba68c8", "ITL p99")):
+            self._add(name, tok, color, label=label)
+        rate = self._plot("tokens", "client tokens/s", row=2, col=1)
+        self._add("tokens_out", rate, "#ffca28", label="output")
+        self._add("tokens_in", rate, "#90a4ae", label="input")
+        for name in ("ttft", "tokens"):
+            self._plots[name].setXLink(self._plots["rate"])
+            self._plots[name].setLabel("bottom", "s since start")
+            self._plots[name].getAxis("bottom").enableAutoSIPrefix(False)
+
+    def _draw_stream(self, history: list[SecondStats], t: list[float]) -> None:
+        if "tokens" not in self._plots:
+            self._add_stream_plots()
+        for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99"):
+            attr = f"{name}_ms"
+            xs = [s.t for s in history if getattr(s, attr) is not None]
+            self._curves[name].setData(xs, [getattr(s, attr) for s in history
+                                            if getattr(s, attr) is not None])
+        self._curves["tokens_out"].setData(t, [s.tokens_out for s in history])
+        self._curves["tokens_in"].setData(t, [s.tokens_in for s in history])
+
     def clear(self) -> None:
         self._step_timer.stop()
         self._steps = []
         self._shown = None
         for name in [n for n in self._curves if n.startswith("errors:")]:
             self._plots["errors"].removeItem(self._curves.pop(name))
+        for name in ("ttft", "tokens"):  # the next run may be plain HTTP load
+            plot = self._plots.pop(name, None)
+            if plot is not None:
+                self._keys.pop(name, None)
+                self._titles.pop(name, None)
+                self._layout_widget.removeItem(plot)
+        for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens_out", "tokens_in"):
+            self._curves.pop(name, None)
         self._keys.pop("errors", None)
         self._plots["errors"].setTitle(self._titles["errors"], size="9pt")
         for c in self._curves.values():
@@ -209,13 +250,15 @@ class ClientPlots(QWidget):
 
     def curve(self, name: str) -> pg.PlotDataItem:
         """'target', 'offered', 'achieved', 'p50', 'p90', 'p99', 'p99.9', 'in_flight',
-        or 'errors:<kind>' (e.g. 'errors:HTTP 503', 'errors:timeout'); what waits is
-        drawn first."""
+        or 'errors:<kind>' (e.g. 'errors:HTTP 503', 'errors:timeout'); under
+        OpenAI-streaming load also 'ttft_p50', 'ttft_p99', 'itl_p50', 'itl_p99',
+        'tokens_out', 'tokens_in'; what waits is drawn first."""
         self.flush()
         return self._curves[name]
 
     def plot(self, name: str) -> pg.PlotItem:
-        """'rate', 'latency', 'errors' or 'in_flight', with what waits drawn first."""
+        """'rate', 'latency', 'errors', 'in_flight' (and 'ttft', 'tokens' under
+        OpenAI-streaming load), with what waits drawn first."""
         self.flush()
         return self._plots[name]
 
