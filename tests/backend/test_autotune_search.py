@@ -41,12 +41,16 @@ class Fake:
 
     def trial(self, rate):
         self.trials += 1
-        cap = capacity(self.config)
-        ok = rate <= cap
-        return RateTrial(rate=rate, sustained=ok, achieved_rps=min(rate, cap), sent=100,
-                         ok=100, errors=0, unfinished=0, p50_ms=20.0,
-                         p99_ms=50.0 if ok else 900.0, seconds=5.0,
-                         figures={"batch_size": 1.0})
+        return capped_trial(rate, capacity(self.config), figures={"batch_size": 1.0})
+
+
+def capped_trial(rate: float, cap: float, **fields) -> RateTrial:
+    """A trial of a deployment that sustains up to *cap* req/s."""
+    ok = rate <= cap
+    return RateTrial(**{"rate": rate, "sustained": ok, "achieved_rps": min(rate, cap),
+                        "sent": 100, "ok": 100, "errors": 0, "unfinished": 0,
+                        "p50_ms": 20.0, "p99_ms": 50.0 if ok else 900.0, "seconds": 5.0,
+                        **fields})
 
 
 AXES = [axis_for(MAX_BATCH_SIZE, 1, high=64), axis_for(BATCH_WAIT, 0.0, high=0.05),
@@ -242,12 +246,8 @@ def test_under_a_ttft_slo_the_most_output_tokens_per_second_wins():
     def trial(rate):
         fake.trials += 1
         cap = tokens_cap(fake.config)
-        ok = rate <= cap
-        return RateTrial(rate=rate, sustained=ok, achieved_rps=min(rate, cap), sent=100,
-                         ok=100, errors=0, unfinished=0, p50_ms=90.0,
-                         p99_ms=150.0 if ok else 2000.0, seconds=5.0,
-                         figures={"output_tokens_per_s": 40 * min(rate, cap)},
-                         slo_metric=TTFT)
+        return capped_trial(rate, cap, slo_metric=TTFT,
+                            figures={"output_tokens_per_s": 40 * min(rate, cap)})
 
     objective = Objective(slo_p99_ms=500, slo_metric=TTFT)
     assert objective.describe() == "most output tokens/s with TTFT p99 ≤ 500 ms, no errors"
