@@ -10,15 +10,30 @@ sized per device at the replica's start (`spec_for`):
   8 tokens and 128 generated: 136 steps, each captured once as a CUDA graph, so the GPU
   runs kernels back to back. On an H100 (2026-11-26) one request cost 46 ms and a batch
   of 32 61 ms (1.32×); generating in a loop kept the GPU 100 % busy at either size.
-* CPU: 6 layers × 32 in float32 (no bf16 needed), 4 + 12 tokens: a step's cost there is
-  PyTorch's per-operation work, which like a GPU's kernel launches barely grows with the
-  batch (~24 ms for one request on one core of the reference machine, a batch of 16
-  ~1.15×, of 32 ~1.25×). A CPU model with large weights would be bound by reading them at
-  batch 1 and by arithmetic at batch 16 wherever the CPU lacks native bf16 (the 6×4096
-  float32 MLP this demo had: 34 ms for one, 122 ms for 16 on that machine). On 2 cores
-  what caps batching's gain is then Serve's own CPU per request, not the model; 4 + 12
-  tokens measured as well as 8 + 24 there (3.15× vs 3.13× median) with a lower latency
-  floor and more margin on the premise.
+* CPU: 32 layers × 32 in float32 (no bf16 needed), 4 + 16 tokens, each generation one
+  TorchScript call (decoder.py). A step's cost there is PyTorch's per-operation work,
+  which like a GPU's kernel launches grows little with the batch (in one process on the
+  reference machine, 2026-12-07: ~42 ms for one request, a batch of 16 ~1.7×, of 32
+  ~2×). A CPU model with large weights would be bound by reading them at batch 1 and by
+  arithmetic at batch 16 wherever the CPU lacks native bf16 (the 6×4096 float32 MLP this
+  demo had: 34 ms for one, 122 ms for 16 on that machine).
+
+  Why these sizes, measured on the reference machine (2 cores: the replica, Serve's
+  proxy and the load generator share them). With 6 layers and 4 + 12 tokens (~9 ms a
+  request) batching read only 2.67× [2.21–2.75] (2026-11-29): the unbatched rate was
+  high (52 req/s: the replica computes one request at a time on its event loop, on one
+  core, at ~19 ms a request with Serve's part) and the batched one capped by Serve's own
+  CPU per request (~130 req/s). A longer request lowers the unbatched rate, but run
+  eagerly the model's Python holds the GIL for most of it, and each of its thousands of
+  small operations hands the GIL to the replica's Serve thread and waits for it back
+  (up to the 5 ms switch interval): the request handling and the model slow each other
+  down. So 8 + 24 tokens read no better than 4 + 12 (3.13× vs 3.15×, 2026-11-26), and
+  16 eager layers (41 ms a request, 2026-12-07) collapsed: one closed-loop user got 14
+  req/s (69 ms a request), the unbatched rate fell to ~12 req/s but the batched one too,
+  its p99 over 300 ms from 16 req/s on (p50 184 ms at 15.6 req/s; 64 tokens had done the
+  same). As one TorchScript call the whole generation runs without the GIL, so Serve's
+  thread works beside it on the other core, and the model time can grow to where one
+  request's cost dwarfs Serve's while a batch of 32 still costs ~2× one.
 
 At start the replica builds the buffers (and graphs) of every batch size it may see and
 times batches of 1, 8, 16 and 32 after a warm-up (synchronised: the tokens are read
@@ -61,8 +76,8 @@ PROBE_CALLS = 7  # timed calls per batch size, sizes in turn (the fastest is rep
 
 GPU = DecoderSpec(width=768, depth=6, heads=12, dtype="bfloat16", vocab=4096,
                   prompt_tokens=8, new_tokens=128)
-CPU = DecoderSpec(width=32, depth=6, heads=1, dtype="float32", vocab=256,
-                  prompt_tokens=4, new_tokens=12)
+CPU = DecoderSpec(width=32, depth=32, heads=1, dtype="float32", vocab=256,
+                  prompt_tokens=4, new_tokens=16, script=True)
 
 
 def spec_for(device: torch.device | str, bf16: bool | None = None) -> DecoderSpec:
@@ -119,7 +134,7 @@ def describe_model(gen: Generator, timings: dict[int, float]) -> dict:
     info = {"name": spec.name, "kind": "decoder", "device": device.type,
             "dtype": spec.dtype, "params": gen.params, "weights_mb": gen.weights_mb,
             "prompt_tokens": spec.prompt_tokens, "new_tokens": spec.new_tokens,
-            "cuda_graphs": gen.graphs_used,
+            "cuda_graphs": gen.graphs_used, "torchscript": gen.scripted,
             "threads": torch.get_num_threads() if device.type == "cpu" else None}
     info.update({f"ms_batch_{n}": round(ms, 2) for n, ms in timings.items()})
     return info
