@@ -10,30 +10,30 @@ sized per device at the replica's start (`spec_for`):
   8 tokens and 128 generated: 136 steps, each captured once as a CUDA graph, so the GPU
   runs kernels back to back. On an H100 (2026-11-26) one request cost 46 ms and a batch
   of 32 61 ms (1.32×); generating in a loop kept the GPU 100 % busy at either size.
-* CPU: 32 layers × 32 in float32 (no bf16 needed), 4 + 16 tokens, each generation one
-  TorchScript call (decoder.py). A step's cost there is PyTorch's per-operation work,
-  which like a GPU's kernel launches grows little with the batch (in one process on the
-  reference machine, 2026-12-07: ~42 ms for one request, a batch of 16 ~1.7×, of 32
-  ~2×). A CPU model with large weights would be bound by reading them at batch 1 and by
-  arithmetic at batch 16 wherever the CPU lacks native bf16 (the 6×4096 float32 MLP this
-  demo had: 34 ms for one, 122 ms for 16 on that machine).
+* CPU: 6 layers × 32 in float32 (no bf16 needed), 4 + 12 tokens: a step's cost there is
+  PyTorch's per-operation work, which like a GPU's kernel launches barely grows with the
+  batch (~9 ms for one request on one core of the reference machine, a batch of 16
+  ~1.2×, of 32 ~1.4×). A CPU model with large weights would be bound by reading them at
+  batch 1 and by arithmetic at batch 16 wherever the CPU lacks native bf16 (the 6×4096
+  float32 MLP this demo had: 34 ms for one, 122 ms for 16 on that machine; a 4×4096
+  float32 MLP on the 2026-12-07 Intel machine: 22 ms for one, 69 ms for 16).
 
-  Why these sizes, measured on the reference machine (2 cores: the replica, Serve's
-  proxy and the load generator share them). With 6 layers and 4 + 12 tokens (~9 ms a
-  request) batching read only 2.67× [2.21–2.75] (2026-11-29): the unbatched rate was
-  high (52 req/s: the replica computes one request at a time on its event loop, on one
-  core, at ~19 ms a request with Serve's part) and the batched one capped by Serve's own
-  CPU per request (~130 req/s). A longer request lowers the unbatched rate, but run
-  eagerly the model's Python holds the GIL for most of it, and each of its thousands of
-  small operations hands the GIL to the replica's Serve thread and waits for it back
-  (up to the 5 ms switch interval): the request handling and the model slow each other
-  down. So 8 + 24 tokens read no better than 4 + 12 (3.13× vs 3.15×, 2026-11-26), and
-  16 eager layers (41 ms a request, 2026-12-07) collapsed: one closed-loop user got 14
-  req/s (69 ms a request), the unbatched rate fell to ~12 req/s but the batched one too,
-  its p99 over 300 ms from 16 req/s on (p50 184 ms at 15.6 req/s; 64 tokens had done the
-  same). As one TorchScript call the whole generation runs without the GIL, so Serve's
-  thread works beside it on the other core, and the model time can grow to where one
-  request's cost dwarfs Serve's while a batch of 32 still costs ~2× one.
+  What caps batching's gain on 2 cores is then Serve's own CPU per request (the replica,
+  the proxy and the load generator share them): 2.67× [2.21–2.75] (52 → 129 req/s,
+  2026-11-29), below issue 57's 5×. A longer request lowers the unbatched rate, but so
+  far it lowered the batched one more, measured with benchmarks/batching_speedup.py:
+  8 + 24 tokens 3.13× vs 3.15× (2026-11-26); 64 tokens (58 ms) 0.67×; 16 layers (41 ms,
+  2026-12-07) unbatched ~12 req/s and batched ~11 (p50 184 ms at 15.6 req/s, p99 over
+  300 ms from there on); 32 layers, 4 + 16 tokens, each generation one TorchScript call
+  so that the model runs without the GIL beside the replica's Serve thread (44 ms for
+  one, 16: 80 ms, 32: 83 ms; commit 41831b0, reverted): 1.34× [1.06–2.62] (unbatched
+  11.5 req/s, batched 17.2; p50 150–200 ms from ~17 req/s on). How it reads: the
+  requests that arrive while a batch computes on the event loop wait for it, then for
+  the 30 ms batch wait, so a batch's compute time adds to every request's latency about
+  twice; past ~40 ms a batch the p99 ≤ 300 ms SLO caps the batched rate long before
+  Serve's CPU does, while the flat cost batching needs (16 ≤ ~1.3× one) holds on this
+  CPU only for small, overhead-bound models. 4 + 12 tokens keep the latency floor lowest
+  and the most margin on the premise.
 
 At start the replica builds the buffers (and graphs) of every batch size it may see and
 times batches of 1, 8, 16 and 32 after a warm-up (synchronised: the tokens are read
@@ -76,8 +76,8 @@ PROBE_CALLS = 7  # timed calls per batch size, sizes in turn (the fastest is rep
 
 GPU = DecoderSpec(width=768, depth=6, heads=12, dtype="bfloat16", vocab=4096,
                   prompt_tokens=8, new_tokens=128)
-CPU = DecoderSpec(width=32, depth=32, heads=1, dtype="float32", vocab=256,
-                  prompt_tokens=4, new_tokens=16, script=True)
+CPU = DecoderSpec(width=32, depth=6, heads=1, dtype="float32", vocab=256,
+                  prompt_tokens=4, new_tokens=12)
 
 
 def spec_for(device: torch.device | str, bf16: bool | None = None) -> DecoderSpec:
@@ -134,7 +134,7 @@ def describe_model(gen: Generator, timings: dict[int, float]) -> dict:
     info = {"name": spec.name, "kind": "decoder", "device": device.type,
             "dtype": spec.dtype, "params": gen.params, "weights_mb": gen.weights_mb,
             "prompt_tokens": spec.prompt_tokens, "new_tokens": spec.new_tokens,
-            "cuda_graphs": gen.graphs_used, "torchscript": gen.scripted,
+            "cuda_graphs": gen.graphs_used,
             "threads": torch.get_num_threads() if device.type == "cpu" else None}
     info.update({f"ms_batch_{n}": round(ms, 2) for n, ms in timings.items()})
     return info

@@ -15,12 +15,7 @@ the position — all on the device. So on CUDA a step is captured once per bucke
 graph and a request's generation is `max_len - 1` graph replays with no host round trip
 until its tokens are read back (the way inference servers run decode steps): the GPU runs
 kernels back to back instead of waiting for Python to launch each one. Where capture is
-not possible (CPU, or a capture that fails) the same step runs eagerly — or, on a CPU
-where the spec asks for it (`script`), the step is traced once per bucket and a scripted
-loop runs all of a generation's steps in one TorchScript call: the interpreter runs them
-without Python's GIL (eagerly, each of a step's small operations releases the GIL and
-waits to take it back, up to the 5 ms switch interval whenever another thread of the
-process runs Python: in a Serve replica, the thread that takes in requests).
+not possible (CPU, or a capture that fails) the same step runs eagerly.
 
 Plain torch only (no Ray, no Serve): unit tests and benchmarks use it directly.
 """
@@ -29,7 +24,6 @@ from __future__ import annotations
 
 import math
 import time
-import warnings
 
 import torch
 import torch.nn.functional as F
@@ -92,48 +86,6 @@ class Decoder(torch.nn.Module):
         self.head = _Dense(spec.width, spec.vocab, **factory)
 
 
-class _Step(torch.nn.Module):
-    """One decode step over a bucket's buffers, as a module so that it can be traced: feed
-    tokens[:, pos], write tokens[:, pos + 1], advance pos (all in place)."""
-
-    def __init__(self, model: Decoder) -> None:
-        super().__init__()
-        self.model = model
-        self.prompt_tokens = model.spec.prompt_tokens
-
-    def forward(self, tokens, prompt, pos, arange, ks: list[torch.Tensor],
-                vs: list[torch.Tensor]):
-        m = self.model
-        tok = tokens.index_select(1, pos).squeeze(1)
-        x = m.embed(tok) + m.position(pos)
-        mask = (arange > pos).view(1, 1, 1, -1)  # True: not attended yet
-        for layer, k, v in zip(m.layers, ks, vs):
-            x = layer.step(x, k, v, pos, mask)
-        nxt = m.head(m.norm(x)).argmax(dim=-1)
-        # Inside the prompt the next token is the prompt's, after it the model's choice.
-        in_prompt = pos + 1 < self.prompt_tokens
-        forced = prompt.index_select(1, (pos + 1).clamp(max=self.prompt_tokens - 1))
-        nxt = torch.where(in_prompt, forced.squeeze(1), nxt)
-        tokens.index_copy_(1, pos + 1, nxt.unsqueeze(1))
-        pos.add_(1)
-        return pos
-
-
-class _Loop(torch.nn.Module):
-    """`steps` decode steps in one call (scripted around a traced `_Step`): TorchScript
-    runs them without the GIL."""
-
-    def __init__(self, step) -> None:
-        super().__init__()
-        self.step = step
-
-    def forward(self, tokens, prompt, pos, arange, ks: list[torch.Tensor],
-                vs: list[torch.Tensor], steps: int):
-        for _ in range(steps):
-            pos = self.step(tokens, prompt, pos, arange, ks, vs)
-        return pos
-
-
 class _Buffers:
     """Everything one bucket's step reads and writes, allocated once."""
 
@@ -148,7 +100,6 @@ class _Buffers:
         self.pos = torch.zeros(1, dtype=torch.long, **f)
         self.arange = torch.arange(spec.max_len, **f)
         self.graph = None  # torch.cuda.CUDAGraph once captured
-        self.loop = None  # a scripted _Loop over these buffers (CPU, spec.script)
 
 
 class Generator:
@@ -165,10 +116,8 @@ class Generator:
             for p in self.model.parameters():
                 if p.dim() > 1:  # small weights keep activations at scale through depth
                     p.normal_(0.0, 1.0 / math.sqrt(p.shape[0]))
-        self._stepper = _Step(self.model)
         self._buffers: dict[int, _Buffers] = {}
         self.graphs_used = False  # whether any bucket runs as a CUDA graph
-        self.scripted = False  # whether any bucket runs as one TorchScript call
 
     @property
     def params(self) -> int:
@@ -181,7 +130,20 @@ class Generator:
 
     def _step(self, buf: _Buffers) -> None:
         """One decode step on *buf*: feed tokens[:, pos], write tokens[:, pos + 1]."""
-        self._stepper(buf.tokens, buf.prompt, buf.pos, buf.arange, buf.k, buf.v)
+        m, s = self.model, self.spec
+        pos = buf.pos
+        tok = buf.tokens.index_select(1, pos).squeeze(1)
+        x = m.embed(tok) + m.position(pos)
+        mask = (buf.arange > pos).view(1, 1, 1, -1)  # True: not attended yet
+        for layer, k, v in zip(m.layers, buf.k, buf.v):
+            x = layer.step(x, k, v, pos, mask)
+        nxt = m.head(m.norm(x)).argmax(dim=-1)
+        # Inside the prompt the next token is the prompt's, after it the model's choice.
+        in_prompt = pos + 1 < s.prompt_tokens
+        forced = buf.prompt.index_select(1, (pos + 1).clamp(max=s.prompt_tokens - 1))
+        nxt = torch.where(in_prompt, forced.squeeze(1), nxt)
+        buf.tokens.index_copy_(1, pos + 1, nxt.unsqueeze(1))
+        pos.add_(1)
 
     def _buffers_for(self, batch: int) -> _Buffers:
         buf = self._buffers.get(batch)
@@ -189,24 +151,7 @@ class Generator:
             buf = self._buffers[batch] = _Buffers(self.spec, batch, self.device)
             if self.device.type == "cuda" and self.spec.graphs:
                 self._capture(buf)
-            elif self.device.type == "cpu" and self.spec.script:
-                self._script(buf)
         return buf
-
-    def _script(self, buf: _Buffers) -> None:
-        """Trace one step over *buf* and script the loop around it, so that a whole
-        generation is one TorchScript call (see the module docstring); on any failure the
-        steps stay eager."""
-        args = (buf.tokens, buf.prompt, buf.pos, buf.arange, buf.k, buf.v)
-        try:
-            with torch.no_grad(), warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # the tracer's notes on in-place ops
-                traced = torch.jit.trace(self._stepper, args, check_trace=False)
-                buf.loop = torch.jit.script(_Loop(traced))
-            buf.pos.zero_()  # tracing ran one step on the buffers
-            self.scripted = True
-        except Exception:  # noqa: BLE001 - eager is always correct, only slower
-            buf.loop = None
 
     def _capture(self, buf: _Buffers) -> None:
         """Record one step as a CUDA graph (after warm-up steps on a side stream, as CUDA
@@ -248,10 +193,6 @@ class Generator:
             buf.tokens.zero_()
             buf.tokens[:, 0].copy_(buf.prompt[:, 0])
             buf.pos.zero_()
-            if buf.loop is not None:
-                buf.loop(buf.tokens, buf.prompt, buf.pos, buf.arange, buf.k, buf.v,
-                         self.spec.max_len - 1)
-                return buf.tokens[:n, self.spec.prompt_tokens:].to("cpu", copy=True)
             for _ in range(self.spec.max_len - 1):
                 if buf.graph is not None:
                     buf.graph.replay()

@@ -23,7 +23,6 @@ class DecoderSpec:
     prompt_tokens: int = 8
     new_tokens: int = 64
     graphs: bool = True  # capture a step as a CUDA graph (CUDA only)
-    script: bool = False  # run a generation as one TorchScript call (CPU only)
 
     @property
     def max_len(self) -> int:

@@ -10,7 +10,6 @@ ms per request cannot hide it).
 
 from __future__ import annotations
 
-import dataclasses
 import time
 
 import pytest
@@ -60,11 +59,6 @@ def test_a_sequence_gets_the_same_tokens_alone_or_in_any_batch():
     # The same prompt, the same answer; a different prompt, a different one.
     assert not torch.equal(five[0], five[1])
     assert [bucket_for(n) for n in (1, 3, 8, 9, 64)] == [1, 4, 8, 16, 64]
-    # The CPU's generation as one TorchScript call gives the eager steps' tokens.
-    assert gen.scripted and CPU.script
-    eager = Generator(dataclasses.replace(CPU, script=False))
-    assert not eager.scripted
-    assert torch.equal(eager.generate(prompts), five) and not eager.scripted
     with pytest.raises(ValueError):
         bucket_for(BUCKETS[-1] + 1)
 
@@ -126,7 +120,6 @@ def test_demo_reports_its_model_and_timings(batched_demo, cluster_client):
     assert model["name"] == spec_for(device).name and model["kind"] == "decoder"
     assert model["params"] == Generator(spec_for(device), "meta").params
     assert model["cuda_graphs"] == (device == "cuda")
-    assert model["torchscript"] == (device == "cpu")  # the CPU spec's one-call generation
     ms = {n: model[f"ms_batch_{n}"] for n in (1, 8, 16, 32)}
     assert all(v > 0 for v in ms.values()), model
     # The premise, as the replica measured it on the device it got. On a CPU the replica
