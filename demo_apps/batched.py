@@ -20,7 +20,10 @@ sized per device at the replica's start (`spec_for`):
 
   What caps batching's gain on 2 cores is then Serve's own CPU per request (the replica,
   the proxy and the load generator share them): 2.67× [2.21–2.75] (52 → 129 req/s,
-  2026-11-29), below issue 57's 5×. A longer request lowers the unbatched rate, but so
+  2026-11-29, AMD EPYC), below issue 57's 5×; on the 2026-12-07 Intel machine, with
+  other work keeping its load at 3–4, 1.55× [0.68–2.91] (24.3 → 32.6 req/s, the batched
+  rate 18.9–70.8 from repeat to repeat: Ray runs the replica and the proxy at nice 15,
+  below any other busy process on the 2 cores, the load generator included). A longer request lowers the unbatched rate, but so
   far it lowered the batched one more, measured with benchmarks/batching_speedup.py:
   8 + 24 tokens 3.13× vs 3.15× (2026-11-26); 64 tokens (58 ms) 0.67×; 16 layers (41 ms,
   2026-12-07) unbatched ~12 req/s and batched ~11 (p50 184 ms at 15.6 req/s, p99 over
