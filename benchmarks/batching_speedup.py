@@ -28,6 +28,13 @@ page polled every second); a trial's figure is the mean of the busiest GPU's sam
 `gpu_util_batched_pct` is the median over repeats of that figure at the batched setting's
 highest sustained rate (null on a cluster without GPU metrics).
 
+Each setting is searched once per repeat, so every setting's sustainable rate is searched
+`repeats` times in the run, each from its own probe: `rate_repeat_spread` is how far the
+furthest of those searches lies from their median, as a fraction (0.15: every search of
+either setting read within ±15 % of that setting's median; per setting in
+`rate_repeat_spread_by_setting`). It says how still the figures hold: one config measured
+again in the same run should read within ±15 % of itself.
+
 The figure of merit is the per-repeat ratio of the two settings' highest sustained rates
 (both at a p99 within the same SLO), as a median over the repeats with its spread. One
 replica serves every trial: its id is checked before and after each change.
@@ -294,9 +301,12 @@ def main() -> None:
     utils = [r["batched_at"]["gpu_util_pct"] for r in per_repeat
              if r["batched_at"]["gpu_util_pct"] is not None]
     util = Spread.of(utils) if utils else None
+    spread = {"unbatched": round(unb.deviation, 3), "tuned": round(bat.deviation, 3)}
     print(f"unbatched: {unb.text('{:.1f}', ' req/s')}")
     print(f"tuned:     {bat.text('{:.1f}', ' req/s')}")
     print(f"ratio:     {ratios.text('{:.2f}', '×')} (p99 ≤ {slo_ms:g} ms both)")
+    print(f"the same setting searched again: within ±{max(spread.values()):.0%} of its "
+          f"median (unbatched ±{spread['unbatched']:.0%}, tuned ±{spread['tuned']:.0%})")
     print("GPU utilization at the tuned setting's sustained rate: "
           + (util.text("{:.0f}", " %") if util else "no GPU metrics (no GPU)"))
     print(f"one replica ({', '.join(replicas)}) served every trial: "
@@ -306,6 +316,7 @@ def main() -> None:
         "throughput_ratio": round(ratios.median, 2), "repeats": repeats,
         "ratio_min": round(ratios.minimum, 2), "ratio_max": round(ratios.maximum, 2),
         "unbatched_rps": round(unb.median, 1), "batched_rps": round(bat.median, 1),
+        "rate_repeat_spread": max(spread.values()), "rate_repeat_spread_by_setting": spread,
         "gpu_util_batched_pct": round(util.median, 1) if util else None,
         "gpu_util_batched_min_pct": round(util.minimum, 1) if util else None,
         "device": model["device"], "slo_p99_ms": slo_ms,

@@ -187,6 +187,15 @@ class Spread:
         return {"median": round(self.median, digits), "min": round(self.minimum, digits),
                 "max": round(self.maximum, digits), "n": self.n}
 
+    @property
+    def deviation(self) -> float:
+        """How far the furthest value lies from the median, as a fraction of it: 0.15
+        means every value is within ±15 % of the median (the same config measured again
+        in one run)."""
+        if self.median <= 0:
+            return float("inf")
+        return max(self.maximum / self.median - 1, 1 - self.minimum / self.median)
+
 
 def machine_load() -> dict:
     """The machine's load averages (1, 5, 15 min) and CPU count: printed beside every

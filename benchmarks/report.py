@@ -147,6 +147,9 @@ def _batching(r):
             f"({num(r.get('unbatched_rps'), '{:.1f}')} → {num(r.get('batched_rps'), '{:.1f}')} req/s)")
     if r.get("gpu_util_batched_pct") is not None:
         text += f"; GPU {num(r['gpu_util_batched_pct'], '{:.0f}')} % busy at the tuned rate"
+    if r.get("rate_repeat_spread") is not None:
+        text += (f"; each setting searched again within ±"
+                 f"{num(100 * r['rate_repeat_spread'], '{:.0f}')} % of its median")
     return text
 
 

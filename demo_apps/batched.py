@@ -12,13 +12,31 @@ sized per device at the replica's start (`spec_for`):
   of 32 61 ms (1.32×); generating in a loop kept the GPU 100 % busy at either size.
 * CPU: 6 layers × 32 in float32 (no bf16 needed), 4 + 12 tokens: a step's cost there is
   PyTorch's per-operation work, which like a GPU's kernel launches barely grows with the
-  batch (~24 ms for one request on one core of the reference machine, a batch of 16
-  ~1.15×, of 32 ~1.25×). A CPU model with large weights would be bound by reading them at
+  batch (~9 ms for one request on one core of the reference machine, a batch of 16
+  ~1.2×, of 32 ~1.4×). A CPU model with large weights would be bound by reading them at
   batch 1 and by arithmetic at batch 16 wherever the CPU lacks native bf16 (the 6×4096
-  float32 MLP this demo had: 34 ms for one, 122 ms for 16 on that machine). On 2 cores
-  what caps batching's gain is then Serve's own CPU per request, not the model; 4 + 12
-  tokens measured as well as 8 + 24 there (3.15× vs 3.13× median) with a lower latency
-  floor and more margin on the premise.
+  float32 MLP this demo had: 34 ms for one, 122 ms for 16 on that machine; a 4×4096
+  float32 MLP on the 2026-12-07 Intel machine: 22 ms for one, 69 ms for 16).
+
+  What caps batching's gain on 2 cores is then Serve's own CPU per request (the replica,
+  the proxy and the load generator share them): 2.67× [2.21–2.75] (52 → 129 req/s,
+  2026-11-29, AMD EPYC), below issue 57's 5×; on the 2026-12-07 Intel machine, with
+  other work keeping its load at 3–4, 1.55× [0.68–2.91] (24.3 → 32.6 req/s, the batched
+  rate 18.9–70.8 from repeat to repeat: Ray runs the replica and the proxy at nice 15,
+  below any other busy process on the 2 cores, the load generator included). A longer request lowers the unbatched rate, but so
+  far it lowered the batched one more, measured with benchmarks/batching_speedup.py:
+  8 + 24 tokens 3.13× vs 3.15× (2026-11-26); 64 tokens (58 ms) 0.67×; 16 layers (41 ms,
+  2026-12-07) unbatched ~12 req/s and batched ~11 (p50 184 ms at 15.6 req/s, p99 over
+  300 ms from there on); 32 layers, 4 + 16 tokens, each generation one TorchScript call
+  so that the model runs without the GIL beside the replica's Serve thread (44 ms for
+  one, 16: 80 ms, 32: 83 ms; commit 41831b0, reverted): 1.34× [1.06–2.62] (unbatched
+  11.5 req/s, batched 17.2; p50 150–200 ms from ~17 req/s on). How it reads: the
+  requests that arrive while a batch computes on the event loop wait for it, then for
+  the 30 ms batch wait, so a batch's compute time adds to every request's latency about
+  twice; past ~40 ms a batch the p99 ≤ 300 ms SLO caps the batched rate long before
+  Serve's CPU does, while the flat cost batching needs (16 ≤ ~1.3× one) holds on this
+  CPU only for small, overhead-bound models. 4 + 12 tokens keep the latency floor lowest
+  and the most margin on the premise.
 
 At start the replica builds the buffers (and graphs) of every batch size it may see and
 times batches of 1, 8, 16 and 32 after a warm-up (synchronised: the tokens are read

@@ -36,6 +36,14 @@ def test_spread_is_median_min_max():
         Spread.of([])
 
 
+def test_deviation_is_the_furthest_value_from_the_median_as_a_fraction():
+    # rate_repeat_spread: every search of a setting within ±deviation of its median.
+    assert Spread.of([100.0, 110.0, 95.0]).deviation == pytest.approx(0.10)
+    assert Spread.of([100.0, 100.0]).deviation == 0.0
+    assert Spread.of([80.0, 100.0, 104.0]).deviation == pytest.approx(0.20)
+    assert Spread.of([0.0, 0.0]).deviation == float("inf")
+
+
 def test_machine_load_is_printed_with_the_cores():
     from common import load_text, machine_load
 
