@@ -66,6 +66,7 @@ def main() -> int:
     from console.model.connection import ConnectionState
     from console.model.live_session import Session
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
@@ -74,8 +75,8 @@ def main() -> int:
     clusters[0].start(timeout_s=120)
     first = clusters[0]
     session = Session()
-    win = MainWindow(session, load_catalog(),
-                     Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(Path(tempfile.mkdtemp()) / "settings.ini"))))
     win.model.interactive = False
     win.show()
     deaths: list[float] = []
@@ -84,7 +85,7 @@ def main() -> int:
     try:
         failed = []
         session.connect_failed.connect(failed.append)
-        win.session.connect_remote(first.dashboard_url, first.token)
+        win.model.session.connect_remote(first.dashboard_url, first.token)
         wait_until(app, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:

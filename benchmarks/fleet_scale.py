@@ -195,13 +195,15 @@ def gui_and_recording(url: str, seconds: float, repeats: int) -> dict:
     from backend.deploy.catalog import load_catalog
     from console.model.live_session import Session
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
     from gui_stall import LagProbe, pct, spin, wait_for, wait_until
 
     app = QApplication.instance() or QApplication([])
     tmp = tempfile.TemporaryDirectory()
     session = Session()
-    window = MainWindow(session, load_catalog(), Settings(os.path.join(tmp.name, "s.ini")))
+    window = MainWindow(ConsoleModel(session, load_catalog(), Settings(os.path.join(tmp.name,
+                                     "s.ini"))))
     window.model.interactive = False
     window.model.recording.configure(folder=tmp.name)
     window.resize(1400, 900)

@@ -61,6 +61,7 @@ from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.load.load_model import LoadModel, LoadPlan, LoadTarget  # noqa: E402
 from tests.support.reference_server import ReferenceServer  # noqa: E402
 from tests.support.run_delay import RunDelay  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -187,8 +188,9 @@ class Bench:
         self.catalog = load_catalog()
         self.demo = self.catalog["batched"]
         self.session = Session()
-        self.window = MainWindow(self.session, self.catalog,
-                                 Settings(os.path.join(self.tmp.name, "settings.ini")))
+        self.model = ConsoleModel(self.session, self.catalog,
+                                  Settings(os.path.join(self.tmp.name, "settings.ini")))
+        self.window = MainWindow(self.model)
         self.window.model.interactive = False  # never stop at a modal box
         self.window.show()
         self.probe = LagProbe()

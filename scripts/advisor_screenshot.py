@@ -29,6 +29,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.tuning.advisor import BATCH_CAP  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -47,8 +48,8 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(ConsoleModel(session, load_catalog(),
+                                      Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))))
         win.model.interactive = False
         win.resize(1600, 1000)
         win.show()
@@ -96,7 +97,7 @@ def main() -> int:
         timer = QTimer()
         timer.timeout.connect(tick)
         timer.start(1000)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -68,7 +69,7 @@ def main() -> int:
         app = QApplication.instance() or QApplication([])
         settings = Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))
         session = Session()
-        win = MainWindow(session, load_catalog(), settings)
+        win = MainWindow(ConsoleModel(session, load_catalog(), settings))
         win.model.interactive = False
         win.resize(1600, 1000)
         win.log_dock.hide()   # room for the plots: the load runs, its panel is hidden
@@ -99,7 +100,7 @@ def main() -> int:
 
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(400_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
 from backend.recording.compare import format_value  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -45,8 +46,8 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(ConsoleModel(session, load_catalog(),
+                                      Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))))
         win.model.interactive = False
         win.resize(1600, 1000)
         win.show()
@@ -107,7 +108,7 @@ def main() -> int:
 
         session.connected.connect(lambda _info: win.model.deploy_demo(demo))
         session.deploys.finished.connect(on_deployed)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()

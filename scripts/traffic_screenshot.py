@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -45,8 +46,8 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(ConsoleModel(session, load_catalog(),
+                                      Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))))
         win.model.interactive = False
         win.resize(1600, 1000)
         win.show()
@@ -95,7 +96,7 @@ def main() -> int:
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
         QTimer.singleShot(GIVE_UP_MS, lambda: (print("gave up", flush=True), app.exit(1)))
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

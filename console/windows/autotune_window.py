@@ -21,7 +21,7 @@ class AutoTuneUi(QObject):
         super().__init__(window)
         self._links = ModelLinks(self)  # cut when this view goes
         self._window = window
-        session = window.session
+        session = window.model.session
         self.controller: AutoTuneController = window.model.autotune
         self.panel = AutoTunePanel(window)
         p, c = self.panel, self.controller
@@ -83,7 +83,7 @@ class AutoTuneUi(QObject):
             self._update_deployments(None)
 
     def _update_deployments(self, current: tuple[str, str] | None) -> None:
-        status = self._window.session.status
+        status = self._window.model.session.status
         keys = []
         if status is not None:
             for app in status.applications:

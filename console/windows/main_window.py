@@ -18,7 +18,6 @@ from backend.deploy.catalog import Demo
 from backend.model import ServeStatus
 from console.model.connection import ConnectionInfo, ConnectionState
 from console.model.console_model import NO_LOAD_TARGET, ConsoleModel
-from console.model.live_session import Session
 from console.model.responsiveness import keep_gui_responsive
 from console.settings import Settings
 from console.windows.connect_flow import ConnectFlow, connect_to
@@ -45,18 +44,15 @@ _QUESTIONS = {  # kind → (informative text, the go-ahead button)
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, model: ConsoleModel | Session, catalog: dict[str, Demo] | None = None,
-                 settings: Settings | None = None, parent: QWidget | None = None,
+    def __init__(self, model: ConsoleModel, parent: QWidget | None = None,
                  theme: str | None = None) -> None:
-        """A view of *model*; given a Session (with the catalog and the settings), the
-        window makes the model around it. *theme*: this run's (--theme), else the
-        remembered View → Theme."""
+        """A view of *model* and nothing else: whoever has a Session makes the model
+        first (`ConsoleModel(session, catalog, settings)`). *theme*: this run's (--theme),
+        else the remembered View → Theme."""
         super().__init__(parent)
-        if isinstance(model, Session):
-            model = ConsoleModel(model, catalog, settings)
         self.model = model
-        self.session, self.catalog, self.settings = model.session, model.catalog, model.settings
-        keep_gui_responsive(self.session)
+        self.catalog, self.settings = model.catalog, model.settings
+        keep_gui_responsive(model.session)
         self.setWindowTitle("serve-console")
         self.resize(1400, 900)
         # The theme before the views: what they paint at construction is in its colours.
@@ -66,10 +62,10 @@ class MainWindow(QMainWindow):
         build_docks(self)
         self._sessions = self._autotune = self._traffic = None  # each made on first use
         worst_first_dock.build(self)
-        self._connect = ConnectFlow(self, self.session, self.settings)
+        self._connect = ConnectFlow(self, model.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
         build_menus(self)
-        self._banner = WindowBanner(self.banner, self.session, self)
+        self._banner = WindowBanner(self.banner, model.session, self)
         self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
                                     self.show_advisor, self)
         self._connect.cancelled.connect(self._status.not_connected)
@@ -97,10 +93,10 @@ class MainWindow(QMainWindow):
 
     # -- layout ---------------------------------------------------------------------------
     def _wire(self) -> None:
-        m, s = self.model, self.session
+        m, s = self.model, self.model.session
         self._model_links.connect(m.event_added, self.event_log.add_entry)
         self._model_links.connect(m.event_added, self.layouts.on_event)
-        self._model_links.connect(s.load.stats, self.layouts.on_load_stats)
+        self._model_links.connect(m.load.stats, self.layouts.on_load_stats)
         self._model_links.connect(m.marker_added, self._on_model_marker_added)
         self._model_links.connect(m.selection_changed, self._on_model_selection_changed)
         self._model_links.connect(m.knob_warnings, self.knob_panel.set_warnings)
@@ -114,20 +110,20 @@ class MainWindow(QMainWindow):
         self._model_links.connect(s.connect_failed, self._on_session_connect_failed)
         self._model_links.connect(s.disconnected, self._on_session_disconnected)
         self._model_links.connect(s.status_changed, self._on_session_status_changed)
-        self._model_links.connect(s.deploys.progress, self._on_session_deploy_progress)
-        self._model_links.connect(s.deploys.finished, self._on_session_deploy_finished)
-        self._model_links.connect(s.deploys.config_file_done, self._on_session_config_file_done)
-        self._model_links.connect(s.load.stats, self.load_panel.set_load_stats)
-        self._model_links.connect(s.model_info.changed, self.tree.set_model_info)
-        self._model_links.connect(s.gpus.changed, self._on_session_gpus_changed)
-        self._model_links.connect(s.scaling.notes_changed, self.tree.set_scaling_notes)
+        self._model_links.connect(m.deploys.progress, self._on_deploys_progress)
+        self._model_links.connect(m.deploys.finished, self._on_deploys_finished)
+        self._model_links.connect(m.deploys.config_file_done, self._on_deploys_config_file_done)
+        self._model_links.connect(m.load.stats, self.load_panel.set_load_stats)
+        self._model_links.connect(m.model_info.changed, self.tree.set_model_info)
+        self._model_links.connect(m.gpus.changed, self._on_gpus_changed)
+        self._model_links.connect(m.scaling.notes_changed, self.tree.set_scaling_notes)
         self._model_links.connect(s.metrics_state, self._on_session_metrics_state)
         # Slots of the window, never lambdas, for signals of the session and the model:
         # those outlive the window; psygnal holds a bound method weakly, a lambda
         # strongly (it would keep the window alive), and the links are cut when the
         # window is destroyed.
         self._model_links.connect(s.metrics_problems, self._on_session_metrics_problems)
-        self._model_links.connect(s.connection.state_changed, self._on_connection_state_changed)
+        self._model_links.connect(m.connection.state_changed, self._on_connection_state_changed)
         self._model_links.connect(s.local_cluster_died, self._on_session_local_cluster_died)
         self._model_links.connect(m.knobs.changed, self.knob_panel.show_state)
         self.plots.window_changed.connect(self.replica_view.set_window)
@@ -142,14 +138,14 @@ class MainWindow(QMainWindow):
         self.load_panel.stop_requested.connect(self.model.stop_load)
         self.load_panel.rate_changed.connect(self.model.set_rate)
         self.load_panel.plan_requested.connect(self.model.start_plan)
-        self.load_panel.model_changed.connect(self.session.load.set_model)
+        self.load_panel.model_changed.connect(m.load.set_model)
         source = self.load_panel.source_panel()
         self.load_panel.set_source(self.model.load_source)
         self._model_links.connect(self.model.load_source_changed, self.load_panel.set_source)
         source.source_changed.connect(self.model.set_load_source)
-        source.nodes_wanted.connect(s.load.refresh_nodes)
-        self._model_links.connect(s.load.workers, source.set_workers)
-        self._model_links.connect(s.load.nodes, source.set_nodes)
+        source.nodes_wanted.connect(m.load.refresh_nodes)
+        self._model_links.connect(m.load.workers, source.set_workers)
+        self._model_links.connect(m.load.nodes, source.set_nodes)
         self.advisor_panel.apply_requested.connect(self.model.advisor.apply)
         self.advisor_panel.show_requested.connect(self.select_deployment)
         self._banner.restart_requested.connect(self.restart_local_cluster)
@@ -160,14 +156,14 @@ class MainWindow(QMainWindow):
         self._connect.show(error, target)
 
     def connect_to(self, target: ConnectTarget) -> None:
-        connect_to(self.session, target)
+        connect_to(self.model.session, target)
 
     def deploy_demo(self, demo: Demo) -> None:
         why = self.model.deploy_demo(demo)
         if not why:
             self.deploy_actions[demo.key].setEnabled(False)
             self.statusBar().showMessage(f"Deploying {demo.title}…")
-        elif self.session.client is None and self.model.interactive:
+        elif self.model.session.client is None and self.model.interactive:
             QMessageBox.information(self, "Not connected", why)
 
     def select_deployment(self, app: str, deployment: str) -> None:
@@ -176,11 +172,11 @@ class MainWindow(QMainWindow):
 
     def _update_actions(self) -> None:
         # Changes go to the cluster only while it answers; the reason is in the tooltips.
-        s = self.session
-        connected = s.client is not None and s.connection.usable
+        m, s = self.model, self.model.session
+        connected = s.client is not None and m.connection.usable
         self.disconnect_action.setEnabled(s.client is not None)
         self.import_action.setEnabled(connected)
-        self.cancel_deploy_action.setEnabled(bool(s.deploys.pending_apps()))
+        self.cancel_deploy_action.setEnabled(bool(m.deploys.pending_apps()))
         local = s.local_cluster
         self.restart_local_action.setEnabled(local is not None and not local.running)
         self.prometheus_source_action.setEnabled(
@@ -253,7 +249,7 @@ class MainWindow(QMainWindow):
                                            select=select)
         if target is None:
             self.load_panel.set_target(NO_LOAD_TARGET)
-            self.load_panel.set_enabled_for_target(self.session.load.running)
+            self.load_panel.set_enabled_for_target(self.model.load.running)
         else:
             self.load_panel.set_target(f"{target.method} {target.url}"
                                        + (" (OpenAI streaming)" if target.openai else ""))
@@ -288,7 +284,7 @@ class MainWindow(QMainWindow):
             if lost else None)
         self.advisor_panel.set_unavailable(
             "The cluster is not answering; changes wait until it is back." if lost else None)
-        self._on_session_metrics_state(self.session.metrics_error)
+        self._on_session_metrics_state(self.model.session.metrics_error)
         # The tree's states are the last ones the cluster reported: grey while it is gone.
         self.tree.setEnabled(not lost)
         self.tree.setToolTip("The last state the cluster reported; it is not answering now."
@@ -310,21 +306,15 @@ class MainWindow(QMainWindow):
     @Slot()
     def restart_local_cluster(self) -> None:
         self.banner.show_message("Starting a new local Ray cluster…", "info")
-        self.session.restart_local()
+        self.model.session.restart_local()
 
     @Slot()
     def cancel_deploy(self) -> None:
-        pending = self.session.deploys.pending_apps()
-        if not pending:
-            return
-        key = self.model.selected
-        name = key[0] if key is not None and key[0] in pending else pending[-1]
-        self.model.log(f"Cancelling the deploy of '{name}'…", "warning")
-        self.session.deploys.cancel(name)
+        self.model.cancel_deploy()
 
     @Slot(object)
     def _on_session_status_changed(self, status: ServeStatus) -> None:
-        self.tree.set_notes(self.session.deploys.waiting_for_room)
+        self.tree.set_notes(self.model.deploys.waiting_for_room)
         self.tree.set_status(status)
         if self.model.selected is not None and self.tree.selected_key() is None:
             self.tree.select_key(*self.model.selected)  # its row may be new
@@ -334,18 +324,18 @@ class MainWindow(QMainWindow):
         self.tree.set_metrics_health(self.model.metrics_health(status))
 
     @Slot(str)
-    def _on_session_deploy_progress(self, text: str) -> None:
+    def _on_deploys_progress(self, text: str) -> None:
         self.statusBar().showMessage(text, 10_000)
         self.model.log(text, "warning" if "cannot be scheduled" in text else "info")
         self._update_actions()
 
     @Slot(bool, str, str)
-    def _on_session_deploy_finished(self, ok: bool, app: str, message: str) -> None:
+    def _on_deploys_finished(self, ok: bool, app: str, message: str) -> None:
         self._update_actions()
         self.statusBar().showMessage(
             f"{app}: {message}" if ok else f"Deploy of {app} failed", 10_000)
         if ok:
-            status = self.session.status
+            status = self.model.session.status
             a = status.application(app) if status else None
             if a is not None and a.deployments:
                 self.select_deployment(app, a.deployments[0].name)
@@ -361,13 +351,13 @@ class MainWindow(QMainWindow):
             self._plots_column.setSizes([total - total * 2 // 5, total * 2 // 5])
 
     @Slot()
-    def _on_session_gpus_changed(self) -> None:
-        self.gpu_plots.set_devices(self.session.gpus.devices)
-        self.gpu_plots.set_shares(self.session.gpus.shares)
+    def _on_gpus_changed(self) -> None:
+        self.gpu_plots.set_devices(self.model.gpus.devices)
+        self.gpu_plots.set_shares(self.model.gpus.shares)
 
     @Slot(object)
     def _on_session_metrics_problems(self, _problems) -> None:
-        self._on_session_metrics_state(self.session.metrics_error)
+        self._on_session_metrics_state(self.model.session.metrics_error)
 
     @Slot(str, str)
     def _on_session_local_cluster_died(self, *_args) -> None:
@@ -375,7 +365,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:
-        prometheus = self.session.metrics_source == "prometheus"
+        prometheus = self.model.session.metrics_source == "prometheus"
         self.prometheus_source_action.setChecked(prometheus)
         self.direct_source_action.setChecked(not prometheus)
         self._status.show_metrics(problem)
@@ -398,7 +388,7 @@ class MainWindow(QMainWindow):
         self.advisor_dock.setWindowTitle(f"Advisor ({n})" if n else "Advisor")
 
     @Slot(bool, str)
-    def _on_session_config_file_done(self, ok: bool, message: str) -> None:
+    def _on_deploys_config_file_done(self, ok: bool, message: str) -> None:
         self.statusBar().showMessage(message, 10_000)
         if not ok and not self.model.closing and self.model.interactive and self.isVisible():
             QMessageBox.warning(self, "Config file", message)

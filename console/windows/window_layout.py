@@ -28,17 +28,17 @@ def build_views(w) -> tuple[QStackedWidget, QSplitter]:
     the GPU view)."""
     w.tree = AppTree()
     w.plots = LivePlots()
-    w.plots.set_store(w.session.store)
+    w.plots.set_store(w.model.store)
     # The GPU view sits under the deployment plots, on their time axis; only a
     # cluster with GPUs (metrics or replicas' GPU shares) shows it.
     w.gpu_plots = GpuPlots()
     w.gpu_plots.setVisible(False)
-    w.gpu_plots.set_store(w.session.gpus.store)
+    w.gpu_plots.set_store(w.model.gpus.store)
     w.gpu_plots.link_x(next(iter(w.plots.plots().values())))
     # View → Per replica: one curve per replica and the replica table, in place of
     # the deployment's plots (same window, same markers).
     w.replica_view = ReplicaView()
-    w.replica_view.set_store(w.session.replica_store)
+    w.replica_view.set_store(w.model.replica_store)
     w.replica_view.set_window(w.plots.window_seconds())
     views = QStackedWidget()
     views.addWidget(w.plots)

@@ -36,7 +36,7 @@ def _cluster_menu(w) -> None:
     w.disconnect_action = _action(
         w, cluster, "&Disconnect", None,
         "Disconnect (stops the local cluster if this console started it)",
-        w.session.disconnect)
+        w.model.session.disconnect)
     w.restart_local_action = _action(
         w, cluster, "&Restart local cluster", None,
         "Start a new local Ray cluster in place of the one that stopped (and offer "
@@ -111,11 +111,11 @@ def _view_menu(w) -> None:
     w.direct_source_action = _action(
         w, source_menu, "&Direct scrape", None,
         "Scrape each node's metrics endpoint (no Prometheus needed)",
-        lambda: w.session.set_metrics_source("direct"))
+        lambda: w.model.session.set_metrics_source("direct"))
     w.prometheus_source_action = _action(
         w, source_menu, "&Prometheus", None,
         "Query the Prometheus given when connecting (PromQL)",
-        lambda: w.session.set_metrics_source("prometheus"))
+        lambda: w.model.session.set_metrics_source("prometheus"))
     group = QActionGroup(w)
     for a in (w.direct_source_action, w.prometheus_source_action):
         a.setCheckable(True)

@@ -43,7 +43,7 @@ class _Refresher(QObject):
         super().__init__(w.worst_dock)
         self._window = weakref.ref(w)
         self._links = ModelLinks(self)
-        self._links.connect(w.session.status_changed, self.on_session_status_changed)
+        self._links.connect(w.model.session.status_changed, self.on_session_status_changed)
 
     @Slot(object)
     def on_session_status_changed(self, _status) -> None:
@@ -55,4 +55,4 @@ class _Refresher(QObject):
 def refresh(w) -> None:
     """Rank the deployments of the session's last status now (only while it shows)."""
     if w.worst_dock.isVisible():
-        w.worst_first.set_rows(rows(w.session.status, w.session.store, time.time()))
+        w.worst_first.set_rows(rows(w.model.session.status, w.model.store, time.time()))
