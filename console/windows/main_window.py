@@ -17,17 +17,16 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 from backend.deploy.catalog import Demo
 from backend.model import ServeStatus
 from console.model.connection import ConnectionInfo, ConnectionState
-from console.model.console_model import NO_LOAD_TARGET, ConsoleModel
+from console.model.console_model import ConsoleModel
 from console.model.responsiveness import keep_gui_responsive
-from console.settings import Settings
+from console.windows.central_views import CentralViews
 from console.windows.connect_flow import ConnectFlow, connect_to
+from console.windows.docks import AdvisorDock, EventLogDock, LoadDock, TuningDock, WorstFirstDock
 from console.windows.model_links import ModelLinks
 from console.windows.window_banner import WindowBanner
-from console.windows.window_layout import build_docks, build_views
 from console.windows.window_layouts import WindowLayouts
 from console.windows.window_theme import WindowTheme
 from widgets.theme import restyle_plots, restyle_when_first_shown
-from console.windows import worst_first_dock
 from console.windows.window_menus import build_menus
 from console.windows.window_status import WindowStatus
 from widgets.connect_dialog import ConnectTarget
@@ -58,10 +57,8 @@ class MainWindow(QMainWindow):
         # The theme before the views: what they paint at construction is in its colours.
         self.theme = WindowTheme(self, self.settings)
         self.theme.choose(theme or self.theme.choice, persist=False)
-        self._views, self._plots_column = build_views(self)
-        build_docks(self)
+        self._compose()
         self._sessions = self._autotune = self._traffic = None  # each made on first use
-        worst_first_dock.build(self)
         self._connect = ConnectFlow(self, model.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
         build_menus(self)
@@ -92,20 +89,35 @@ class MainWindow(QMainWindow):
         self._update_actions()
 
     # -- layout ---------------------------------------------------------------------------
+    def _compose(self) -> None:
+        """The views, each handed the model's part it shows; the widgets the menus,
+        the layouts and tests reach are named here, as the window's own."""
+        m = self.model
+        self.views = CentralViews(m)
+        self.setCentralWidget(self.views)
+        v = self.views
+        self.banner, self.tree, self.tree_filter = v.banner, v.tree, v.tree_filter
+        self.plots, self.replica_view, self.gpu_plots = v.plots, v.replica_view, v.gpu_plots
+        self.main_splitter = v.main_splitter
+        self.tuning_dock = TuningDock(m, self)
+        self.load_dock = LoadDock(m, self)
+        self.log_dock = EventLogDock(m, self)
+        self.advisor_dock = AdvisorDock(m, self)
+        self.knob_panel, self.load_panel = self.tuning_dock.panel, self.load_dock.panel
+        self.event_log, self.advisor_panel = self.log_dock.log, self.advisor_dock.panel
+        self.resizeDocks([self.tuning_dock], [400], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.load_dock], [330], Qt.Orientation.Vertical)
+        self.worst_dock = WorstFirstDock(m, self)
+        self.worst_first = self.worst_dock.view
+
     def _wire(self) -> None:
         m, s = self.model, self.model.session
-        self._model_links.connect(m.event_added, self.event_log.add_entry)
         self._model_links.connect(m.event_added, self.layouts.on_event)
         self._model_links.connect(m.load.stats, self.layouts.on_load_stats)
         self._model_links.connect(m.marker_added, self._on_model_marker_added)
         self._model_links.connect(m.selection_changed, self._on_model_selection_changed)
-        self._model_links.connect(m.knob_warnings, self.knob_panel.set_warnings)
-        self._model_links.connect(m.load_running, self.load_panel.set_running)
-        self._model_links.connect(m.load_rate, self.load_panel.set_rate)
         self._model_links.connect(m.model_cache_changed, self._update_model_cache)
         self._model_links.connect(m.question, self._on_model_question)
-        self._model_links.connect(m.advisor.hints_changed, self._on_advisor_hints_changed)
-        self._model_links.connect(m.advisor.hint_state, self.advisor_panel.set_state)
         self._model_links.connect(s.connected, self._on_session_connected)
         self._model_links.connect(s.connect_failed, self._on_session_connect_failed)
         self._model_links.connect(s.disconnected, self._on_session_disconnected)
@@ -113,9 +125,7 @@ class MainWindow(QMainWindow):
         self._model_links.connect(m.deploys.progress, self._on_deploys_progress)
         self._model_links.connect(m.deploys.finished, self._on_deploys_finished)
         self._model_links.connect(m.deploys.config_file_done, self._on_deploys_config_file_done)
-        self._model_links.connect(m.load.stats, self.load_panel.set_load_stats)
         self._model_links.connect(m.model_info.changed, self.tree.set_model_info)
-        self._model_links.connect(m.gpus.changed, self._on_gpus_changed)
         self._model_links.connect(m.scaling.notes_changed, self.tree.set_scaling_notes)
         self._model_links.connect(s.metrics_state, self._on_session_metrics_state)
         # Slots of the window, never lambdas, for signals of the session and the model:
@@ -125,29 +135,10 @@ class MainWindow(QMainWindow):
         self._model_links.connect(s.metrics_problems, self._on_session_metrics_problems)
         self._model_links.connect(m.connection.state_changed, self._on_connection_state_changed)
         self._model_links.connect(s.local_cluster_died, self._on_session_local_cluster_died)
-        self._model_links.connect(m.knobs.changed, self.knob_panel.show_state)
-        self.plots.window_changed.connect(self.replica_view.set_window)
-        self.plots.paused_changed.connect(self.replica_view.set_paused)
-        self.plots.paused_changed.connect(self.gpu_plots.set_paused)
-        self.plots.window_changed.connect(self.gpu_plots.set_window)
-        self.gpu_plots.shown_changed.connect(self._on_gpu_plots_shown_changed)
-        self.knob_panel.change_requested.connect(self.model.request_change)
         self.tree.deployment_selected.connect(lambda app, dep: self.model.select((app, dep)))
         self.tree.selection_cleared.connect(lambda: self.model.select(None))
-        self.load_panel.start_requested.connect(self.model.start_load)
-        self.load_panel.stop_requested.connect(self.model.stop_load)
-        self.load_panel.rate_changed.connect(self.model.set_rate)
-        self.load_panel.plan_requested.connect(self.model.start_plan)
-        self.load_panel.model_changed.connect(m.load.set_model)
-        source = self.load_panel.source_panel()
-        self.load_panel.set_source(self.model.load_source)
-        self._model_links.connect(self.model.load_source_changed, self.load_panel.set_source)
-        source.source_changed.connect(self.model.set_load_source)
-        source.nodes_wanted.connect(m.load.refresh_nodes)
-        self._model_links.connect(m.load.workers, source.set_workers)
-        self._model_links.connect(m.load.nodes, source.set_nodes)
-        self.advisor_panel.apply_requested.connect(self.model.advisor.apply)
         self.advisor_panel.show_requested.connect(self.select_deployment)
+        self.worst_first.deployment_chosen.connect(self.select_deployment)
         self._banner.restart_requested.connect(self.restart_local_cluster)
 
     # -- what the model and other drivers call --------------------------------------------
@@ -193,7 +184,7 @@ class MainWindow(QMainWindow):
             tip = self.catalog[key].summary + (f"\n\nUnavailable: {why}" if why else "")
             action.setToolTip(tip)
             action.setStatusTip(tip)
-        self._update_load_target()
+        self.load_dock.show_target()
 
     # -- model slots ----------------------------------------------------------------------
     @Slot(float, str, str, str, object)
@@ -207,9 +198,9 @@ class MainWindow(QMainWindow):
         if key is not None and self.tree.selected_key() != key:
             self.tree.select_key(*key)
         # Its warnings follow from the model (knob_warnings), once.
-        self.knob_panel.set_knobs(self.model.knobs_for_selected())
+        self.tuning_dock.show_selected(warnings=False)
         self._update_replica_rows()
-        self._update_load_target()
+        self.load_dock.show_target()
         self._update_actions()
 
     @Slot(str, int, str)
@@ -224,10 +215,6 @@ class MainWindow(QMainWindow):
         self.model.answer(kind, op_id, box.clickedButton() is go)
         self._update_actions()
 
-    def _update_knobs(self) -> None:
-        self.knob_panel.set_knobs(self.model.knobs_for_selected())
-        self.knob_panel.set_warnings(self.model.warnings_for_selected())
-
     def _update_model_cache(self) -> None:
         if self.model.selected is None:
             self.plots.set_model_cache(None)
@@ -239,21 +226,6 @@ class MainWindow(QMainWindow):
             return  # the table is filled when the view is shown (show_per_replica)
         self.replica_view.set_key(self.model.selected)
         self.replica_view.set_rows(self.model.replica_rows() or [])
-
-    def _update_load_target(self) -> None:
-        target, presets = self.model.load_target()
-        key = self.model.selected
-        select = next((label for app, label, _ in presets
-                       if key is not None and app == key[0]), None)
-        self.load_panel.set_target_presets([(label, t) for _, label, t in presets],
-                                           select=select)
-        if target is None:
-            self.load_panel.set_target(NO_LOAD_TARGET)
-            self.load_panel.set_enabled_for_target(self.model.load.running)
-        else:
-            self.load_panel.set_target(f"{target.method} {target.url}"
-                                       + (" (OpenAI streaming)" if target.openai else ""))
-            self.load_panel.set_enabled_for_target(True)
 
     # -- session slots --------------------------------------------------------------------
     @Slot(object)
@@ -279,11 +251,6 @@ class MainWindow(QMainWindow):
     @Slot(object, str)
     def _on_connection_state_changed(self, state: ConnectionState, _message: str) -> None:
         lost = state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
-        self.knob_panel.set_unavailable(
-            "The cluster is not answering; changes are disabled until it is back."
-            if lost else None)
-        self.advisor_panel.set_unavailable(
-            "The cluster is not answering; changes wait until it is back." if lost else None)
         self._on_session_metrics_state(self.model.session.metrics_error)
         # The tree's states are the last ones the cluster reported: grey while it is gone.
         self.tree.setEnabled(not lost)
@@ -293,7 +260,7 @@ class MainWindow(QMainWindow):
 
     @Slot(bool)
     def show_per_replica(self, on: bool) -> None:
-        self._views.setCurrentWidget(self.replica_view if on else self.plots)
+        self.views.show_per_replica(on)
         self.settings.set_per_replica_view(on)
         self._update_replica_rows()
         self.replica_view.refresh()
@@ -318,8 +285,8 @@ class MainWindow(QMainWindow):
         self.tree.set_status(status)
         if self.model.selected is not None and self.tree.selected_key() is None:
             self.tree.select_key(*self.model.selected)  # its row may be new
-        self._update_knobs()
-        self._update_load_target()
+        self.tuning_dock.show_selected()
+        self.load_dock.show_target()
         self._update_replica_rows()
         self.tree.set_metrics_health(self.model.metrics_health(status))
 
@@ -342,18 +309,6 @@ class MainWindow(QMainWindow):
         elif not self.model.closing and self.model.interactive and not message.startswith(
                 "Cancelled"):
             QMessageBox.warning(self, f"Deploy of {app} failed", message)
-
-    @Slot(bool)
-    def _on_gpu_plots_shown_changed(self, shown: bool) -> None:
-        self.gpu_plots.setVisible(shown)
-        if shown:  # appearing: two fifths of the plots' height, not its minimum
-            total = sum(self._plots_column.sizes())
-            self._plots_column.setSizes([total - total * 2 // 5, total * 2 // 5])
-
-    @Slot()
-    def _on_gpus_changed(self) -> None:
-        self.gpu_plots.set_devices(self.model.gpus.devices)
-        self.gpu_plots.set_shares(self.model.gpus.shares)
 
     @Slot(object)
     def _on_session_metrics_problems(self, _problems) -> None:
@@ -380,12 +335,6 @@ class MainWindow(QMainWindow):
             total = self.tuning_dock.height() + self.advisor_dock.height()
             self.resizeDocks([self.tuning_dock, self.advisor_dock],
                              [total // 2, total - total // 2], Qt.Orientation.Vertical)
-
-    @Slot(object)
-    def _on_advisor_hints_changed(self, hints) -> None:
-        self.advisor_panel.set_hints(list(hints))
-        n = len(hints)
-        self.advisor_dock.setWindowTitle(f"Advisor ({n})" if n else "Advisor")
 
     @Slot(bool, str)
     def _on_deploys_config_file_done(self, ok: bool, message: str) -> None:
