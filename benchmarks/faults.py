@@ -136,7 +136,7 @@ def main() -> int:
             wait_until(app, lambda: session.connection.state == ConnectionState.CONNECTED
                        and session.status is not None
                        and session.status.fetched_at > fetched[0]
-                       and win.deploy_actions["batched"].isEnabled(), 60, "live again")
+                       and win.menus.deploy_actions["batched"].isEnabled(), 60, "live again")
             back.append(time.monotonic() - t_up)
             print(f"head {i + 1}: banner after {lost[-1]:.2f} s, live again "
                   f"{back[-1]:.2f} s after the dashboard answered", flush=True)

@@ -243,7 +243,7 @@ class Bench:
 
     def set_smooth(self, on: bool) -> None:
         """View → Smooth scrolling, as the menu sets it."""
-        self.window.smooth_scroll_action.setChecked(on)
+        self.window.menus.smooth_scroll_action.setChecked(on)
         self.window.set_smooth_scroll(on)
 
     def run_case(self, name: str) -> dict:

@@ -81,7 +81,7 @@ def main() -> int:
             elapsed = time.time() - state["load_t0"]
             cap = next((h for h in hints if h.rule == BATCH_CAP), None)
             if state["applied_t"] is None and cap is not None and elapsed > APPLY_AFTER_S:
-                win.advisor_action.trigger()
+                win.menus.advisor_action.trigger()
                 win.advisor_panel.row(cap.id).apply_button.click()
                 state["applied_t"] = time.time()
             elif state["applied_t"] and time.time() - state["applied_t"] > SHOOT_AFTER_APPLY_S:

@@ -103,7 +103,7 @@ def main() -> int:
             if not ok:
                 app.exit(1)
                 return
-            win.per_replica_action.trigger()
+            win.menus.per_replica_action.trigger()
             QTimer.singleShot(1500, shoot_replicas)
 
         def shoot_replicas():
@@ -112,7 +112,7 @@ def main() -> int:
             print(f"per-replica screenshot {'saved to' if ok else 'NOT saved to'} "
                   f"{out_replicas}; table: {win.replica_view.table_rows()}; "
                   f"imbalance: {win.replica_view.imbalance_text()!r}", flush=True)
-            win.per_replica_action.trigger()
+            win.menus.per_replica_action.trigger()
             app.exit(0 if ok else 1)
 
         session.connected.connect(on_connected)

@@ -27,7 +27,7 @@ from console.windows.window_banner import WindowBanner
 from console.windows.window_layouts import WindowLayouts
 from console.windows.window_theme import WindowTheme
 from widgets.theme import restyle_plots, restyle_when_first_shown
-from console.windows.window_menus import build_menus
+from console.windows.window_menus import WindowMenus
 from console.windows.window_status import WindowStatus
 from widgets.connect_dialog import ConnectTarget
 
@@ -61,7 +61,7 @@ class MainWindow(QMainWindow):
         self._sessions = self._autotune = self._traffic = None  # each made on first use
         self._connect = ConnectFlow(self, model.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
-        build_menus(self)
+        self.menus = WindowMenus(self)
         self._banner = WindowBanner(self.banner, model.session, self)
         self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
                                     self.show_advisor, self)
@@ -81,10 +81,10 @@ class MainWindow(QMainWindow):
         restyle_plots(self)  # the curves made since the theme was applied take its colours
         restyle_when_first_shown(self)  # ... and those made until it is shown
         if self.settings.per_replica_view():
-            self.per_replica_action.setChecked(True)
+            self.menus.per_replica_action.setChecked(True)
             self.show_per_replica(True)
         # The live plots move once a second with the data, unless smooth scrolling is on.
-        self.smooth_scroll_action.setChecked(self.settings.smooth_scroll())
+        self.menus.smooth_scroll_action.setChecked(self.settings.smooth_scroll())
         self.set_smooth_scroll(self.settings.smooth_scroll())
         self._update_actions()
 
@@ -152,7 +152,7 @@ class MainWindow(QMainWindow):
     def deploy_demo(self, demo: Demo) -> None:
         why = self.model.deploy_demo(demo)
         if not why:
-            self.deploy_actions[demo.key].setEnabled(False)
+            self.menus.deploy_actions[demo.key].setEnabled(False)
             self.statusBar().showMessage(f"Deploying {demo.title}…")
         elif self.model.session.client is None and self.model.interactive:
             QMessageBox.information(self, "Not connected", why)
@@ -162,28 +162,7 @@ class MainWindow(QMainWindow):
         self.model.select((app, deployment))
 
     def _update_actions(self) -> None:
-        # Changes go to the cluster only while it answers; the reason is in the tooltips.
-        m, s = self.model, self.model.session
-        connected = s.client is not None and m.connection.usable
-        self.disconnect_action.setEnabled(s.client is not None)
-        self.import_action.setEnabled(connected)
-        self.cancel_deploy_action.setEnabled(bool(m.deploys.pending_apps()))
-        local = s.local_cluster
-        self.restart_local_action.setEnabled(local is not None and not local.running)
-        self.prometheus_source_action.setEnabled(
-            connected and bool(s.info and s.info.prometheus_url))
-        self.copy_promql_action.setEnabled(self.plots.key() is not None)
-        self.export_action.setEnabled(connected and self.plots.key() is not None)
-        self.autotune_action.setEnabled(connected)
-        self.traffic_action.setEnabled(connected)
-        why = ("" if connected else "Connect to a cluster first (Cluster → Connect…)."
-               if s.client is None else
-               "The cluster is not answering; deploys wait until it does.")
-        for key, action in self.deploy_actions.items():
-            action.setEnabled(connected)
-            tip = self.catalog[key].summary + (f"\n\nUnavailable: {why}" if why else "")
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
+        self.menus.update()
         self.load_dock.show_target()
 
     # -- model slots ----------------------------------------------------------------------
@@ -222,7 +201,7 @@ class MainWindow(QMainWindow):
             self.plots.set_model_cache(*self.model.model_cache())
 
     def _update_replica_rows(self) -> None:
-        if not self.per_replica_action.isChecked():
+        if not self.menus.per_replica_action.isChecked():
             return  # the table is filled when the view is shown (show_per_replica)
         self.replica_view.set_key(self.model.selected)
         self.replica_view.set_rows(self.model.replica_rows() or [])
@@ -320,9 +299,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:
-        prometheus = self.model.session.metrics_source == "prometheus"
-        self.prometheus_source_action.setChecked(prometheus)
-        self.direct_source_action.setChecked(not prometheus)
+        self.menus.show_metrics_source(self.model.session.metrics_source == "prometheus")
         self._status.show_metrics(problem)
 
     # -- advisor --------------------------------------------------------------------------
@@ -345,7 +322,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_redraw_timer_timeout(self) -> None:
         now = time.time()
-        if self.per_replica_action.isChecked():
+        if self.menus.per_replica_action.isChecked():
             self.replica_view.refresh(now)
         else:
             self.plots.refresh(now)

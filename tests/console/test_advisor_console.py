@@ -163,7 +163,7 @@ def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes
     session = win.model.session
     base = advisor_apps
     qtbot.waitUntil(lambda: win.model.recording.path is not None, timeout=10_000)
-    win.advisor_action.trigger()  # View → Advisor
+    win.menus.advisor_action.trigger()  # View → Advisor
     assert win.advisor_dock.isVisible()
 
     # Every hint ever shown, as the panel got it (some symptoms pass: a cold start).

@@ -269,8 +269,8 @@ def test_greyed_deploy_actions_say_why(qtbot, tmp_path):
     win = MainWindow(ConsoleModel(session, load_catalog(), Settings(str(tmp_path / "s.ini"))))
     qtbot.addWidget(win)
     try:
-        assert win.deploy_menu.toolTipsVisible()
-        for key, action in win.deploy_actions.items():
+        assert win.menus.deploy_menu.toolTipsVisible()
+        for key, action in win.menus.deploy_actions.items():
             assert not action.isEnabled(), key
             assert "Connect to a cluster first" in action.toolTip(), (key, action.toolTip())
             assert action.statusTip() == action.toolTip()

@@ -47,7 +47,7 @@ def window(batched_demo, connected_window):
 
 def deploy_from_menu(qtbot, win: MainWindow, key: str) -> None:
     with qtbot.waitSignal(win.model.session.deploys.finished, timeout=240_000) as blocker:
-        win.deploy_actions[key].trigger()
+        win.menus.deploy_actions[key].trigger()
     ok, _, message = blocker.args
     assert ok, message
 

@@ -165,8 +165,8 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert lost and "stopped answering" in lost[-1] and "right port" not in lost[-1], lost
         # Changes are off, with the reason; the tree is marked stale.
         assert "not answering" in win.knob_panel.unavailable_reason()
-        assert not win.deploy_actions["batched"].isEnabled()
-        assert "not answering" in win.deploy_actions["batched"].toolTip()
+        assert not win.menus.deploy_actions["batched"].isEnabled()
+        assert "not answering" in win.menus.deploy_actions["batched"].toolTip()
         assert not win.tree.isEnabled()
         # Not blamed on the metrics: the status bar says the plots are paused.
         assert "paused" in metrics_status(win), metrics_status(win)
@@ -202,8 +202,8 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert offered.args[0] == ["batched"]
         assert "new cluster session" in session.connection.message
         assert "redeploy" in win.banner.action_keys()
-        assert win.deploy_actions["batched"].isEnabled()
-        assert "Unavailable" not in win.deploy_actions["batched"].toolTip()
+        assert win.menus.deploy_actions["batched"].isEnabled()
+        assert "Unavailable" not in win.menus.deploy_actions["batched"].toolTip()
     finally:
         session.load.stop()
         win.close()
@@ -261,9 +261,9 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
             return next((r.text(COL_MESSAGE) for r in rows
                          if r.text(COL_NAME).split("  ")[0] == "batched"), "")
         qtbot.waitUntil(lambda: "needs 0.5 CPU" in batched_message(), timeout=10_000)
-        assert win.cancel_deploy_action.isEnabled()
+        assert win.menus.cancel_deploy_action.isEnabled()
         with qtbot.waitSignal(session.deploys.finished, timeout=60_000) as blocker:
-            win.cancel_deploy_action.trigger()
+            win.menus.cancel_deploy_action.trigger()
         ok, app, text = blocker.args
         assert not ok and "removed" in text, text
         assert declarative(client) == before
@@ -448,7 +448,7 @@ def test_local_cluster_death_is_reported_and_restarted(qtbot, tmp_path):
         assert any("local Ray cluster has stopped" in e.message
                    for e in win.event_log.entries())
         qtbot.waitUntil(lambda: "restart_local" in win.banner.action_keys(), timeout=10_000)
-        assert win.restart_local_action.isEnabled()
+        assert win.menus.restart_local_action.isEnabled()
         t0 = time.monotonic()
         with qtbot.waitSignal(session.connected, timeout=120_000):
             win.banner.trigger("restart_local")

@@ -51,7 +51,7 @@ def test_ctrl_f_filters_the_tree_and_escape_clears_it(qtbot, window):
     qtbot.keyClick(window.tree_filter, Qt.Key.Key_Escape)
     assert window.tree_filter.text() == ""
     assert len(_visible_deployments(window)) == 12
-    assert window.filter_action.shortcut().toString() == "Ctrl+F"
+    assert window.menus.filter_action.shortcut().toString() == "Ctrl+F"
 
 
 def test_worst_first_ranks_the_status_and_selects_a_deployment(qtbot, window):

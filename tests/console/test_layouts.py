@@ -99,11 +99,11 @@ def test_tune_and_investigate_open_what_their_jobs_need(offline_window):
     _batched_window(win)
     win.layouts.apply("investigate")
     _settle(win)
-    assert win.per_replica_action.isChecked()
+    assert win.menus.per_replica_action.isChecked()
     assert win.event_log.isVisible() and not win.load_panel.isVisible()
     win.layouts.apply("tune")
     _settle(win)
-    assert not win.per_replica_action.isChecked()
+    assert not win.menus.per_replica_action.isChecked()
     assert win.tuning_dock.isVisible() and win.advisor_dock.isVisible()
     assert win.load_panel.isVisible() and not win.log_dock.isVisible()
     with pytest.raises(ValueError):
@@ -145,7 +145,7 @@ def test_the_window_state_is_saved_with_its_version_and_reset_puts_it_back(qtbot
     third = MainWindow(ConsoleModel(Session(), load_catalog(), Settings(path)))
     qtbot.addWidget(third)
     assert third.layouts.current == "investigate"
-    assert third.per_replica_action.isChecked()
+    assert third.menus.per_replica_action.isChecked()
     third.model.session.shutdown()
 
 

@@ -30,7 +30,7 @@ def curve_points(win: MainWindow, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 def test_deploy_menu_load_and_live_curves(qtbot, window):
     session = window.model.session
-    action = window.deploy_actions["batched"]
+    action = window.menus.deploy_actions["batched"]
     assert action.isEnabled()
     with qtbot.waitSignal(session.deploys.finished, timeout=240_000) as blocker:
         action.trigger()

@@ -103,7 +103,7 @@ def test_per_replica_view_sums_to_the_deployment(qtbot, window, cluster_client, 
         qtbot.waitUntil(lambda: win.tree.deployment_item(name, DEP) is not None,
                         timeout=20_000)
         win.tree.select_key(name, DEP)
-        win.per_replica_action.trigger()
+        win.menus.per_replica_action.trigger()
         assert win.replica_view.isVisible() and not win.plots.isVisible()
         gen.start(30)
         qtbot.wait(12_000)  # a full metrics window of steady load
@@ -129,7 +129,7 @@ def test_per_replica_view_sums_to_the_deployment(qtbot, window, cluster_client, 
         assert len(win.replica_view.table_rows()) == 2
     finally:
         gen.stop()
-        win.per_replica_action.trigger()
+        win.menus.per_replica_action.trigger()
         remove_apps(cluster_client, {name})
 
 

@@ -70,13 +70,13 @@ def test_smooth_scrolling_is_remembered_through_the_window(qtbot, tmp_path):
         return w
 
     first = window()
-    assert not first.smooth_scroll_action.isChecked()  # off unless asked for
-    first.smooth_scroll_action.trigger()
+    assert not first.menus.smooth_scroll_action.isChecked()  # off unless asked for
+    first.menus.smooth_scroll_action.trigger()
     assert first.plots._smooth_scroll and first.gpu_plots._smooth_scroll
     first.settings.sync()
     first.model.session.shutdown()
     again = window()
-    assert again.smooth_scroll_action.isChecked()
+    assert again.menus.smooth_scroll_action.isChecked()
     assert again.plots._smooth_scroll and again.replica_view._smooth_scroll
     again.model.session.shutdown()
 
