@@ -75,9 +75,10 @@ def main() -> int:
     clusters[0].start(timeout_s=120)
     first = clusters[0]
     session = Session()
-    win = MainWindow(ConsoleModel(session, load_catalog(),
-                                  Settings(str(Path(tempfile.mkdtemp()) / "settings.ini"))))
-    win.model.interactive = False
+    model = ConsoleModel(session, load_catalog(),
+                         Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
+    win = MainWindow(model)
+    model.interactive = False
     win.show()
     deaths: list[float] = []
     lost: list[float] = []
@@ -85,7 +86,7 @@ def main() -> int:
     try:
         failed = []
         session.connect_failed.connect(failed.append)
-        win.model.session.connect_remote(first.dashboard_url, first.token)
+        session.connect_remote(first.dashboard_url, first.token)
         wait_until(app, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:
@@ -93,7 +94,7 @@ def main() -> int:
         demo = load_catalog()["batched"]
         done = []
         session.deploys.finished.connect(lambda ok, name, msg: done.append((ok, msg)))
-        win.model.deploy_demo(demo)
+        model.deploy_demo(demo)
         wait_until(app, lambda: done, 300, "deploy the batched demo")
         if not done[0][0]:
             raise RuntimeError(f"deploy failed: {done[0][1]}")

@@ -191,7 +191,7 @@ class Bench:
         self.model = ConsoleModel(self.session, self.catalog,
                                   Settings(os.path.join(self.tmp.name, "settings.ini")))
         self.window = MainWindow(self.model)
-        self.window.model.interactive = False  # never stop at a modal box
+        self.model.interactive = False  # never stop at a modal box
         self.window.show()
         self.probe = LagProbe()
         self.stats_seen: list[tuple[float, object]] = []
@@ -209,7 +209,7 @@ class Bench:
         wait_for(self.session.connected, 180)
         print(f"  connected after {time.monotonic() - t:.0f} s; deploying the batched demo "
               "through the window …", flush=True)
-        self.window.model.deploy_demo(self.demo)
+        self.model.deploy_demo(self.demo)
         ok, _app, message = wait_for(self.session.deploys.finished, 600,
                                      accept=lambda ok, app, msg: app == self.demo.app_name)
         if not ok:
@@ -226,7 +226,7 @@ class Bench:
     def start_live(self) -> None:
         rps = self.demo.load.default_rps
         self.window.load_panel.set_rate(rps)
-        if not self.window.model.start_load(rps):
+        if not self.model.start_load(rps):
             raise RuntimeError("the window found no demo to load")
 
     def start_flat_out(self) -> None:

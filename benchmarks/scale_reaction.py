@@ -96,9 +96,10 @@ def main() -> int:
     print("starting a 2-CPU Ray head…", flush=True)
     cluster.start(timeout_s=120)
     session = Session()
-    win = MainWindow(ConsoleModel(session, load_catalog(),
-                                  Settings(str(Path(tempfile.mkdtemp()) / "settings.ini"))))
-    win.model.interactive = False
+    model = ConsoleModel(session, load_catalog(),
+                         Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
+    win = MainWindow(model)
+    model.interactive = False
     win.show()
     gen = None
     seen_at: dict[int, float] = {}  # id(decision) → when the console said it
@@ -109,7 +110,7 @@ def main() -> int:
     try:
         failed: list[str] = []
         session.connect_failed.connect(failed.append)
-        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         wait_until(qapp, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:

@@ -48,9 +48,10 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(ConsoleModel(session, load_catalog(),
-                                      Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1000)
         win.show()
         win.event_log.entry_added.connect(
@@ -58,7 +59,7 @@ def main() -> int:
         state: dict = {"load_t0": None, "applied_t": None}
 
         def on_connected(_info):
-            win.model.deploy_demo(load_catalog()["batched"])
+            model.deploy_demo(load_catalog()["batched"])
 
         def on_deployed(ok, name, message):
             if not ok:
@@ -71,13 +72,13 @@ def main() -> int:
             QTimer.singleShot(5_000, start_load)
 
         def start_load():
-            win.model.start_load(LOAD_RPS)
+            model.start_load(LOAD_RPS)
             state["load_t0"] = time.time()
 
         def tick():
             if state["load_t0"] is None:
                 return
-            hints = win.model.advisor.hints
+            hints = model.advisor.hints
             elapsed = time.time() - state["load_t0"]
             cap = next((h for h in hints if h.rule == BATCH_CAP), None)
             if state["applied_t"] is None and cap is not None and elapsed > APPLY_AFTER_S:
@@ -97,7 +98,7 @@ def main() -> int:
         timer = QTimer()
         timer.timeout.connect(tick)
         timer.start(1000)
-        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

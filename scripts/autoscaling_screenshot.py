@@ -51,16 +51,17 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(ConsoleModel(session, load_catalog(),
-                                      Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1050)
         win.show()
         demo = load_catalog()["batched"]
         t0: list[float] = []
 
         def on_connected(_info):
-            win.model.deploy_demo(demo)
+            model.deploy_demo(demo)
 
         def on_deployed(ok, app_name, message):
             print(f"deploy of {app_name}: {ok} {message}", flush=True)
@@ -117,7 +118,7 @@ def main() -> int:
 
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
-        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         session.load.stop()

@@ -46,9 +46,10 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(ConsoleModel(session, load_catalog(),
-                                      Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1000)
         win.show()
         demo = load_catalog()["batched"]
@@ -60,8 +61,8 @@ def main() -> int:
             if not ok:
                 app.exit(1)
                 return
-            path.append(win.model.recording.path)
-            win.model.start_load(RPS)
+            path.append(model.recording.path)
+            model.start_load(RPS)
             QTimer.singleShot(40_000, small_batches)
             QTimer.singleShot(80_000, back)
             QTimer.singleShot(120_000, finish)
@@ -69,7 +70,7 @@ def main() -> int:
         def small_batches():
             changes.append(time.time())
             session.tuning.request(APP, DEP, "user_config.max_batch_size", 2)
-            win.model.add_note("max_batch_size 2: does p99 drop at 40 req/s?")
+            model.add_note("max_batch_size 2: does p99 drop at 40 req/s?")
 
         def back():
             session.tuning.request(APP, DEP, "user_config.max_batch_size", 32)
@@ -106,9 +107,9 @@ def main() -> int:
                   f"(session {path[0]})", flush=True)
             app.exit(0 if ok else 1)
 
-        session.connected.connect(lambda _info: win.model.deploy_demo(demo))
+        session.connected.connect(lambda _info: model.deploy_demo(demo))
         session.deploys.finished.connect(on_deployed)
-        win.model.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()
