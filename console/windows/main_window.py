@@ -62,7 +62,7 @@ class MainWindow(QMainWindow):
         self._connect = ConnectFlow(self, model.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
         self.menus = WindowMenus(self)
-        self._banner = WindowBanner(self.banner, model.session, self)
+        self._banner = WindowBanner(self.banner, model, self)
         self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
                                     self.show_advisor, self)
         self._connect.cancelled.connect(self._status.not_connected)
