@@ -375,7 +375,7 @@ class ScriptedRun:
               flush=True)
         from console.model.connection import ConnectionState
 
-        conn = self.session.connection
+        conn = self.model.connection
         if conn.state is ConnectionState.CONNECTING:
             # The run ends before it began: a script must not read that as success.
             print(f"serve-console: still connecting at exit ({conn.message.rstrip('…')})",

@@ -1,9 +1,13 @@
-"""The main window: one view of the console's model (console/model/console_model.py).
+"""The main window: one view of the console's model (console/model/console_model.py),
+built from the model and nothing else (`MainWindow(model)`).
 
-App tree, live plots (or the per-replica view), GPU view, load panel, tuning, advisor and
-event log, laid out and kept in step with the model and the session; what to do is the
-model's, what the user sees and clicks is here. Menus: console/windows/window_menus.py; the
-connect dialog: console/windows/connect_flow.py; the banner: console/windows/window_banner.py.
+It composes objects each handed the model's part it shows — the middle (tree, live plots
+or the per-replica view, GPU view: console/windows/central_views.py), the docks (load,
+event log, tuning, advisor, worst first: console/windows/docks.py), the menus
+(console/windows/window_menus.py), the connect dialog (console/windows/connect_flow.py),
+the banner (console/windows/window_banner.py) and the status bar — and keeps them in step
+with the model's selection and the live session's status and connection. What to do is
+the model's; what the user sees and clicks is here.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ class WindowBanner(QObject):
         self._metrics_problems: list = []  # per-source trouble (SourceProblem)
         banner.action_triggered.connect(self._on_banner_action_triggered)
         self._links.connect(session.connected, self._on_session_connected)
-        self._links.connect(session.connection.state_changed, self._on_connection_state_changed)
+        self._links.connect(model.connection.state_changed, self._on_connection_state_changed)
         self._links.connect(session.local_cluster_died, self._on_session_local_cluster_died)
         self._links.connect(session.redeploy_offered, self._on_session_redeploy_offered)
         self._links.connect(session.metrics_problems, self._on_session_metrics_problems)
