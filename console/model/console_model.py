@@ -14,8 +14,12 @@ metrics), the advisor, the session recording, the auto-tuner and traffic managem
 * the questions that need a person (a deploy or knob change that does not fit): asked
   through `question` while a view is there to answer, answered "go ahead" otherwise.
 
-Windows are views of it: they show what it says and call its methods. Scripted runs
-(console/app.py), benchmarks and tests drive it directly, with or without a window.
+Windows are views of it, built from it and nothing else (`MainWindow(model)`): each
+dock or panel is handed the part it shows (`connection`, `deploys`, `load`, `gpus`,
+`model_info`, `scaling`, `store`, `replica_store`, `knobs`, `advisor`, `recording`), shows
+what it says and calls its methods. Whoever has a Session makes the model first,
+`ConsoleModel(session, catalog, settings)`. Scripted runs (console/app.py), benchmarks
+and tests drive it directly, with or without a window.
 It imports no QtWidgets (tests/test_architecture.py checks that).
 """
 
