@@ -349,14 +349,14 @@ class MainWindow(QMainWindow):
         """The auto-tuner's window (console.windows.autotune_window), made on first use."""
         if self._autotune is None:
             from console.windows.autotune_window import AutoTuneUi
-            self._autotune = AutoTuneUi(self)
+            self._autotune = AutoTuneUi(self.model, self)
         return self._autotune
 
     def traffic_ui(self):
         """The traffic window (console.windows.traffic_window), made on first use."""
         if self._traffic is None:
             from console.windows.traffic_window import TrafficUi
-            self._traffic = TrafficUi(self)
+            self._traffic = TrafficUi(self.model, self)
         return self._traffic
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -54,9 +54,9 @@ def add_note(w) -> None:
         w.model.add_note(text, t)
 
 
-def report_failure(w, shown_in, title: str, message: str) -> None:
-    """Something a tool window started failed: the event log says so, and a box too
+def report_failure(model, shown_in, title: str, message: str) -> None:
+    """Something a tool window started failed: *model*'s event log says so, and a box too
     while a person is at the console and the window (*shown_in*) is open."""
-    w.model.log(message, "error")
-    if w.model.interactive and shown_in.isVisible():
+    model.log(message, "error")
+    if model.interactive and shown_in.isVisible():
         QMessageBox.warning(shown_in, title, message)
