@@ -66,6 +66,7 @@ def main() -> int:
     from console.model.connection import ConnectionState
     from console.model.live_session import Session
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
 
     app = QApplication.instance() or QApplication([])
@@ -74,9 +75,10 @@ def main() -> int:
     clusters[0].start(timeout_s=120)
     first = clusters[0]
     session = Session()
-    win = MainWindow(session, load_catalog(),
-                     Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
-    win.model.interactive = False
+    model = ConsoleModel(session, load_catalog(),
+                         Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
+    win = MainWindow(model)
+    model.interactive = False
     win.show()
     deaths: list[float] = []
     lost: list[float] = []
@@ -84,7 +86,7 @@ def main() -> int:
     try:
         failed = []
         session.connect_failed.connect(failed.append)
-        win.session.connect_remote(first.dashboard_url, first.token)
+        session.connect_remote(first.dashboard_url, first.token)
         wait_until(app, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:
@@ -92,7 +94,7 @@ def main() -> int:
         demo = load_catalog()["batched"]
         done = []
         session.deploys.finished.connect(lambda ok, name, msg: done.append((ok, msg)))
-        win.model.deploy_demo(demo)
+        model.deploy_demo(demo)
         wait_until(app, lambda: done, 300, "deploy the batched demo")
         if not done[0][0]:
             raise RuntimeError(f"deploy failed: {done[0][1]}")
@@ -135,7 +137,7 @@ def main() -> int:
             wait_until(app, lambda: session.connection.state == ConnectionState.CONNECTED
                        and session.status is not None
                        and session.status.fetched_at > fetched[0]
-                       and win.deploy_actions["batched"].isEnabled(), 60, "live again")
+                       and win.menus.deploy_actions["batched"].isEnabled(), 60, "live again")
             back.append(time.monotonic() - t_up)
             print(f"head {i + 1}: banner after {lost[-1]:.2f} s, live again "
                   f"{back[-1]:.2f} s after the dashboard answered", flush=True)

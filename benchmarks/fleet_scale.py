@@ -195,15 +195,17 @@ def gui_and_recording(url: str, seconds: float, repeats: int) -> dict:
     from backend.deploy.catalog import load_catalog
     from console.model.live_session import Session
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
     from gui_stall import LagProbe, pct, spin, wait_for, wait_until
 
     app = QApplication.instance() or QApplication([])
     tmp = tempfile.TemporaryDirectory()
     session = Session()
-    window = MainWindow(session, load_catalog(), Settings(os.path.join(tmp.name, "s.ini")))
-    window.model.interactive = False
-    window.model.recording.configure(folder=tmp.name)
+    model = ConsoleModel(session, load_catalog(), Settings(os.path.join(tmp.name, "s.ini")))
+    window = MainWindow(model)
+    model.interactive = False
+    model.recording.configure(folder=tmp.name)
     window.resize(1400, 900)
     window.show()
     out: dict = {"runs": []}
@@ -217,10 +219,10 @@ def gui_and_recording(url: str, seconds: float, repeats: int) -> dict:
         if not window.tree.select_key(app_name, dep):
             raise RuntimeError(f"{app_name}/{dep} is not in the tree")
         spin(8.0)  # the metrics window fills; the plots draw
-        path = window.model.recording.path
+        path = model.recording.path
 
         def recorded_bytes() -> int:
-            window.model.recording.recorder.flush()
+            model.recording.recorder.flush()
             with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as c:
                 return c.execute("PRAGMA page_count").fetchone()[0] * \
                     c.execute("PRAGMA page_size").fetchone()[0]

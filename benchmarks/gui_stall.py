@@ -61,6 +61,7 @@ from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.load.load_model import LoadModel, LoadPlan, LoadTarget  # noqa: E402
 from tests.support.reference_server import ReferenceServer  # noqa: E402
 from tests.support.run_delay import RunDelay  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -187,9 +188,10 @@ class Bench:
         self.catalog = load_catalog()
         self.demo = self.catalog["batched"]
         self.session = Session()
-        self.window = MainWindow(self.session, self.catalog,
-                                 Settings(os.path.join(self.tmp.name, "settings.ini")))
-        self.window.model.interactive = False  # never stop at a modal box
+        self.model = ConsoleModel(self.session, self.catalog,
+                                  Settings(os.path.join(self.tmp.name, "settings.ini")))
+        self.window = MainWindow(self.model)
+        self.model.interactive = False  # never stop at a modal box
         self.window.show()
         self.probe = LagProbe()
         self.stats_seen: list[tuple[float, object]] = []
@@ -207,7 +209,7 @@ class Bench:
         wait_for(self.session.connected, 180)
         print(f"  connected after {time.monotonic() - t:.0f} s; deploying the batched demo "
               "through the window …", flush=True)
-        self.window.model.deploy_demo(self.demo)
+        self.model.deploy_demo(self.demo)
         ok, _app, message = wait_for(self.session.deploys.finished, 600,
                                      accept=lambda ok, app, msg: app == self.demo.app_name)
         if not ok:
@@ -224,7 +226,7 @@ class Bench:
     def start_live(self) -> None:
         rps = self.demo.load.default_rps
         self.window.load_panel.set_rate(rps)
-        if not self.window.model.start_load(rps):
+        if not self.model.start_load(rps):
             raise RuntimeError("the window found no demo to load")
 
     def start_flat_out(self) -> None:
@@ -241,7 +243,7 @@ class Bench:
 
     def set_smooth(self, on: bool) -> None:
         """View → Smooth scrolling, as the menu sets it."""
-        self.window.smooth_scroll_action.setChecked(on)
+        self.window.menus.smooth_scroll_action.setChecked(on)
         self.window.set_smooth_scroll(on)
 
     def run_case(self, name: str) -> dict:

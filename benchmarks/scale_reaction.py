@@ -87,6 +87,7 @@ def main() -> int:
     from console.model.connection import ConnectionState
     from console.model.live_session import Session
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
     from tests.helpers import scaling_app
 
@@ -95,9 +96,10 @@ def main() -> int:
     print("starting a 2-CPU Ray head…", flush=True)
     cluster.start(timeout_s=120)
     session = Session()
-    win = MainWindow(session, load_catalog(),
-                     Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
-    win.model.interactive = False
+    model = ConsoleModel(session, load_catalog(),
+                         Settings(str(Path(tempfile.mkdtemp()) / "settings.ini")))
+    win = MainWindow(model)
+    model.interactive = False
     win.show()
     gen = None
     seen_at: dict[int, float] = {}  # id(decision) → when the console said it
@@ -108,7 +110,7 @@ def main() -> int:
     try:
         failed: list[str] = []
         session.connect_failed.connect(failed.append)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         wait_until(qapp, lambda: failed or session.connection.state == ConnectionState.CONNECTED,
                    60, "connect")
         if failed:

@@ -225,8 +225,8 @@ class ScriptedRun:
         s = self.session
         s.connected.connect(self._on_connected)
         s.connect_failed.connect(self._on_connect_failed)
-        s.deploys.finished.connect(self._on_deploy_finished)
-        s.deploys.config_file_done.connect(self._on_config_file_done)
+        self.model.deploys.finished.connect(self._on_deploy_finished)
+        self.model.deploys.config_file_done.connect(self._on_config_file_done)
         if self.args.exit_after is not None:
             QTimer.singleShot(int(self.args.exit_after * 1000), self._exit_after_reached)
         if self.args.open_session:
@@ -283,7 +283,7 @@ class ScriptedRun:
             print(f"serve-console: started local Ray cluster {info.url} "
                   f"(process group {local.pid})", flush=True)
         if self.args.apply_config:
-            self.session.deploys.import_config(self.args.apply_config)
+            self.model.deploys.import_config(self.args.apply_config)
         if self.args.openai_load:
             from backend.load.load_model import LoadPlan
 
@@ -353,7 +353,7 @@ class ScriptedRun:
 
     def _report_tokens(self) -> None:
         if self.args.log_events and self.token_report is None:
-            self.token_report = openai_run.TokenReport(self.session.load)
+            self.token_report = openai_run.TokenReport(self.model.load)
 
     def _on_status_for_demo(self, status) -> None:
         self._start_demo_load(status)
@@ -375,7 +375,7 @@ class ScriptedRun:
               flush=True)
         from console.model.connection import ConnectionState
 
-        conn = self.session.connection
+        conn = self.model.connection
         if conn.state is ConnectionState.CONNECTING:
             # The run ends before it began: a script must not read that as success.
             print(f"serve-console: still connecting at exit ({conn.message.rstrip('…')})",

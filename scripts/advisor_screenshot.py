@@ -29,6 +29,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.tuning.advisor import BATCH_CAP  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -47,9 +48,10 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1000)
         win.show()
         win.event_log.entry_added.connect(
@@ -57,7 +59,7 @@ def main() -> int:
         state: dict = {"load_t0": None, "applied_t": None}
 
         def on_connected(_info):
-            win.model.deploy_demo(load_catalog()["batched"])
+            model.deploy_demo(load_catalog()["batched"])
 
         def on_deployed(ok, name, message):
             if not ok:
@@ -70,17 +72,17 @@ def main() -> int:
             QTimer.singleShot(5_000, start_load)
 
         def start_load():
-            win.model.start_load(LOAD_RPS)
+            model.start_load(LOAD_RPS)
             state["load_t0"] = time.time()
 
         def tick():
             if state["load_t0"] is None:
                 return
-            hints = win.model.advisor.hints
+            hints = model.advisor.hints
             elapsed = time.time() - state["load_t0"]
             cap = next((h for h in hints if h.rule == BATCH_CAP), None)
             if state["applied_t"] is None and cap is not None and elapsed > APPLY_AFTER_S:
-                win.advisor_action.trigger()
+                win.menus.advisor_action.trigger()
                 win.advisor_panel.row(cap.id).apply_button.click()
                 state["applied_t"] = time.time()
             elif state["applied_t"] and time.time() - state["applied_t"] > SHOOT_AFTER_APPLY_S:
@@ -96,7 +98,7 @@ def main() -> int:
         timer = QTimer()
         timer.timeout.connect(tick)
         timer.start(1000)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

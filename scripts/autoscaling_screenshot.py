@@ -31,6 +31,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.load.load_model import LoadModel, Profile  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -50,16 +51,17 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1050)
         win.show()
         demo = load_catalog()["batched"]
         t0: list[float] = []
 
         def on_connected(_info):
-            win.model.deploy_demo(demo)
+            model.deploy_demo(demo)
 
         def on_deployed(ok, app_name, message):
             print(f"deploy of {app_name}: {ok} {message}", flush=True)
@@ -102,7 +104,7 @@ def main() -> int:
             if not ok:
                 app.exit(1)
                 return
-            win.per_replica_action.trigger()
+            win.menus.per_replica_action.trigger()
             QTimer.singleShot(1500, shoot_replicas)
 
         def shoot_replicas():
@@ -111,12 +113,12 @@ def main() -> int:
             print(f"per-replica screenshot {'saved to' if ok else 'NOT saved to'} "
                   f"{out_replicas}; table: {win.replica_view.table_rows()}; "
                   f"imbalance: {win.replica_view.imbalance_text()!r}", flush=True)
-            win.per_replica_action.trigger()
+            win.menus.per_replica_action.trigger()
             app.exit(0 if ok else 1)
 
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         session.load.stop()

@@ -31,6 +31,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -68,8 +69,9 @@ def main() -> int:
         app = QApplication.instance() or QApplication([])
         settings = Settings(os.path.join(tempfile.mkdtemp(), "settings.ini"))
         session = Session()
-        win = MainWindow(session, load_catalog(), settings)
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(), settings)
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1000)
         win.log_dock.hide()   # room for the plots: the load runs, its panel is hidden
         win.load_dock.hide()
@@ -77,7 +79,7 @@ def main() -> int:
         demo = load_catalog()["batched"]
 
         def on_connected(_info):
-            win.model.deploy_demo(demo)
+            model.deploy_demo(demo)
 
         def on_deployed(ok, app_name, message):
             print(f"deploy of {app_name}: {ok} {message}", flush=True)
@@ -85,7 +87,7 @@ def main() -> int:
                 app.exit(1)
                 return
             win.load_panel.set_rate(RPS)
-            win.model.start_load(RPS)
+            model.start_load(RPS)
             QTimer.singleShot(SETTLE_S * 1000, shoot)
 
         def shoot():
@@ -99,7 +101,7 @@ def main() -> int:
 
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(400_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()

@@ -30,6 +30,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
 from backend.recording.compare import format_value  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -45,9 +46,10 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1000)
         win.show()
         demo = load_catalog()["batched"]
@@ -59,8 +61,8 @@ def main() -> int:
             if not ok:
                 app.exit(1)
                 return
-            path.append(win.model.recording.path)
-            win.model.start_load(RPS)
+            path.append(model.recording.path)
+            model.start_load(RPS)
             QTimer.singleShot(40_000, small_batches)
             QTimer.singleShot(80_000, back)
             QTimer.singleShot(120_000, finish)
@@ -68,7 +70,7 @@ def main() -> int:
         def small_batches():
             changes.append(time.time())
             session.tuning.request(APP, DEP, "user_config.max_batch_size", 2)
-            win.model.add_note("max_batch_size 2: does p99 drop at 40 req/s?")
+            model.add_note("max_batch_size 2: does p99 drop at 40 req/s?")
 
         def back():
             session.tuning.request(APP, DEP, "user_config.max_batch_size", 32)
@@ -105,9 +107,9 @@ def main() -> int:
                   f"(session {path[0]})", flush=True)
             app.exit(0 if ok else 1)
 
-        session.connected.connect(lambda _info: win.model.deploy_demo(demo))
+        session.connected.connect(lambda _info: model.deploy_demo(demo))
         session.deploys.finished.connect(on_deployed)
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         QTimer.singleShot(600_000, lambda: app.exit(2))  # never hang
         code = app.exec()
         win.close()

@@ -28,6 +28,7 @@ from PySide6.QtWidgets import QApplication  # noqa: E402
 
 from backend.deploy.catalog import load_catalog  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.windows.main_window import MainWindow  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
 from console.settings import Settings  # noqa: E402
@@ -45,16 +46,17 @@ def main() -> int:
     try:
         app = QApplication.instance() or QApplication([])
         session = Session()
-        win = MainWindow(session, load_catalog(),
-                         Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
-        win.model.interactive = False
+        model = ConsoleModel(session, load_catalog(),
+                             Settings(os.path.join(tempfile.mkdtemp(), "settings.ini")))
+        win = MainWindow(model)
+        model.interactive = False
         win.resize(1600, 1000)
         win.show()
         win.event_log.entry_added.connect(
             lambda e: print(e.plain(), flush=True) if "ollout" in e.message else None)
 
         def on_connected(_info):
-            win.model.deploy_demo(load_catalog()[APP])
+            model.deploy_demo(load_catalog()[APP])
 
         def on_deployed(ok, name, message):
             if not ok:
@@ -64,7 +66,7 @@ def main() -> int:
             session.tuning.request(APP, "ModelV2", "user_config.error_rate", 0.1,
                                    immediate=True)
             win.tree.select_key(APP, "VersionRouter")
-            win.model.start_load(30)
+            model.start_load(30)
             QTimer.singleShot(15_000, start_rollout)
 
         def start_rollout():
@@ -95,7 +97,7 @@ def main() -> int:
         session.connected.connect(on_connected)
         session.deploys.finished.connect(on_deployed)
         QTimer.singleShot(GIVE_UP_MS, lambda: (print("gave up", flush=True), app.exit(1)))
-        win.session.connect_remote(cluster.dashboard_url, cluster.token)
+        session.connect_remote(cluster.dashboard_url, cluster.token)
         rc = app.exec()
         win.close()
         session.shutdown()

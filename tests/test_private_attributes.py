@@ -1,6 +1,8 @@
 """No module sets another object's private attributes: in console/ and widgets/ an
 assignment to `X._name` is only ever made on `self` or `cls` (an object's state is set by
-the object, through its constructor or a public method)."""
+the object, through its constructor or a public method). Nor does any module set
+attributes, public ones included, on a window it was handed: the main window composes its
+views and names their widgets itself (issue 58: helper modules had assigned some 40)."""
 
 from __future__ import annotations
 
@@ -33,6 +35,52 @@ def foreign_private_sets(source: str) -> list[str]:
                                  and part.value.id in ("self", "cls"))):
                     found.append(f"{node.lineno}: {ast.unparse(part)}")
     return found
+
+
+#: The names a helper gives the window it is handed (w, window, self._window, …).
+_WINDOW_NAMES = {"w", "win", "window", "main_window"}
+
+
+def window_attribute_sets(source: str) -> list[str]:
+    """Assignments in *source* to an attribute of a window that a module was handed:
+    `w.x = …`, `window.x = …`, `self._window.x = …` (and the like)."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Assign):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        else:
+            continue
+        for target in targets:
+            for part in ast.walk(target):
+                if not isinstance(part, ast.Attribute):
+                    continue
+                owner = part.value
+                if ((isinstance(owner, ast.Name) and owner.id in _WINDOW_NAMES)
+                        or (isinstance(owner, ast.Attribute)
+                            and isinstance(owner.value, ast.Name)
+                            and owner.value.id == "self"
+                            and owner.attr.lstrip("_") in _WINDOW_NAMES)):
+                    found.append(f"{node.lineno}: {ast.unparse(part)}")
+    return found
+
+
+def test_no_module_sets_attributes_on_a_window_it_was_handed():
+    offenders = {}
+    for folder in ("console", "widgets"):
+        for path in sorted((ROOT / folder).rglob("*.py")):
+            found = window_attribute_sets(path.read_text())
+            if found:
+                offenders[str(path.relative_to(ROOT))] = found
+    assert offenders == {}
+
+
+def test_the_window_check_finds_what_it_forbids():
+    assert window_attribute_sets("w.tree = 1\nself.tree = 2\n") == ["1: w.tree"]
+    assert window_attribute_sets("self._window.menu = 1") == ["1: self._window.menu"]
+    assert window_attribute_sets("window.menus.x = 1") == ["1: window.menus"]
+    assert window_attribute_sets("self.window = w\nviews.tree = 1") == []
 
 
 def test_no_module_sets_another_objects_private_attributes():

@@ -14,8 +14,12 @@ metrics), the advisor, the session recording, the auto-tuner and traffic managem
 * the questions that need a person (a deploy or knob change that does not fit): asked
   through `question` while a view is there to answer, answered "go ahead" otherwise.
 
-Windows are views of it: they show what it says and call its methods. Scripted runs
-(console/app.py), benchmarks and tests drive it directly, with or without a window.
+Windows are views of it, built from it and nothing else (`MainWindow(model)`): each
+dock or panel is handed the part it shows (`connection`, `deploys`, `load`, `gpus`,
+`model_info`, `scaling`, `store`, `replica_store`, `knobs`, `advisor`, `recording`), shows
+what it says and calls its methods. Whoever has a Session makes the model first,
+`ConsoleModel(session, catalog, settings)`. Scripted runs (console/app.py), benchmarks
+and tests drive it directly, with or without a window.
 It imports no QtWidgets (tests/test_architecture.py checks that).
 """
 
@@ -72,9 +76,22 @@ class ConsoleModel:
     question = Signal(str, int, str)
 
     def __init__(self, session: Session, catalog: dict[str, Demo], settings: Settings) -> None:
+        """The model around *session* (a new `Session()`, or one already connected): the
+        one way to get a model, and through it a window (`MainWindow(model)`)."""
+        #: The live session: the connection, the cluster's status and the metrics source.
         self.session = session
         self.catalog = catalog
         self.settings = settings
+        # The session's parts, each what a view shows (its dock or panel is handed it):
+        # made once with the session, so the same objects for the model's life.
+        self.connection = session.connection      # the connection's state machine
+        self.deploys = session.deploys            # demos and config files (Deploy menu)
+        self.load = session.load                  # the load generator (Load dock)
+        self.gpus = session.gpus                  # the GPU view
+        self.model_info = session.model_info      # what demo replicas say of their models
+        self.scaling = session.scaling            # the autoscaler's decisions (tree notes)
+        self.store = session.store                # the deployments' series (live plots)
+        self.replica_store = session.replica_store  # per-replica series (per-replica view)
         #: False for scripted runs: nothing waits for a person (questions go ahead).
         self.interactive = True
         #: True once quitting began: no more questions.
@@ -193,6 +210,19 @@ class ConsoleModel:
             return "The cluster is not answering."
         s.deploys.deploy(demo)
         return ""
+
+    def cancel_deploy(self) -> str | None:
+        """Stop waiting for the selected application's pending deploy (else the newest's)
+        and put back what it changed; the application's name, or None when no deploy is
+        pending."""
+        pending = self.deploys.pending_apps()
+        if not pending:
+            return None
+        key = self.selected
+        name = key[0] if key is not None and key[0] in pending else pending[-1]
+        self.log(f"Cancelling the deploy of '{name}'…", "warning")
+        self.deploys.cancel(name)
+        return name
 
     def _on_deploys_fit_problem(self, op_id: int, what: str, message: str) -> None:
         self._ask("deploy", op_id, message)

@@ -1,4 +1,4 @@
-"""The auto-tuner's window wired to the session: Tuning → Auto-tune… (Ctrl+Shift+T)
+"""The auto-tuner's window, handed the model's auto-tuner: Tune → Auto-tune… (Ctrl+Shift+T)
 opens the panel on the deployment shown; Start runs the search (console.model.autotune);
 the panel shows every trial as it comes; stop / apply best / revert / export go back to
 the controller. Made on first use: the console starts without importing any of it."""
@@ -8,22 +8,25 @@ from __future__ import annotations
 from typing import Any
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QFileDialog
+from PySide6.QtWidgets import QFileDialog, QWidget
 
 from console.model.autotune import AutoTuneController
+from console.model.console_model import ConsoleModel
 from console.windows.window_dialogs import report_failure
 from console.windows.model_links import ModelLinks
 from widgets.autotune_panel import AutoTunePanel
 
 
 class AutoTuneUi(QObject):
-    def __init__(self, window) -> None:
-        super().__init__(window)
+    def __init__(self, model: ConsoleModel, parent: QWidget) -> None:
+        """The auto-tuner of *model* (its log for failures, its session's status for
+        the deployments to offer), in a panel over *parent*."""
+        super().__init__(parent)
         self._links = ModelLinks(self)  # cut when this view goes
-        self._window = window
-        session = window.session
-        self.controller: AutoTuneController = window.model.autotune
-        self.panel = AutoTunePanel(window)
+        self._model = model
+        session = model.session
+        self.controller: AutoTuneController = model.autotune
+        self.panel = AutoTunePanel(parent)
         p, c = self.panel, self.controller
         p.start_requested.connect(self._on_panel_start_requested)
         p.stop_requested.connect(c.stop)
@@ -69,7 +72,7 @@ class AutoTuneUi(QObject):
 
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_status(message)
-        report_failure(self._window, self.panel, "Auto-tune", message)
+        report_failure(self._model, self.panel, "Auto-tune", message)
 
     def _on_controller_finished(self, summary: dict) -> None:
         from console.model.autotune import finish_text
@@ -83,7 +86,7 @@ class AutoTuneUi(QObject):
             self._update_deployments(None)
 
     def _update_deployments(self, current: tuple[str, str] | None) -> None:
-        status = self._window.session.status
+        status = self._model.session.status
         keys = []
         if status is not None:
             for app in status.applications:

@@ -3,16 +3,20 @@ connection test, and the recent connections remembered for next time."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from PySide6.QtCore import QObject, Signal, Slot
 from PySide6.QtWidgets import QWidget
 
 from backend.cluster.addresses import default_ray_client_url
 from backend.cluster.diagnose import ConnectionSpec
 from console.model.connection import ConnectionInfo
-from console.model.live_session import Session
 from console.settings import Settings
 from console.windows.model_links import ModelLinks
 from widgets.connect_dialog import ConnectDialog, ConnectTarget
+
+if TYPE_CHECKING:  # a window gets its session from the model; it never makes one
+    from console.model.live_session import Session
 
 
 def tls_verify(target: ConnectTarget) -> bool | str:

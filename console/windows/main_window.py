@@ -1,9 +1,13 @@
-"""The main window: one view of the console's model (console/model/console_model.py).
+"""The main window: one view of the console's model (console/model/console_model.py),
+built from the model and nothing else (`MainWindow(model)`).
 
-App tree, live plots (or the per-replica view), GPU view, load panel, tuning, advisor and
-event log, laid out and kept in step with the model and the session; what to do is the
-model's, what the user sees and clicks is here. Menus: console/windows/window_menus.py; the
-connect dialog: console/windows/connect_flow.py; the banner: console/windows/window_banner.py.
+It composes objects each handed the model's part it shows — the middle (tree, live plots
+or the per-replica view, GPU view: console/windows/central_views.py), the docks (load,
+event log, tuning, advisor, worst first: console/windows/docks.py), the menus
+(console/windows/window_menus.py), the connect dialog (console/windows/connect_flow.py),
+the banner (console/windows/window_banner.py) and the status bar — and keeps them in step
+with the model's selection and the live session's status and connection. What to do is
+the model's; what the user sees and clicks is here.
 """
 
 from __future__ import annotations
@@ -17,19 +21,17 @@ from PySide6.QtWidgets import QMainWindow, QMessageBox, QWidget
 from backend.deploy.catalog import Demo
 from backend.model import ServeStatus
 from console.model.connection import ConnectionInfo, ConnectionState
-from console.model.console_model import NO_LOAD_TARGET, ConsoleModel
-from console.model.live_session import Session
+from console.model.console_model import ConsoleModel
 from console.model.responsiveness import keep_gui_responsive
-from console.settings import Settings
+from console.windows.central_views import CentralViews
 from console.windows.connect_flow import ConnectFlow, connect_to
+from console.windows.docks import AdvisorDock, EventLogDock, LoadDock, TuningDock, WorstFirstDock
 from console.windows.model_links import ModelLinks
 from console.windows.window_banner import WindowBanner
-from console.windows.window_layout import build_docks, build_views
 from console.windows.window_layouts import WindowLayouts
 from console.windows.window_theme import WindowTheme
 from widgets.theme import restyle_plots, restyle_when_first_shown
-from console.windows import worst_first_dock
-from console.windows.window_menus import build_menus
+from console.windows.window_menus import WindowMenus
 from console.windows.window_status import WindowStatus
 from widgets.connect_dialog import ConnectTarget
 
@@ -45,31 +47,26 @@ _QUESTIONS = {  # kind → (informative text, the go-ahead button)
 
 
 class MainWindow(QMainWindow):
-    def __init__(self, model: ConsoleModel | Session, catalog: dict[str, Demo] | None = None,
-                 settings: Settings | None = None, parent: QWidget | None = None,
+    def __init__(self, model: ConsoleModel, parent: QWidget | None = None,
                  theme: str | None = None) -> None:
-        """A view of *model*; given a Session (with the catalog and the settings), the
-        window makes the model around it. *theme*: this run's (--theme), else the
-        remembered View → Theme."""
+        """A view of *model* and nothing else: whoever has a Session makes the model
+        first (`ConsoleModel(session, catalog, settings)`). *theme*: this run's (--theme),
+        else the remembered View → Theme."""
         super().__init__(parent)
-        if isinstance(model, Session):
-            model = ConsoleModel(model, catalog, settings)
         self.model = model
-        self.session, self.catalog, self.settings = model.session, model.catalog, model.settings
-        keep_gui_responsive(self.session)
+        self.catalog, self.settings = model.catalog, model.settings
+        keep_gui_responsive(model.session)
         self.setWindowTitle("serve-console")
         self.resize(1400, 900)
         # The theme before the views: what they paint at construction is in its colours.
         self.theme = WindowTheme(self, self.settings)
         self.theme.choose(theme or self.theme.choice, persist=False)
-        self._views, self._plots_column = build_views(self)
-        build_docks(self)
+        self._compose()
         self._sessions = self._autotune = self._traffic = None  # each made on first use
-        worst_first_dock.build(self)
-        self._connect = ConnectFlow(self, self.session, self.settings)
+        self._connect = ConnectFlow(self, model.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
-        build_menus(self)
-        self._banner = WindowBanner(self.banner, self.session, self)
+        self.menus = WindowMenus(self)
+        self._banner = WindowBanner(self.banner, model, self)
         self._status = WindowStatus(self.statusBar(), model, self._banner.metrics_text,
                                     self.show_advisor, self)
         self._connect.cancelled.connect(self._status.not_connected)
@@ -88,70 +85,64 @@ class MainWindow(QMainWindow):
         restyle_plots(self)  # the curves made since the theme was applied take its colours
         restyle_when_first_shown(self)  # ... and those made until it is shown
         if self.settings.per_replica_view():
-            self.per_replica_action.setChecked(True)
+            self.menus.per_replica_action.setChecked(True)
             self.show_per_replica(True)
         # The live plots move once a second with the data, unless smooth scrolling is on.
-        self.smooth_scroll_action.setChecked(self.settings.smooth_scroll())
+        self.menus.smooth_scroll_action.setChecked(self.settings.smooth_scroll())
         self.set_smooth_scroll(self.settings.smooth_scroll())
         self._update_actions()
 
     # -- layout ---------------------------------------------------------------------------
+    def _compose(self) -> None:
+        """The views, each handed the model's part it shows; the widgets the menus,
+        the layouts and tests reach are named here, as the window's own."""
+        m = self.model
+        self.views = CentralViews(m)
+        self.setCentralWidget(self.views)
+        v = self.views
+        self.banner, self.tree, self.tree_filter = v.banner, v.tree, v.tree_filter
+        self.plots, self.replica_view, self.gpu_plots = v.plots, v.replica_view, v.gpu_plots
+        self.main_splitter = v.main_splitter
+        self.tuning_dock = TuningDock(m, self)
+        self.load_dock = LoadDock(m, self)
+        self.log_dock = EventLogDock(m, self)
+        self.advisor_dock = AdvisorDock(m, self)
+        self.knob_panel, self.load_panel = self.tuning_dock.panel, self.load_dock.panel
+        self.event_log, self.advisor_panel = self.log_dock.log, self.advisor_dock.panel
+        self.resizeDocks([self.tuning_dock], [400], Qt.Orientation.Horizontal)
+        self.resizeDocks([self.load_dock], [330], Qt.Orientation.Vertical)
+        self.worst_dock = WorstFirstDock(m, self)
+        self.worst_first = self.worst_dock.view
+
     def _wire(self) -> None:
-        m, s = self.model, self.session
-        self._model_links.connect(m.event_added, self.event_log.add_entry)
+        m, s = self.model, self.model.session
         self._model_links.connect(m.event_added, self.layouts.on_event)
-        self._model_links.connect(s.load.stats, self.layouts.on_load_stats)
+        self._model_links.connect(m.load.stats, self.layouts.on_load_stats)
         self._model_links.connect(m.marker_added, self._on_model_marker_added)
         self._model_links.connect(m.selection_changed, self._on_model_selection_changed)
-        self._model_links.connect(m.knob_warnings, self.knob_panel.set_warnings)
-        self._model_links.connect(m.load_running, self.load_panel.set_running)
-        self._model_links.connect(m.load_rate, self.load_panel.set_rate)
         self._model_links.connect(m.model_cache_changed, self._update_model_cache)
         self._model_links.connect(m.question, self._on_model_question)
-        self._model_links.connect(m.advisor.hints_changed, self._on_advisor_hints_changed)
-        self._model_links.connect(m.advisor.hint_state, self.advisor_panel.set_state)
         self._model_links.connect(s.connected, self._on_session_connected)
         self._model_links.connect(s.connect_failed, self._on_session_connect_failed)
         self._model_links.connect(s.disconnected, self._on_session_disconnected)
         self._model_links.connect(s.status_changed, self._on_session_status_changed)
-        self._model_links.connect(s.deploys.progress, self._on_session_deploy_progress)
-        self._model_links.connect(s.deploys.finished, self._on_session_deploy_finished)
-        self._model_links.connect(s.deploys.config_file_done, self._on_session_config_file_done)
-        self._model_links.connect(s.load.stats, self.load_panel.set_load_stats)
-        self._model_links.connect(s.model_info.changed, self.tree.set_model_info)
-        self._model_links.connect(s.gpus.changed, self._on_session_gpus_changed)
-        self._model_links.connect(s.scaling.notes_changed, self.tree.set_scaling_notes)
+        self._model_links.connect(m.deploys.progress, self._on_deploys_progress)
+        self._model_links.connect(m.deploys.finished, self._on_deploys_finished)
+        self._model_links.connect(m.deploys.config_file_done, self._on_deploys_config_file_done)
+        self._model_links.connect(m.model_info.changed, self.tree.set_model_info)
+        self._model_links.connect(m.scaling.notes_changed, self.tree.set_scaling_notes)
         self._model_links.connect(s.metrics_state, self._on_session_metrics_state)
         # Slots of the window, never lambdas, for signals of the session and the model:
         # those outlive the window; psygnal holds a bound method weakly, a lambda
         # strongly (it would keep the window alive), and the links are cut when the
         # window is destroyed.
         self._model_links.connect(s.metrics_problems, self._on_session_metrics_problems)
-        self._model_links.connect(s.connection.state_changed, self._on_connection_state_changed)
+        self._model_links.connect(m.connection.state_changed, self._on_connection_state_changed)
         self._model_links.connect(s.local_cluster_died, self._on_session_local_cluster_died)
-        self._model_links.connect(m.knobs.changed, self.knob_panel.show_state)
-        self.plots.window_changed.connect(self.replica_view.set_window)
-        self.plots.paused_changed.connect(self.replica_view.set_paused)
-        self.plots.paused_changed.connect(self.gpu_plots.set_paused)
-        self.plots.window_changed.connect(self.gpu_plots.set_window)
-        self.gpu_plots.shown_changed.connect(self._on_gpu_plots_shown_changed)
-        self.knob_panel.change_requested.connect(self.model.request_change)
         self.tree.deployment_selected.connect(lambda app, dep: self.model.select((app, dep)))
         self.tree.selection_cleared.connect(lambda: self.model.select(None))
-        self.load_panel.start_requested.connect(self.model.start_load)
-        self.load_panel.stop_requested.connect(self.model.stop_load)
-        self.load_panel.rate_changed.connect(self.model.set_rate)
-        self.load_panel.plan_requested.connect(self.model.start_plan)
-        self.load_panel.model_changed.connect(self.session.load.set_model)
-        source = self.load_panel.source_panel()
-        self.load_panel.set_source(self.model.load_source)
-        self._model_links.connect(self.model.load_source_changed, self.load_panel.set_source)
-        source.source_changed.connect(self.model.set_load_source)
-        source.nodes_wanted.connect(s.load.refresh_nodes)
-        self._model_links.connect(s.load.workers, source.set_workers)
-        self._model_links.connect(s.load.nodes, source.set_nodes)
-        self.advisor_panel.apply_requested.connect(self.model.advisor.apply)
         self.advisor_panel.show_requested.connect(self.select_deployment)
+        self.worst_first.deployment_chosen.connect(self.select_deployment)
         self._banner.restart_requested.connect(self.restart_local_cluster)
 
     # -- what the model and other drivers call --------------------------------------------
@@ -160,14 +151,14 @@ class MainWindow(QMainWindow):
         self._connect.show(error, target)
 
     def connect_to(self, target: ConnectTarget) -> None:
-        connect_to(self.session, target)
+        connect_to(self.model.session, target)
 
     def deploy_demo(self, demo: Demo) -> None:
         why = self.model.deploy_demo(demo)
         if not why:
-            self.deploy_actions[demo.key].setEnabled(False)
+            self.menus.deploy_actions[demo.key].setEnabled(False)
             self.statusBar().showMessage(f"Deploying {demo.title}…")
-        elif self.session.client is None and self.model.interactive:
+        elif self.model.session.client is None and self.model.interactive:
             QMessageBox.information(self, "Not connected", why)
 
     def select_deployment(self, app: str, deployment: str) -> None:
@@ -175,29 +166,8 @@ class MainWindow(QMainWindow):
         self.model.select((app, deployment))
 
     def _update_actions(self) -> None:
-        # Changes go to the cluster only while it answers; the reason is in the tooltips.
-        s = self.session
-        connected = s.client is not None and s.connection.usable
-        self.disconnect_action.setEnabled(s.client is not None)
-        self.import_action.setEnabled(connected)
-        self.cancel_deploy_action.setEnabled(bool(s.deploys.pending_apps()))
-        local = s.local_cluster
-        self.restart_local_action.setEnabled(local is not None and not local.running)
-        self.prometheus_source_action.setEnabled(
-            connected and bool(s.info and s.info.prometheus_url))
-        self.copy_promql_action.setEnabled(self.plots.key() is not None)
-        self.export_action.setEnabled(connected and self.plots.key() is not None)
-        self.autotune_action.setEnabled(connected)
-        self.traffic_action.setEnabled(connected)
-        why = ("" if connected else "Connect to a cluster first (Cluster → Connect…)."
-               if s.client is None else
-               "The cluster is not answering; deploys wait until it does.")
-        for key, action in self.deploy_actions.items():
-            action.setEnabled(connected)
-            tip = self.catalog[key].summary + (f"\n\nUnavailable: {why}" if why else "")
-            action.setToolTip(tip)
-            action.setStatusTip(tip)
-        self._update_load_target()
+        self.menus.update()
+        self.load_dock.show_target()
 
     # -- model slots ----------------------------------------------------------------------
     @Slot(float, str, str, str, object)
@@ -211,9 +181,9 @@ class MainWindow(QMainWindow):
         if key is not None and self.tree.selected_key() != key:
             self.tree.select_key(*key)
         # Its warnings follow from the model (knob_warnings), once.
-        self.knob_panel.set_knobs(self.model.knobs_for_selected())
+        self.tuning_dock.show_selected(warnings=False)
         self._update_replica_rows()
-        self._update_load_target()
+        self.load_dock.show_target()
         self._update_actions()
 
     @Slot(str, int, str)
@@ -228,10 +198,6 @@ class MainWindow(QMainWindow):
         self.model.answer(kind, op_id, box.clickedButton() is go)
         self._update_actions()
 
-    def _update_knobs(self) -> None:
-        self.knob_panel.set_knobs(self.model.knobs_for_selected())
-        self.knob_panel.set_warnings(self.model.warnings_for_selected())
-
     def _update_model_cache(self) -> None:
         if self.model.selected is None:
             self.plots.set_model_cache(None)
@@ -239,25 +205,10 @@ class MainWindow(QMainWindow):
             self.plots.set_model_cache(*self.model.model_cache())
 
     def _update_replica_rows(self) -> None:
-        if not self.per_replica_action.isChecked():
+        if not self.menus.per_replica_action.isChecked():
             return  # the table is filled when the view is shown (show_per_replica)
         self.replica_view.set_key(self.model.selected)
         self.replica_view.set_rows(self.model.replica_rows() or [])
-
-    def _update_load_target(self) -> None:
-        target, presets = self.model.load_target()
-        key = self.model.selected
-        select = next((label for app, label, _ in presets
-                       if key is not None and app == key[0]), None)
-        self.load_panel.set_target_presets([(label, t) for _, label, t in presets],
-                                           select=select)
-        if target is None:
-            self.load_panel.set_target(NO_LOAD_TARGET)
-            self.load_panel.set_enabled_for_target(self.session.load.running)
-        else:
-            self.load_panel.set_target(f"{target.method} {target.url}"
-                                       + (" (OpenAI streaming)" if target.openai else ""))
-            self.load_panel.set_enabled_for_target(True)
 
     # -- session slots --------------------------------------------------------------------
     @Slot(object)
@@ -283,12 +234,7 @@ class MainWindow(QMainWindow):
     @Slot(object, str)
     def _on_connection_state_changed(self, state: ConnectionState, _message: str) -> None:
         lost = state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
-        self.knob_panel.set_unavailable(
-            "The cluster is not answering; changes are disabled until it is back."
-            if lost else None)
-        self.advisor_panel.set_unavailable(
-            "The cluster is not answering; changes wait until it is back." if lost else None)
-        self._on_session_metrics_state(self.session.metrics_error)
+        self._on_session_metrics_state(self.model.session.metrics_error)
         # The tree's states are the last ones the cluster reported: grey while it is gone.
         self.tree.setEnabled(not lost)
         self.tree.setToolTip("The last state the cluster reported; it is not answering now."
@@ -297,7 +243,7 @@ class MainWindow(QMainWindow):
 
     @Slot(bool)
     def show_per_replica(self, on: bool) -> None:
-        self._views.setCurrentWidget(self.replica_view if on else self.plots)
+        self.views.show_per_replica(on)
         self.settings.set_per_replica_view(on)
         self._update_replica_rows()
         self.replica_view.refresh()
@@ -310,42 +256,36 @@ class MainWindow(QMainWindow):
     @Slot()
     def restart_local_cluster(self) -> None:
         self.banner.show_message("Starting a new local Ray cluster…", "info")
-        self.session.restart_local()
+        self.model.session.restart_local()
 
     @Slot()
     def cancel_deploy(self) -> None:
-        pending = self.session.deploys.pending_apps()
-        if not pending:
-            return
-        key = self.model.selected
-        name = key[0] if key is not None and key[0] in pending else pending[-1]
-        self.model.log(f"Cancelling the deploy of '{name}'…", "warning")
-        self.session.deploys.cancel(name)
+        self.model.cancel_deploy()
 
     @Slot(object)
     def _on_session_status_changed(self, status: ServeStatus) -> None:
-        self.tree.set_notes(self.session.deploys.waiting_for_room)
+        self.tree.set_notes(self.model.deploys.waiting_for_room)
         self.tree.set_status(status)
         if self.model.selected is not None and self.tree.selected_key() is None:
             self.tree.select_key(*self.model.selected)  # its row may be new
-        self._update_knobs()
-        self._update_load_target()
+        self.tuning_dock.show_selected()
+        self.load_dock.show_target()
         self._update_replica_rows()
         self.tree.set_metrics_health(self.model.metrics_health(status))
 
     @Slot(str)
-    def _on_session_deploy_progress(self, text: str) -> None:
+    def _on_deploys_progress(self, text: str) -> None:
         self.statusBar().showMessage(text, 10_000)
         self.model.log(text, "warning" if "cannot be scheduled" in text else "info")
         self._update_actions()
 
     @Slot(bool, str, str)
-    def _on_session_deploy_finished(self, ok: bool, app: str, message: str) -> None:
+    def _on_deploys_finished(self, ok: bool, app: str, message: str) -> None:
         self._update_actions()
         self.statusBar().showMessage(
             f"{app}: {message}" if ok else f"Deploy of {app} failed", 10_000)
         if ok:
-            status = self.session.status
+            status = self.model.session.status
             a = status.application(app) if status else None
             if a is not None and a.deployments:
                 self.select_deployment(app, a.deployments[0].name)
@@ -353,21 +293,9 @@ class MainWindow(QMainWindow):
                 "Cancelled"):
             QMessageBox.warning(self, f"Deploy of {app} failed", message)
 
-    @Slot(bool)
-    def _on_gpu_plots_shown_changed(self, shown: bool) -> None:
-        self.gpu_plots.setVisible(shown)
-        if shown:  # appearing: two fifths of the plots' height, not its minimum
-            total = sum(self._plots_column.sizes())
-            self._plots_column.setSizes([total - total * 2 // 5, total * 2 // 5])
-
-    @Slot()
-    def _on_session_gpus_changed(self) -> None:
-        self.gpu_plots.set_devices(self.session.gpus.devices)
-        self.gpu_plots.set_shares(self.session.gpus.shares)
-
     @Slot(object)
     def _on_session_metrics_problems(self, _problems) -> None:
-        self._on_session_metrics_state(self.session.metrics_error)
+        self._on_session_metrics_state(self.model.session.metrics_error)
 
     @Slot(str, str)
     def _on_session_local_cluster_died(self, *_args) -> None:
@@ -375,9 +303,7 @@ class MainWindow(QMainWindow):
 
     @Slot(str)
     def _on_session_metrics_state(self, problem: str) -> None:
-        prometheus = self.session.metrics_source == "prometheus"
-        self.prometheus_source_action.setChecked(prometheus)
-        self.direct_source_action.setChecked(not prometheus)
+        self.menus.show_metrics_source(self.model.session.metrics_source == "prometheus")
         self._status.show_metrics(problem)
 
     # -- advisor --------------------------------------------------------------------------
@@ -391,14 +317,8 @@ class MainWindow(QMainWindow):
             self.resizeDocks([self.tuning_dock, self.advisor_dock],
                              [total // 2, total - total // 2], Qt.Orientation.Vertical)
 
-    @Slot(object)
-    def _on_advisor_hints_changed(self, hints) -> None:
-        self.advisor_panel.set_hints(list(hints))
-        n = len(hints)
-        self.advisor_dock.setWindowTitle(f"Advisor ({n})" if n else "Advisor")
-
     @Slot(bool, str)
-    def _on_session_config_file_done(self, ok: bool, message: str) -> None:
+    def _on_deploys_config_file_done(self, ok: bool, message: str) -> None:
         self.statusBar().showMessage(message, 10_000)
         if not ok and not self.model.closing and self.model.interactive and self.isVisible():
             QMessageBox.warning(self, "Config file", message)
@@ -406,7 +326,7 @@ class MainWindow(QMainWindow):
     @Slot()
     def _on_redraw_timer_timeout(self) -> None:
         now = time.time()
-        if self.per_replica_action.isChecked():
+        if self.menus.per_replica_action.isChecked():
             self.replica_view.refresh(now)
         else:
             self.plots.refresh(now)
@@ -429,14 +349,14 @@ class MainWindow(QMainWindow):
         """The auto-tuner's window (console.windows.autotune_window), made on first use."""
         if self._autotune is None:
             from console.windows.autotune_window import AutoTuneUi
-            self._autotune = AutoTuneUi(self)
+            self._autotune = AutoTuneUi(self.model, self)
         return self._autotune
 
     def traffic_ui(self):
         """The traffic window (console.windows.traffic_window), made on first use."""
         if self._traffic is None:
             from console.windows.traffic_window import TrafficUi
-            self._traffic = TrafficUi(self)
+            self._traffic = TrafficUi(self.model, self)
         return self._traffic
 
     def closeEvent(self, event: QCloseEvent) -> None:

@@ -4,10 +4,11 @@ wired to its controller (console.model.traffic)."""
 from __future__ import annotations
 
 from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QDialog, QVBoxLayout
+from PySide6.QtWidgets import QDialog, QVBoxLayout, QWidget
 
 from backend.traffic.rollout import RolloutReport
 from backend.tuning.knob_state import APPLIED, FAILED, PENDING, KnobState
+from console.model.console_model import ConsoleModel
 from console.model.traffic import TrafficController
 from console.windows.window_dialogs import report_failure
 from console.windows.model_links import ModelLinks
@@ -15,12 +16,14 @@ from widgets.traffic_panel import TrafficPanel
 
 
 class TrafficUi(QObject):
-    def __init__(self, window) -> None:
-        super().__init__(window)
+    def __init__(self, model: ConsoleModel, parent: QWidget) -> None:
+        """Traffic management of *model* (its controller, its knobs' reports, its log for
+        failures), in a dialog over *parent*."""
+        super().__init__(parent)
         self._links = ModelLinks(self)  # cut when this view goes
-        self._window = window
-        self.controller: TrafficController = window.model.traffic
-        self.dialog = QDialog(window)
+        self._model = model
+        self.controller: TrafficController = model.traffic
+        self.dialog = QDialog(parent)
         self.dialog.setWindowTitle("Traffic")
         self.dialog.setModal(False)
         self.dialog.resize(760, 560)
@@ -42,7 +45,7 @@ class TrafficUi(QObject):
         self._links.connect(c.failed, self._on_controller_failed)
         self._links.connect(c.finished, self._on_controller_finished)
         # The router's knob changes, as the model's knob states report them.
-        self._links.connect(window.model.knobs.reported, self._on_knob_reported)
+        self._links.connect(model.knobs.reported, self._on_knob_reported)
         # The controller may have looked before this window existed: show what it knows.
         p.set_apps(c.apps())
         p.set_router(c.router())
@@ -57,7 +60,7 @@ class TrafficUi(QObject):
 
     def _on_controller_failed(self, message: str) -> None:
         self.panel.set_state(message)
-        report_failure(self._window, self.dialog, "Traffic", message)
+        report_failure(self._model, self.dialog, "Traffic", message)
 
     def _on_controller_finished(self, report: RolloutReport) -> None:
         self.panel.set_state(f"Rollout {report.outcome}.")

@@ -10,7 +10,7 @@ import time
 from PySide6.QtCore import QObject, Signal, Slot
 
 from console.model.connection import ConnectionState
-from console.model.live_session import Session
+from console.model.console_model import ConsoleModel
 from console.windows.model_links import ModelLinks
 from widgets.connection_banner import ConnectionBanner
 
@@ -18,17 +18,20 @@ from widgets.connection_banner import ConnectionBanner
 class WindowBanner(QObject):
     restart_requested = Signal()  # the user asked for a new local cluster
 
-    def __init__(self, banner: ConnectionBanner, session: Session,
+    def __init__(self, banner: ConnectionBanner, model: ConsoleModel,
                  parent: QObject | None = None) -> None:
+        """The banner of *model*'s live session (the connection, the local cluster, the
+        metrics source) and its deploys (a redeploy after a restarted head)."""
         super().__init__(parent)
         self._links = ModelLinks(self)  # cut when this view goes
-        self.banner, self._session = banner, session
+        self.banner, self._session, self._deploys = banner, model.session, model.deploys
+        session = model.session
         # What the banner offers now besides its text (redeploy: the app names).
         self._redeploy_names: list[str] = []
         self._metrics_problems: list = []  # per-source trouble (SourceProblem)
         banner.action_triggered.connect(self._on_banner_action_triggered)
         self._links.connect(session.connected, self._on_session_connected)
-        self._links.connect(session.connection.state_changed, self._on_connection_state_changed)
+        self._links.connect(model.connection.state_changed, self._on_connection_state_changed)
         self._links.connect(session.local_cluster_died, self._on_session_local_cluster_died)
         self._links.connect(session.redeploy_offered, self._on_session_redeploy_offered)
         self._links.connect(session.metrics_problems, self._on_session_metrics_problems)
@@ -109,7 +112,7 @@ class WindowBanner(QObject):
         elif key == "redeploy":
             names, self._redeploy_names = self._redeploy_names, []
             self.banner.clear()
-            self._session.deploys.redeploy(names)
+            self._deploys.redeploy(names)
         elif key == "switch_direct":
             self.banner.clear()
             self._session.set_metrics_source("direct")

@@ -15,7 +15,7 @@ def copy_promql(w) -> None:
     key = w.model.selected
     if key is None:
         return
-    text = "\n".join(f"# {name}\n{q}" for name, q in w.session.promql(key).items())
+    text = "\n".join(f"# {name}\n{q}" for name, q in w.model.session.promql(key).items())
     QGuiApplication.clipboard().setText(text)
     w.statusBar().showMessage(f"PromQL of {key[0]}/{key[1]} copied to the clipboard", 5000)
 
@@ -27,14 +27,14 @@ def export_config(w) -> None:
     path, _ = QFileDialog.getSaveFileName(w, f"Export the config of '{key[0]}'",
                                           f"{key[0]}.yaml", "Serve config (*.yaml *.yml)")
     if path:
-        w.session.deploys.export_config(key[0], path)
+        w.model.deploys.export_config(key[0], path)
 
 
 def import_config(w) -> None:
     path, _ = QFileDialog.getOpenFileName(w, "Apply a Serve config file", "",
                                           "Serve config (*.yaml *.yml);;All files (*)")
     if path:
-        w.session.deploys.import_config(path)
+        w.model.deploys.import_config(path)
 
 
 def about(w) -> None:
@@ -54,9 +54,9 @@ def add_note(w) -> None:
         w.model.add_note(text, t)
 
 
-def report_failure(w, shown_in, title: str, message: str) -> None:
-    """Something a tool window started failed: the event log says so, and a box too
+def report_failure(model, shown_in, title: str, message: str) -> None:
+    """Something a tool window started failed: *model*'s event log says so, and a box too
     while a person is at the console and the window (*shown_in*) is open."""
-    w.model.log(message, "error")
-    if w.model.interactive and shown_in.isVisible():
+    model.log(message, "error")
+    if model.interactive and shown_in.isVisible():
         QMessageBox.warning(shown_in, title, message)

@@ -96,8 +96,8 @@ class WindowLayouts(QObject):
         self.set_collapsed(w.load_dock, name != TUNE)
         self.set_collapsed(w.log_dock, name == WATCH)
         per_replica = name == INVESTIGATE
-        if w.per_replica_action.isChecked() != per_replica:
-            w.per_replica_action.setChecked(per_replica)
+        if w.menus.per_replica_action.isChecked() != per_replica:
+            w.menus.per_replica_action.setChecked(per_replica)
             w.show_per_replica(per_replica)
         sizes = w.main_splitter.sizes()
         total = sum(sizes) or w.width()

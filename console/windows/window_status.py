@@ -36,7 +36,7 @@ class WindowStatus(QObject):
             bar.addPermanentWidget(label)
         s = model.session
         self._links.connect(s.connecting, self.connection.setText)
-        self._links.connect(s.connection.state_changed, self._on_connection_state_changed)
+        self._links.connect(model.connection.state_changed, self._on_connection_state_changed)
         self._links.connect(s.connect_failed, self._on_session_connect_failed)
         self._links.connect(s.disconnected, self._on_session_disconnected)
         self._links.connect(s.status_changed, self._on_session_status_changed)
@@ -78,7 +78,7 @@ class WindowStatus(QObject):
 
     @Slot(object)
     def _on_session_status_changed(self, _status: ServeStatus) -> None:
-        base = self.model.session.load.serve_http_base()
+        base = self.model.load.serve_http_base()
         self.serve.setText(f"Serve HTTP: {base}" if base else "Serve not running")
 
     @Slot(str)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from backend.deploy.catalog import load_catalog
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from console.model.live_session import Session
 from console.settings import Settings
@@ -21,12 +22,13 @@ def connected_window(qtbot, tmp_path, ray_cluster):
     shut down, after the test. A test module that needs something on the cluster first
     (a demo, a patched fetch) asks for that before this fixture."""
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     win.model.interactive = False
     qtbot.addWidget(win)
     win.show()
     with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.session.connect_remote(
+        win.model.session.connect_remote(
             ray_cluster.dashboard_url, ray_cluster.token,
             ray_client_url=f"ray://127.0.0.1:{ray_cluster.client_port}")
     yield win
@@ -39,7 +41,7 @@ def offline_window(qtbot, tmp_path):
     """The main window with a session that is not connected (settings in a temporary
     file); closed, and its session shut down, after the test."""
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(), Settings(str(tmp_path / "s.ini"))))
     qtbot.addWidget(win)
     yield win
     win.close()

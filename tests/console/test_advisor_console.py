@@ -160,10 +160,10 @@ def advisor_apps(ray_cluster, cluster_client):
 def test_each_symptom_shows_its_hint_a_healthy_deployment_none_and_apply_changes_the_cluster(
         advisor_apps, connected_window, qtbot, cluster_client):
     win = connected_window
-    session = win.session
+    session = win.model.session
     base = advisor_apps
     qtbot.waitUntil(lambda: win.model.recording.path is not None, timeout=10_000)
-    win.advisor_action.trigger()  # View → Advisor
+    win.menus.advisor_action.trigger()  # View → Advisor
     assert win.advisor_dock.isVisible()
 
     # Every hint ever shown, as the panel got it (some symptoms pass: a cold start).

@@ -26,7 +26,7 @@ SPEC = {"objective": "max_rps", "slo_p99_ms": 400, "max_error_rate": 0.0,
 def test_auto_tune_from_the_window_marks_every_trial_and_leaves_the_best(
         qtbot, tuning_app, connected_window):
     win = connected_window
-    s = win.session
+    s = win.model.session
     app, dep, _ = tuning_app
     qtbot.waitUntil(lambda: s.status is not None and s.status.deployment(app, dep) is not None,
                     timeout=30_000)
@@ -96,7 +96,7 @@ def test_auto_tune_from_the_window_marks_every_trial_and_leaves_the_best(
 def test_quitting_mid_search_puts_the_starting_config_back(qtbot, tuning_app,
                                                            connected_window):
     win = connected_window
-    s = win.session
+    s = win.model.session
     app, dep, _ = tuning_app
     qtbot.waitUntil(lambda: s.status is not None and s.status.deployment(app, dep) is not None,
                     timeout=30_000)

@@ -19,8 +19,8 @@ def window(batched_demo, connected_window):
 
 def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, window,
                                                                           ray_cluster):
-    qtbot.waitUntil(lambda: window.session.status is not None
-                    and window.session.status.application("batched") is not None,
+    qtbot.waitUntil(lambda: window.model.session.status is not None
+                    and window.model.session.status.application("batched") is not None,
                     timeout=20_000)
     presets = {label: t for _, label, t in window.model.app_presets()}
     target = presets[next(lbl for lbl in presets if lbl.endswith("(batched)"))]
@@ -33,11 +33,11 @@ def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, 
     panel.source_panel().source_changed.emit(panel.source_panel().source())
     assert window.model.load_source == ClusterLoad(workers=2, cpus=0.25)
     # Chosen: a driver connects to the cluster in advance, so Start waits for no Ray Client.
-    spare = window.session.load.spare
+    spare = window.model.session.load.spare
     qtbot.waitUntil(spare.ready, timeout=60_000)
     waiting = spare.pid
     stats = []
-    window.session.load.stats.connect(stats.append)
+    window.model.session.load.stats.connect(stats.append)
     panel.start_button().click()
     table = panel.source_panel().findChild(QTableWidget, "loadWorkerTable")
     try:
@@ -54,7 +54,7 @@ def test_load_from_the_cluster_runs_shows_its_workers_and_leaves_nothing(qtbot, 
     finally:
         if panel.start_button().isChecked():
             panel.start_button().click()  # Stop, as the user would
-    qtbot.waitUntil(lambda: not window.session.load.running, timeout=5_000)
+    qtbot.waitUntil(lambda: not window.model.session.load.running, timeout=5_000)
     assert wait_no_workers(ray_cluster, 10) is not None, "load workers left after Stop"
     qtbot.waitUntil(lambda: all(table.item(r, 6).text() == "stopped" for r in range(2)),
                     timeout=10_000)

@@ -174,11 +174,12 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
                                                                         ray_cluster):
     from backend.deploy.catalog import load_catalog
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
 
     session = Session()
     settings = Settings(str(tmp_path / "s.ini"))
-    win = MainWindow(session, load_catalog(), settings)
+    win = MainWindow(ConsoleModel(session, load_catalog(), settings))
     qtbot.addWidget(win)
     try:
         win.show_connect_dialog()
@@ -210,7 +211,7 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         assert again.recent_connections()[0]["url"] == ray_cluster.dashboard_url
         assert ray_cluster.token not in text
         # The next console offers the same connection, settings and all, token aside.
-        later = MainWindow(Session(), load_catalog(), again)
+        later = MainWindow(ConsoleModel(Session(), load_catalog(), again))
         qtbot.addWidget(later)
         later.show_connect_dialog()
         later.findChild(ConnectDialog).set_remote(True)
@@ -219,7 +220,7 @@ def test_connect_dialog_reports_the_reason_and_remembers_good_addresses(qtbot, t
         assert offered.serve_http_url == serve_url and offered.verify_tls
         assert offered.token is None
         later.close()
-        later.session.shutdown()
+        later.model.session.shutdown()
     finally:
         win.close()
         session.shutdown()
@@ -229,6 +230,7 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
     from backend.deploy.catalog import load_catalog
     from console.app import ScriptedRun, parse_args
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
 
     address = f"http://127.0.0.1:{free_ports(1)[0]}"
@@ -236,7 +238,7 @@ def test_failed_command_line_connect_opens_the_dialog_with_every_option(qtbot, t
                        "--prometheus", "http://prom.example:9090",
                        "--serve-url", "http://lb.example:8000", "--insecure"])
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(), Settings(str(tmp_path / "s.ini"))))
     qtbot.addWidget(win)
     try:
         run = ScriptedRun(win.model, args, win)   # kept: it owns the slots
@@ -260,14 +262,15 @@ def test_greyed_deploy_actions_say_why(qtbot, tmp_path):
     user looks (its tooltip in the menu and the status-bar tip)."""
     from backend.deploy.catalog import load_catalog
     from console.settings import Settings
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
 
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "s.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(), Settings(str(tmp_path / "s.ini"))))
     qtbot.addWidget(win)
     try:
-        assert win.deploy_menu.toolTipsVisible()
-        for key, action in win.deploy_actions.items():
+        assert win.menus.deploy_menu.toolTipsVisible()
+        for key, action in win.menus.deploy_actions.items():
             assert not action.isEnabled(), key
             assert "Connect to a cluster first" in action.toolTip(), (key, action.toolTip())
             assert action.statusTip() == action.toolTip()

@@ -46,8 +46,8 @@ def window(batched_demo, connected_window):
 
 
 def deploy_from_menu(qtbot, win: MainWindow, key: str) -> None:
-    with qtbot.waitSignal(win.session.deploys.finished, timeout=240_000) as blocker:
-        win.deploy_actions[key].trigger()
+    with qtbot.waitSignal(win.model.session.deploys.finished, timeout=240_000) as blocker:
+        win.menus.deploy_actions[key].trigger()
     ok, _, message = blocker.args
     assert ok, message
 
@@ -68,7 +68,7 @@ def ensure_deployed(ray_cluster, cluster_client, key: str) -> str:
 def test_multiplexed_demo_from_the_menu_fills_its_live_views(qtbot, window):
     deploy_from_menu(qtbot, window, "multiplexed")
     assert window.plots.key() == MUX_KEY
-    session = window.session
+    session = window.model.session
     # A correct response: the adapter the header names answers, deterministically.
     base = session.load.serve_http_base()
     one = requests.post(f"{base}/multiplexed", json={"seed": 3},
@@ -165,7 +165,7 @@ def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, wi
                                                                       cluster_client):
     deploy_from_menu(qtbot, window, "combined")
     assert window.plots.key() == ("combined", "BatchedMultiplexed")
-    session = window.session
+    session = window.model.session
     assert window.model.start_load(20.0)
     try:
         def filled():
@@ -189,7 +189,7 @@ def test_combined_demo_from_the_menu_shows_batches_and_the_model_cache(qtbot, wi
 def test_streaming_demo_from_the_menu_fills_its_live_views(qtbot, window):
     deploy_from_menu(qtbot, window, "streaming")
     assert window.plots.key()[0] == "streaming"
-    session = window.session
+    session = window.model.session
     # The catalog's rate (a video is seconds of work on the tests' 2 CPUs);
     # mode=alternate: naive and streaming, one each in turn.
     assert window.model.start_load(load_catalog()["streaming"].load.default_rps)

@@ -28,6 +28,7 @@ from backend.deploy.serve_config import current_config
 from console.model.connection import ConnectionState
 from console.model.live_session import Session
 from console.settings import Settings
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from tests.figures import figure
 from tests.helpers import (batched_copy, connect_remote_and_wait, group_gone,
@@ -112,13 +113,14 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         cluster.start(timeout_s=120)
     restarted: LocalCluster | None = None
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     qtbot.addWidget(win)
     win.model.interactive = False  # no modal boxes in a test
     try:
         win.show()
         connect_remote_and_wait(
-            qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
+            qtbot, lambda: session.connect_remote(cluster.dashboard_url, cluster.token), session)
         demo = load_catalog()["batched"]
         with qtbot.waitSignal(session.deploys.finished, timeout=240_000) as blocker:
             win.deploy_demo(demo)
@@ -163,8 +165,8 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert lost and "stopped answering" in lost[-1] and "right port" not in lost[-1], lost
         # Changes are off, with the reason; the tree is marked stale.
         assert "not answering" in win.knob_panel.unavailable_reason()
-        assert not win.deploy_actions["batched"].isEnabled()
-        assert "not answering" in win.deploy_actions["batched"].toolTip()
+        assert not win.menus.deploy_actions["batched"].isEnabled()
+        assert "not answering" in win.menus.deploy_actions["batched"].toolTip()
         assert not win.tree.isEnabled()
         # Not blamed on the metrics: the status bar says the plots are paused.
         assert "paused" in metrics_status(win), metrics_status(win)
@@ -200,8 +202,8 @@ def test_head_killed_under_load_then_restarted(qtbot, tmp_path):
         assert offered.args[0] == ["batched"]
         assert "new cluster session" in session.connection.message
         assert "redeploy" in win.banner.action_keys()
-        assert win.deploy_actions["batched"].isEnabled()
-        assert "Unavailable" not in win.deploy_actions["batched"].toolTip()
+        assert win.menus.deploy_actions["batched"].isEnabled()
+        assert "Unavailable" not in win.menus.deploy_actions["batched"].toolTip()
     finally:
         session.load.stop()
         win.close()
@@ -219,11 +221,12 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
     cluster, client = full_cluster
     before = declarative(client)
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     qtbot.addWidget(win)
     try:
         connect_remote_and_wait(
-            qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
+            qtbot, lambda: session.connect_remote(cluster.dashboard_url, cluster.token), session)
         demo = load_catalog()["batched"]
 
         # Answer "Cancel" to the pre-flight: nothing is sent.
@@ -258,9 +261,9 @@ def test_deploy_onto_a_full_cluster_says_why_and_cancel_restores_it(qtbot, tmp_p
             return next((r.text(COL_MESSAGE) for r in rows
                          if r.text(COL_NAME).split("  ")[0] == "batched"), "")
         qtbot.waitUntil(lambda: "needs 0.5 CPU" in batched_message(), timeout=10_000)
-        assert win.cancel_deploy_action.isEnabled()
+        assert win.menus.cancel_deploy_action.isEnabled()
         with qtbot.waitSignal(session.deploys.finished, timeout=60_000) as blocker:
-            win.cancel_deploy_action.trigger()
+            win.menus.cancel_deploy_action.trigger()
         ok, app, text = blocker.args
         assert not ok and "removed" in text, text
         assert declarative(client) == before
@@ -339,12 +342,13 @@ def test_a_blocked_node_metrics_port_is_named_in_the_status_bar(qtbot, tmp_path,
     monkeypatch.setattr(ClusterClient, "metrics_targets",
                         lambda self: real(self) + [f"http://127.0.0.1:{port}/metrics"])
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     qtbot.addWidget(win)
     load_on(20)
     try:
         with qtbot.waitSignal(session.connected, timeout=30_000):
-            win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+            win.model.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
         t0 = time.monotonic()
         qtbot.waitUntil(lambda: f"127.0.0.1:{port}" in metrics_status(win),
                         timeout=20_000)
@@ -374,11 +378,12 @@ def test_prometheus_stopped_offers_the_direct_scrape(qtbot, tmp_path, cluster_cl
         pytest.skip("prometheus is not installed")
     proc, url = start_prometheus(cluster_client, tmp_path)
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     qtbot.addWidget(win)
     try:
         with qtbot.waitSignal(session.connected, timeout=30_000):
-            win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token,
+            win.model.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token,
                                prometheus_url=url)
         assert session.metrics_source == "prometheus"
         qtbot.wait(3000)
@@ -427,7 +432,8 @@ def test_exit_after_while_the_dashboard_does_not_answer(tmp_path):
 
 def test_local_cluster_death_is_reported_and_restarted(qtbot, tmp_path):
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     qtbot.addWidget(win)
     win.model.interactive = False
     pgids = []
@@ -442,7 +448,7 @@ def test_local_cluster_death_is_reported_and_restarted(qtbot, tmp_path):
         assert any("local Ray cluster has stopped" in e.message
                    for e in win.event_log.entries())
         qtbot.waitUntil(lambda: "restart_local" in win.banner.action_keys(), timeout=10_000)
-        assert win.restart_local_action.isEnabled()
+        assert win.menus.restart_local_action.isEnabled()
         t0 = time.monotonic()
         with qtbot.waitSignal(session.connected, timeout=120_000):
             win.banner.trigger("restart_local")

@@ -51,15 +51,15 @@ def test_ctrl_f_filters_the_tree_and_escape_clears_it(qtbot, window):
     qtbot.keyClick(window.tree_filter, Qt.Key.Key_Escape)
     assert window.tree_filter.text() == ""
     assert len(_visible_deployments(window)) == 12
-    assert window.filter_action.shortcut().toString() == "Ctrl+F"
+    assert window.menus.filter_action.shortcut().toString() == "Ctrl+F"
 
 
 def test_worst_first_ranks_the_status_and_selects_a_deployment(qtbot, window):
     status = _status()
     now = time.time()
-    window.session.store.add(now, {("app2", "Dep21"): {"latency_p99_ms": 900.0},
+    window.model.session.store.add(now, {("app2", "Dep21"): {"latency_p99_ms": 900.0},
                                    ("app0", "Dep00"): {"latency_p99_ms": 20.0}})
-    window.session.status = status
+    window.model.session.status = status
     window.show()
     window.activateWindow()
     qtbot.waitUntil(lambda: QApplication.activeWindow() is window)
@@ -70,8 +70,8 @@ def test_worst_first_ranks_the_status_and_selects_a_deployment(qtbot, window):
     ranked = window.worst_first.ranked()
     assert ranked[:2] == [("app2", "Dep21"), ("app0", "Dep00")] and len(ranked) == 12
     # Each status poll ranks again.
-    window.session.store.add(now + 1, {("app1", "Dep10"): {"latency_p99_ms": 5000.0}})
-    window.session.status_changed.emit(status)
+    window.model.session.store.add(now + 1, {("app1", "Dep10"): {"latency_p99_ms": 5000.0}})
+    window.model.session.status_changed.emit(status)
     assert window.worst_first.ranked()[0] == ("app1", "Dep10")
     window.tree.set_status(status)
     table = window.worst_first.findChild(QTableWidget, "worstFirstTable")

@@ -11,6 +11,7 @@ import requests
 from backend.deploy.catalog import load_catalog
 from console.model.live_session import Session
 from console.settings import Settings
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from tests.support.fleet_server import FleetServer
 
@@ -27,7 +28,8 @@ def fleet():
 @pytest.fixture
 def window(qtbot, tmp_path, fleet):
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     win.model.interactive = False
     qtbot.addWidget(win)
     win.show()
@@ -67,9 +69,9 @@ def test_filter_plot_and_tune_one_deployment_of_a_fleet(qtbot, window, fleet):
                     timeout=30_000)
     assert float(curve.yData[-1]) > 0
     # A knob, as the slider sends it, reaches the dashboard as one PUT.
-    before = {a.name: a.deployed_config for a in window.session.status.applications}
+    before = {a.name: a.deployed_config for a in window.model.session.status.applications}
     states = []
-    window.session.tuning.knob_state.connect(lambda *a: states.append(a))
+    window.model.session.tuning.knob_state.connect(lambda *a: states.append(a))
     window.model.request_change(APP, DEP, "user_config.max_batch_size", 16, True)
     qtbot.waitUntil(lambda: (APP, DEP, "user_config.max_batch_size", "applied", "")
                     in states, timeout=30_000)
@@ -82,5 +84,5 @@ def test_filter_plot_and_tune_one_deployment_of_a_fleet(qtbot, window, fleet):
     sent = {a["name"]: a for a in puts[0]["applications"]}
     assert sorted(sent) == sorted(before)
     assert all(sent[name] == config for name, config in before.items() if name != APP)
-    after = window.session.status.deployment(APP, DEP).config
+    after = window.model.session.status.deployment(APP, DEP).config
     assert after["user_config"]["max_batch_size"] == 16

@@ -23,6 +23,7 @@ from backend.deploy.deployer import deploy_app
 from backend.deploy.packaging import build_package
 from console.model.live_session import Session
 from console.settings import Settings
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from tests.backend.gpu_page import H100, FakeGpu, PageServer, gpu_only_page
 from tests.helpers import connect_remote_and_wait, nvml_gpu_count, own_cluster
@@ -34,18 +35,19 @@ APP_DIR = Path(__file__).parent / "data" / "gpu_share_app"
 
 def open_window(qtbot, tmp_path, cluster) -> MainWindow:
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     win.model.interactive = False
     qtbot.addWidget(win)
     win.show()
     connect_remote_and_wait(
-        qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
+        qtbot, lambda: session.connect_remote(cluster.dashboard_url, cluster.token), session)
     return win
 
 
 def close_window(win: MainWindow) -> None:
     win.close()
-    win.session.shutdown()
+    win.model.session.shutdown()
 
 
 @pytest.mark.skipif(nvml_gpu_count() > 0, reason="this machine has an NVIDIA GPU: Ray's "
@@ -53,7 +55,7 @@ def close_window(win: MainWindow) -> None:
                     "no CPU-only cluster can be made here (test_gpu_view_real covers it)")
 def test_a_cpu_cluster_shows_no_gpu_view(qtbot, tmp_path, ray_cluster, batched_demo):
     win = open_window(qtbot, tmp_path, ray_cluster)
-    session = win.session
+    session = win.model.session
     try:
         # Several metrics polls with Serve data: the GPU part had its chances.
         def polled():

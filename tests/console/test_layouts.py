@@ -13,6 +13,7 @@ from PySide6.QtWidgets import QApplication, QScrollArea
 
 from backend.load.load_model import LoadStats
 from backend.metrics.series import SERIES
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from console.windows.window_layouts import STATE_VERSION
 
@@ -33,7 +34,7 @@ def _settle(win: MainWindow) -> None:
 def _batched_window(win: MainWindow) -> None:
     now = time.time()
     for i in range(30):
-        win.session.store.add(now - 30 + i, {KEY: {s: 1.0 + i for s in BATCHED_SERIES}})
+        win.model.session.store.add(now - 30 + i, {KEY: {s: 1.0 + i for s in BATCHED_SERIES}})
     win.plots.set_key(KEY)
     win.plots.refresh(now)
     win.resize(1400, 900)
@@ -81,7 +82,7 @@ def test_a_collapsed_dock_says_what_it_holds_in_its_one_line(offline_window):
     win = offline_window
     _batched_window(win)
     win.layouts.apply("watch")
-    win.session.load.stats.emit(LoadStats(
+    win.model.session.load.stats.emit(LoadStats(
         running=True, target_rps=50.0, sent=100, ok=100, errors=0, in_flight=2,
         achieved_rps=49.5, p50_ms=12.0, p99_ms=87.0, last_error=None))
     assert win.load_dock.windowTitle() == "Load — 49.5 req/s achieved of 50 · p99 87 ms"
@@ -98,11 +99,11 @@ def test_tune_and_investigate_open_what_their_jobs_need(offline_window):
     _batched_window(win)
     win.layouts.apply("investigate")
     _settle(win)
-    assert win.per_replica_action.isChecked()
+    assert win.menus.per_replica_action.isChecked()
     assert win.event_log.isVisible() and not win.load_panel.isVisible()
     win.layouts.apply("tune")
     _settle(win)
-    assert not win.per_replica_action.isChecked()
+    assert not win.menus.per_replica_action.isChecked()
     assert win.tuning_dock.isVisible() and win.advisor_dock.isVisible()
     assert win.load_panel.isVisible() and not win.log_dock.isVisible()
     with pytest.raises(ValueError):
@@ -117,7 +118,7 @@ def test_the_window_state_is_saved_with_its_version_and_reset_puts_it_back(qtbot
     path = str(tmp_path / "s.ini")
 
     def window() -> MainWindow:
-        w = MainWindow(Session(), load_catalog(), Settings(path))
+        w = MainWindow(ConsoleModel(Session(), load_catalog(), Settings(path)))
         qtbot.addWidget(w)
         _batched_window(w)
         return w
@@ -127,7 +128,7 @@ def test_the_window_state_is_saved_with_its_version_and_reset_puts_it_back(qtbot
     first.tuning_dock.show()  # the user opens tuning in Watch
     _settle(first)
     first.close()
-    first.session.shutdown()
+    first.model.session.shutdown()
     again = window()
     assert again.layouts.current == "watch"
     assert again.tuning_dock.isVisible()  # the state as the user left it…
@@ -140,12 +141,12 @@ def test_the_window_state_is_saved_with_its_version_and_reset_puts_it_back(qtbot
     again.settings.set_geometry(again.saveGeometry(), again.saveState(STATE_VERSION - 1))
     again.settings.set_layout("investigate")
     again.settings.sync()
-    again.session.shutdown()
-    third = MainWindow(Session(), load_catalog(), Settings(path))
+    again.model.session.shutdown()
+    third = MainWindow(ConsoleModel(Session(), load_catalog(), Settings(path)))
     qtbot.addWidget(third)
     assert third.layouts.current == "investigate"
-    assert third.per_replica_action.isChecked()
-    third.session.shutdown()
+    assert third.menus.per_replica_action.isChecked()
+    third.model.session.shutdown()
 
 
 def test_no_two_actions_of_the_window_share_a_shortcut(offline_window):

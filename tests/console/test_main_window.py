@@ -29,8 +29,8 @@ def curve_points(win: MainWindow, name: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_deploy_menu_load_and_live_curves(qtbot, window):
-    session = window.session
-    action = window.deploy_actions["batched"]
+    session = window.model.session
+    action = window.menus.deploy_actions["batched"]
     assert action.isEnabled()
     with qtbot.waitSignal(session.deploys.finished, timeout=240_000) as blocker:
         action.trigger()
@@ -61,7 +61,7 @@ def test_deploy_menu_load_and_live_curves(qtbot, window):
 
 def test_tree_shows_applications_and_replicas(qtbot, window):
     def listed():
-        status = window.session.status
+        status = window.model.session.status
         assert status is not None and status.application("batched") is not None
         dep = status.deployment("batched", "BatchedGenerator")
         assert dep.running_replicas >= 1
@@ -97,8 +97,8 @@ def test_scripted_run_deploys_loads_and_saves_a_screenshot(tmp_path, ray_cluster
 def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window,
                                                                    tuning_app):
     app, dep, _ = tuning_app
-    qtbot.waitUntil(lambda: window.session.status is not None
-                    and window.session.status.application(app) is not None, timeout=20_000)
+    qtbot.waitUntil(lambda: window.model.session.status is not None
+                    and window.model.session.status.application(app) is not None, timeout=20_000)
     window.select_deployment(app, dep)
     panel = window.knob_panel
     assert panel.knob_set() is not None and panel.knob_set().app == app
@@ -108,14 +108,14 @@ def test_knob_panel_change_reaches_the_cluster_and_marks_the_plots(qtbot, window
     new = current + 3 if current < 900 else current - 3
     spin = panel.control("max_ongoing_requests")
     markers_before = len(window.plots.markers())
-    with qtbot.waitSignal(window.session.tuning.applied, timeout=60_000):
+    with qtbot.waitSignal(window.model.session.tuning.applied, timeout=60_000):
         # The user types a value and presses Enter in the knob's spin box.
         spin.setFocus()
         spin.selectAll()
         qtbot.keyClicks(spin, str(new))
         qtbot.keyClick(spin, Qt.Key.Key_Return)
         assert panel.state("max_ongoing_requests") == "pending"
-    cfg = window.session.client.serve_status().deployment(app, dep).config
+    cfg = window.model.session.client.serve_status().deployment(app, dep).config
     assert cfg["max_ongoing_requests"] == new
     assert len(window.plots.markers()) == markers_before + 1
     assert "max_ongoing_requests" in window.plots.markers()[-1][1]
@@ -159,18 +159,18 @@ def test_apply_config_from_the_command_line(tmp_path, ray_cluster, cluster_clien
 def test_load_presets_and_a_full_load_plan(qtbot, window):
     from backend.load.load_model import LoadModel, LoadPlan
 
-    qtbot.waitUntil(lambda: window.session.status is not None
-                    and window.session.status.application("batched") is not None,
+    qtbot.waitUntil(lambda: window.model.session.status is not None
+                    and window.model.session.status.application("batched") is not None,
                     timeout=20_000)
     presets = {label: t for _, label, t in window.model.app_presets()}
     label = next(lbl for lbl in presets if lbl.endswith("(batched)"))
     target = presets[label]
     assert "{features:256}" in target.body or "features" in target.body
     stats = []
-    window.session.load.stats.connect(stats.append)
+    window.model.session.load.stats.connect(stats.append)
     window.model.start_plan(LoadPlan(target, LoadModel(rate=20.0)))
     try:
         qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 30, timeout=30_000)
         assert stats[-1].errors == 0, stats[-1].last_error
     finally:
-        window.session.load.stop()
+        window.model.session.load.stop()

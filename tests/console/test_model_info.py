@@ -69,7 +69,7 @@ def test_batched_demo_row_shows_its_model_figures(qtbot, window, fetch_threads,
         assert float(m[i]) == pytest.approx(model[f"ms_batch_{n}"], abs=0.51), (n, text)
     tip = tree.deployment_item(*KEY).toolTip(COL_NAME)
     assert model["name"] in tip and "measured by the replica at its start" in tip
-    assert window.session.model_info.infos[KEY].device == device
+    assert window.model.session.model_info.infos[KEY].device == device
 
 
 # -- when the console asks (a stand-in session; no cluster) -------------------------------

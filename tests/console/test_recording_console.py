@@ -15,6 +15,7 @@ from backend.load.generator import LoadTarget
 from backend.recording.export import export_csv
 from backend.recording.library import list_sessions
 from backend.recording.reader import open_session
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from console.model.live_session import Session
 from backend.deploy.catalog import load_catalog
@@ -59,7 +60,7 @@ def recorded(request, tuning_app):
 
 
 def _record(qtbot, win, tuning_app) -> tuple[dict, str]:
-    s = win.session
+    s = win.model.session
     app, dep, url = tuning_app
     qtbot.waitUntil(lambda: win.model.recording.path is not None, timeout=5000)
     path = win.model.recording.path
@@ -203,7 +204,7 @@ def test_sessions_browser_lists_renames_and_protects_the_live_file(qtbot, connec
     qtbot.addWidget(browser)
     qtbot.waitUntil(lambda: live in [s.path for s in browser.summaries()], timeout=10_000)
     summary = next(s for s in browser.summaries() if s.path == live)
-    assert summary.cluster_url == win.session.info.url
+    assert summary.cluster_url == win.model.session.info.url
     win.sessions.rename(live, "before the batch change")
     qtbot.waitUntil(lambda: any(s.path == live and s.name == "before the batch change"
                                 for s in browser.summaries()), timeout=10_000)
@@ -216,12 +217,13 @@ def test_sessions_browser_lists_renames_and_protects_the_live_file(qtbot, connec
 def test_no_record_writes_nothing(qtbot, tmp_path, ray_cluster):
     folder = tmp_path / "sessions"
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     win.model.interactive = False
     qtbot.addWidget(win)
     win.model.recording.configure(enabled=False, folder=str(folder))
     with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
+        win.model.session.connect_remote(ray_cluster.dashboard_url, ray_cluster.token)
     qtbot.wait(2500)
     assert win.model.recording.path is None
     assert list_sessions(str(folder)) == []
@@ -233,7 +235,7 @@ def test_an_imported_config_file_is_recorded_knob_by_knob(qtbot, tuning_app, clu
                                                           connected_window, tmp_path):
     win = connected_window
     app, dep, _ = tuning_app
-    qtbot.waitUntil(lambda: win.model.recording.path is not None and win.session.status
+    qtbot.waitUntil(lambda: win.model.recording.path is not None and win.model.session.status
                     is not None, timeout=10_000)
     doc = yaml.safe_load(export_application(cluster_client.serve_details(), app))
     entry = next(d for d in doc["applications"][0]["deployments"] if d["name"] == dep)
@@ -242,8 +244,8 @@ def test_an_imported_config_file_is_recorded_knob_by_knob(qtbot, tuning_app, clu
     entry["user_config"]["max_batch_size"] = new
     path = tmp_path / "tuned.yaml"
     path.write_text(yaml.safe_dump(doc))
-    with qtbot.waitSignal(win.session.deploys.config_file_done, timeout=120_000) as done:
-        win.session.deploys.import_config(str(path))
+    with qtbot.waitSignal(win.model.session.deploys.config_file_done, timeout=120_000) as done:
+        win.model.session.deploys.import_config(str(path))
     assert done.args[0], done.args
     live = win.model.recording.path
     win.model.recording.stop()

@@ -21,6 +21,7 @@ from backend.preflight.fit import cluster_resources
 from backend.tuning.knobs import NUM_CPUS, OMP
 from console.model.live_session import Session
 from console.settings import Settings
+from console.model.console_model import ConsoleModel
 from console.windows.main_window import MainWindow
 from tests.figures import figure
 from tests.helpers import connect_remote_and_wait, own_cluster, probe_app, probe_replies
@@ -61,11 +62,12 @@ def probe_url(cluster, client):
 @pytest.fixture
 def window(qtbot, tmp_path, cluster, probe_url):
     session = Session()
-    win = MainWindow(session, load_catalog(), Settings(str(tmp_path / "settings.ini")))
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
     qtbot.addWidget(win)
     win.show()
     connect_remote_and_wait(
-        qtbot, lambda: win.session.connect_remote(cluster.dashboard_url, cluster.token), session)
+        qtbot, lambda: session.connect_remote(cluster.dashboard_url, cluster.token), session)
     qtbot.waitUntil(lambda: session.status is not None
                     and session.status.application(APP) is not None, timeout=20_000)
     win.select_deployment(APP, DEP)
@@ -169,7 +171,7 @@ def test_change_anyway_waits_for_room_and_moving_back_undoes_it(qtbot, window, c
     win = window
     win.model.interactive = True
     panel = win.knob_panel
-    session = win.session
+    session = win.model.session
     before = snapshot(client)
     answer = Answerer("Change anyway")
     try:
@@ -209,7 +211,7 @@ def test_change_anyway_waits_for_room_and_moving_back_undoes_it(qtbot, window, c
 def test_a_scripted_run_goes_ahead_and_logs_it(qtbot, window, client, probe_url):
     win = window
     win.model.interactive = False          # what --demo / --exit-after runs set
-    session = win.session
+    session = win.model.session
     before = snapshot(client)
     session.tuning.request(APP, DEP, NUM_CPUS, 2.0)
     qtbot.waitUntil(lambda: any("rolling replicas" in op.detail
@@ -233,7 +235,7 @@ def test_omp_num_threads_from_the_panel_reaches_the_replicas(qtbot, window, clie
     before = snapshot(client)
     assert panel.displayed_value(OMP) == 1                  # the application's value
     markers = len(win.plots.markers())
-    with qtbot.waitSignal(win.session.tuning.applied, timeout=120_000):
+    with qtbot.waitSignal(win.model.session.tuning.applied, timeout=120_000):
         type_value(qtbot, win, OMP, "2")
     assert panel.state(OMP) == "applied"
     assert len(win.plots.markers()) == markers + 1
@@ -242,7 +244,7 @@ def test_omp_num_threads_from_the_panel_reaches_the_replicas(qtbot, window, clie
     for r in probe_replies(probe_url, 2).values():
         assert (r["omp"], r["omp_at_start"], r["keep"]) == ("2", "2", "yes"), r
     # Unset: the slider's first position; just that key is removed.
-    with qtbot.waitSignal(win.session.tuning.applied, timeout=120_000):
+    with qtbot.waitSignal(win.model.session.tuning.applied, timeout=120_000):
         slider = panel.slider(OMP)
         slider.setSliderDown(True)
         slider.setValue(0)
@@ -260,12 +262,12 @@ def test_load_goes_to_an_application_the_console_did_not_deploy(qtbot, window, p
                     timeout=20_000)
     assert win.load_panel._button.isEnabled()
     stats = []
-    win.session.load.stats.connect(stats.append)
+    win.model.session.load.stats.connect(stats.append)
     assert win.model.start_load(8.0)
     assert win.load_panel.rate() == 8.0  # the panel shows the rate it runs at
     try:
         qtbot.waitUntil(lambda: bool(stats) and stats[-1].ok >= 12, timeout=30_000)
         assert stats[-1].errors == 0, stats[-1].last_error
     finally:
-        win.session.load.stop()
+        win.model.session.load.stop()
     assert "No application" not in win.event_log.text()

@@ -42,7 +42,7 @@ def _y(window, series: str) -> np.ndarray:
 
 
 def test_step_load_shows_target_running_and_the_decision(qtbot, window, autoscaling_app):
-    win, session = window, window.session
+    win, session = window, window.model.session
     qtbot.waitUntil(lambda: win.tree.deployment_item(APP, DEP) is not None, timeout=20_000)
     win.tree.select_key(APP, DEP)
     qtbot.waitUntil(lambda: win.plots.key() == (APP, DEP), timeout=5_000)
@@ -97,13 +97,13 @@ def test_per_replica_view_sums_to_the_deployment(qtbot, window, cluster_client, 
     config = scaling_app(cluster_client, name, min_replicas=2, max_replicas=2, delay_ms=50)
     status = deploy_app(cluster_client, config, timeout_s=180)
     url = f"http://127.0.0.1:{status.http_port}/{name}"
-    win, session = window, window.session
+    win, session = window, window.model.session
     gen = LoadGenerator(LoadTarget(url=url, method="GET"))
     try:
         qtbot.waitUntil(lambda: win.tree.deployment_item(name, DEP) is not None,
                         timeout=20_000)
         win.tree.select_key(name, DEP)
-        win.per_replica_action.trigger()
+        win.menus.per_replica_action.trigger()
         assert win.replica_view.isVisible() and not win.plots.isVisible()
         gen.start(30)
         qtbot.wait(12_000)  # a full metrics window of steady load
@@ -129,7 +129,7 @@ def test_per_replica_view_sums_to_the_deployment(qtbot, window, cluster_client, 
         assert len(win.replica_view.table_rows()) == 2
     finally:
         gen.stop()
-        win.per_replica_action.trigger()
+        win.menus.per_replica_action.trigger()
         remove_apps(cluster_client, {name})
 
 

@@ -59,25 +59,26 @@ def test_per_replica_view_is_remembered(tmp_path):
 def test_smooth_scrolling_is_remembered_through_the_window(qtbot, tmp_path):
     from backend.deploy.catalog import load_catalog
     from console.model.live_session import Session
+    from console.model.console_model import ConsoleModel
     from console.windows.main_window import MainWindow
 
     path = str(tmp_path / "settings.ini")
 
     def window():
-        w = MainWindow(Session(), load_catalog(), Settings(path))
+        w = MainWindow(ConsoleModel(Session(), load_catalog(), Settings(path)))
         qtbot.addWidget(w)
         return w
 
     first = window()
-    assert not first.smooth_scroll_action.isChecked()  # off unless asked for
-    first.smooth_scroll_action.trigger()
+    assert not first.menus.smooth_scroll_action.isChecked()  # off unless asked for
+    first.menus.smooth_scroll_action.trigger()
     assert first.plots._smooth_scroll and first.gpu_plots._smooth_scroll
     first.settings.sync()
-    first.session.shutdown()
+    first.model.session.shutdown()
     again = window()
-    assert again.smooth_scroll_action.isChecked()
+    assert again.menus.smooth_scroll_action.isChecked()
     assert again.plots._smooth_scroll and again.replica_view._smooth_scroll
-    again.session.shutdown()
+    again.model.session.shutdown()
 
 
 def test_where_load_came_from_is_remembered_but_not_a_pinned_node(tmp_path):

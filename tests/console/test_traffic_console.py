@@ -36,7 +36,7 @@ def _shares(client):
 def test_moving_a_share_in_the_panel_changes_only_the_routers_weights(
         qtbot, versions_url, cluster_client, connected_window):
     win = connected_window
-    s = win.session
+    s = win.model.session
     qtbot.waitUntil(lambda: router_of(s.status, APP) is not None, timeout=30_000)
     others = {a.name: a.deployed_config for a in cluster_client.serve_status().applications
               if a.name != APP}
@@ -80,7 +80,7 @@ def test_moving_a_share_in_the_panel_changes_only_the_routers_weights(
 def test_a_rollout_from_the_window_ends_at_100_and_quitting_mid_rollout_reverts(
         qtbot, versions_url, cluster_client, connected_window):
     win = connected_window
-    s = win.session
+    s = win.model.session
     apply_changes(cluster_client, APP, ROUTER, weights_change({"ModelV1": 100.0,
                                                                "ModelV2": 0.0}))
     qtbot.waitUntil(lambda: router_of(s.status, APP) is not None

@@ -27,7 +27,8 @@ def test_no_window_or_model_outlives_its_closed_window(qtbot, tmp_path, ray_clus
     windows, models = _alive(MainWindow), _alive(ConsoleModel)
     for i in range(2):
         session = Session()
-        win = MainWindow(session, load_catalog(), Settings(str(tmp_path / f"s{i}.ini")))
+        win = MainWindow(ConsoleModel(session, load_catalog(),
+                                      Settings(str(tmp_path / f"s{i}.ini"))))
         win.model.interactive = False
         win.show()
         with qtbot.waitSignal(session.connected, timeout=20_000):
@@ -54,7 +55,8 @@ def test_no_session_outlives_its_closed_window(qtbot, tmp_path, ray_cluster):
     refs = []
     for i in range(2):
         session = Session()
-        win = MainWindow(session, load_catalog(), Settings(str(tmp_path / f"s{i}.ini")))
+        win = MainWindow(ConsoleModel(session, load_catalog(),
+                                      Settings(str(tmp_path / f"s{i}.ini"))))
         win.model.interactive = False
         win.show()
         with qtbot.waitSignal(session.connected, timeout=20_000):

@@ -1,0 +1,32 @@
+"""The main window is built from a model and nothing else (issue 58, item 2): each dock is
+handed the model's part it shows and bound to it, so what the model and its parts say
+reaches the window with no cluster, and what the user does there goes to the model."""
+
+from __future__ import annotations
+
+from console.model.connection import ConnectionState
+
+
+def test_the_docks_follow_the_models_parts_with_no_cluster(offline_window):
+    win = offline_window
+    model = win.model
+    entry = model.log("a line the model logged", "warning")
+    assert win.event_log.entries()[-1] == entry
+    model.load_rate.emit(42.0)  # a start the model asked for shows its rate first
+    assert win.load_panel.rate() == 42.0
+    model.connection.state_changed.emit(ConnectionState.LOST, "Cluster lost")
+    assert "not answering" in win.knob_panel.unavailable_reason()
+    assert "not answering" in win.advisor_panel.unavailable_reason()
+    model.connection.state_changed.emit(ConnectionState.CONNECTED, "Connected")
+    assert win.knob_panel.unavailable_reason() == ""
+    assert win.advisor_panel.unavailable_reason() == ""
+
+
+def test_what_the_user_does_in_a_dock_goes_to_the_model(offline_window):
+    win = offline_window
+    logged = []
+    win.model.event_added.connect(logged.append)
+    # Start with nothing deployed: the model says there is nowhere to send load.
+    win.load_panel.start_requested.emit(5.0)
+    assert any("No application with an HTTP route" in e.message for e in logged)
+    assert not win.model.load.running
