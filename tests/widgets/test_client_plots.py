@@ -126,8 +126,10 @@ def test_openai_streaming_load_adds_a_row_of_ttft_itl_and_tokens_and_clear_takes
     assert list(plots.curve("tokens_out").yData) == [80, 81, 82]
     assert list(plots.curve("tokens_in").yData) == [64] * 3
     assert "TTFT p50" in plots.plot("ttft").titleLabel.text
+    assert not plots.plot("errors").getAxis("bottom").label.isVisible()  # under the row
     # The next run is plain HTTP again: the row goes.
     plots.clear()
     plots.set_history([second(t) for t in range(3)])
     assert "ttft" not in plots._plots and "ttft_p50" not in plots._curves
     assert len(plots._drawn_plots()) == 4
+    assert plots.plot("errors").getAxis("bottom").label.isVisible()

@@ -213,6 +213,8 @@ class ClientPlots(QWidget):
             self._plots[name].setXLink(self._plots["rate"])
             self._plots[name].setLabel("bottom", "s since start")
             self._plots[name].getAxis("bottom").enableAutoSIPrefix(False)
+        for name in ("errors", "in_flight"):  # the label goes under the new bottom row
+            self._plots[name].getAxis("bottom").showLabel(False)
 
     def _draw_stream(self, history: list[SecondStats], t: list[float]) -> None:
         if "tokens" not in self._plots:
@@ -239,6 +241,8 @@ class ClientPlots(QWidget):
                 self._layout_widget.removeItem(plot)
         for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens_out", "tokens_in"):
             self._curves.pop(name, None)
+        for name in ("errors", "in_flight"):
+            self._plots[name].getAxis("bottom").showLabel(True)
         self._keys.pop("errors", None)
         self._plots["errors"].setTitle(self._titles["errors"], size="9pt")
         for c in self._curves.values():
