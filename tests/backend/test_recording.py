@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -281,6 +282,62 @@ def test_a_newer_session_is_refused_by_its_versions_and_left_as_it_was(tmp_path)
     assert _digest(path) == digest
     (summary,) = library.list_sessions(str(tmp_path))
     assert summary.version == 99  # the browser can say which version it is
+
+
+def _stream_second(i: int) -> SecondStats:
+    """A second of OpenAI-streaming load: TTFT/ITL percentiles and tokens, except second
+    2 (no streamed completion finished: nothing to keep) and second 4 (one-token
+    completions: a TTFT, no inter-token gap)."""
+    base = _second(i)
+    if i == 2:
+        return base
+    # No rounding survives these; ODD's -0.0 is left out: SQLite keeps a REAL column's
+    # -0.0 as 0 (load_seconds alike), and a time is never negative.
+    odd = (math.pi / 3, 0.1 + 0.2, None, 5e-324, 1e308, float("inf"))[i]
+    return replace(base, ttft_p50_ms=odd, ttft_p99_ms=250.0 + i / 7,
+                   itl_p50_ms=None if i == 4 else 10.0 + i / 3,
+                   itl_p99_ms=None if i == 4 else -odd, tokens_in=128 * (i + 1),
+                   tokens_out=0 if i == 4 else 2 ** 40 + i)
+
+
+def test_openai_streaming_seconds_read_back_exactly_and_plain_seconds_write_none(tmp_path):
+    path = tmp_path / "s.db"
+    rec = Recorder(str(path), flush_s=0.05)
+    rec.load_run(4, T0, "POST http://h/v1/completions", "open 2 req/s", "generate")
+    rec.load_run(5, T0 + 0.25, "POST http://h/batched", "open 2 req/s", "batched")
+    streamed = [_stream_second(i) for i in range(6)]
+    plain = [_second(i) for i in range(6)]
+    for n in range(1, 7):  # the whole history every tick, twice, as the GUI hands it
+        for _ in range(2):
+            rec.load_seconds(4, T0, streamed[:n])
+            rec.load_seconds(5, T0 + 0.25, plain[:n])
+        if n == 3:
+            assert rec.flush()
+    rec.close()
+    data = open_session(str(path))
+
+    # Every second in load_seconds as before; the stream figures only for the seconds
+    # that carry them, each value bit for bit (None: NaN).
+    assert data.load_seconds[4]["t"].tolist() == [T0 + i for i in range(6)]
+    assert sorted(data.load_streams) == [4]  # the plain run has none
+    got = data.load_streams[4]
+    kept = [s for s in streamed if s.t != 2]
+    assert got["t"].tolist() == [T0 + s.t for s in kept]
+
+    def nan(v):
+        return float("nan") if v is None else v
+
+    for column in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tokens_in",
+                   "tokens_out"):
+        assert _bits(got[column]) == _bits([nan(getattr(s, column)) for s in kept]), column
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM load_streams").fetchone() == (5,)
+    assert conn.execute("SELECT count(*) FROM load_streams WHERE run_id = 5").fetchone() \
+        == (0,)
+    # Tokens are whole numbers in the file (2 ** 40 + i does not fit 32 bits).
+    assert conn.execute("SELECT typeof(tokens_out), tokens_out FROM load_streams WHERE "
+                        "t = ?", (T0 + 5,)).fetchone() == ("integer", 2 ** 40 + 5)
+    conn.close()
 
 
 def _fail_writes(path: Path) -> sqlite3.Connection:
