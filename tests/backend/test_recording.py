@@ -359,7 +359,8 @@ def test_a_failed_second_is_reported_once_and_the_file_still_opens(tmp_path):
     assert rec.flush()
     blocker = _fail_writes(path)
     c1 = {"applications": [{"name": "a"}]}
-    hist = (_second(0), _second(1))
+    # OpenAI-streaming seconds: their stream figures go (and come back) with them.
+    hist = (_stream_second(0), _stream_second(1))
     for i in range(3):  # three seconds that cannot be written
         rec.samples(T0 + i, {DEP_A: {"requests_per_s": 1.0}})
         rec.samples(T0 + i, {DEP_A + ("r1",): {"ongoing_requests": 1.0}}, kind=REPLICA)
@@ -385,6 +386,8 @@ def test_a_failed_second_is_reported_once_and_the_file_still_opens(tmp_path):
     assert data.replica_store.snapshot(DEP_A + ("r1",), "ongoing_requests")[1].tolist() == [5.0]
     assert data.configs == [(T0 + 5, c1)]
     assert data.load_seconds[1]["t"].tolist() == [T0, T0 + 1]
+    assert data.load_streams[1]["t"].tolist() == [T0, T0 + 1]
+    assert data.load_streams[1]["tokens_out"].tolist() == [s.tokens_out for s in hist]
 
 
 def test_a_record_it_cannot_store_is_lost_alone_and_said_once(tmp_path):
