@@ -162,16 +162,14 @@ def client_figures(data: SessionData, app: str, r: TimeRange) -> dict[str, float
         inside = (sec["t"] >= r.start) & (sec["t"] + 1.0 <= r.end + 1e-9)
         for c in ("ok", "errors", "p50_ms", "p90_ms", "p99_ms"):
             cols.setdefault(c, []).append(sec[c][inside])
-        streams = data.load_streams.get(run.id)
-        if streams is not None and len(streams["t"]):
-            # An OpenAI-streaming run: its seconds without a stream row had no streamed
-            # completion finish (0 tokens out; no TTFT or ITL to take the median of).
-            at = {t: j for j, t in enumerate(streams["t"].tolist())}
-            rows = [at.get(t) for t in sec["t"][inside].tolist()]
-            for c in ("ttft_p99_ms", "itl_p99_ms", "tokens_out"):
-                none = 0.0 if c == "tokens_out" else np.nan
-                cols.setdefault(c, []).append(np.array(
-                    [none if j is None else streams[c][j] for j in rows], dtype=float))
+        streams = data.streams_by_second(run.id)
+        if streams is not None:
+            # An OpenAI-streaming run: in its seconds without stream figures no streamed
+            # completion finished (0 tokens out; no TTFT or ITL to take the median of).
+            cols.setdefault("ttft_p99_ms", []).append(streams["ttft_p99_ms"][inside])
+            cols.setdefault("itl_p99_ms", []).append(streams["itl_p99_ms"][inside])
+            cols.setdefault("tokens_out", []).append(
+                np.nan_to_num(streams["tokens_out"][inside], nan=0.0))
     if not cols or not sum(len(a) for a in cols["ok"]):
         return {}
     joined = {c: np.concatenate(v) for c, v in cols.items()}

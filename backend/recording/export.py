@@ -220,15 +220,12 @@ def _write_load(data: SessionData, path: str, lo: float, hi: float) -> None:
         sec = data.load_seconds.get(run.id)
         if not sec or not len(sec["t"]):
             continue
-        st = data.load_streams.get(run.id)
-        # The stream row of a second: the same t as its load_seconds row, exactly.
-        at = {} if st is None else {t: j for j, t in enumerate(st["t"].tolist())}
+        st = data.streams_by_second(run.id) if streams else None
         for i in np.nonzero(_inside(sec["t"], lo, hi))[0]:
             cells = [_cell(float(sec[c][i]), c) for c in LOAD_COLUMNS]
-            if streams:
-                j = at.get(float(sec["t"][i]))
-                cells += ([""] * len(STREAM_COLUMNS) if j is None
-                          else [_cell(float(st[c][j]), c) for c in STREAM_COLUMNS])
+            if streams:  # empty cells: NaN, a second that carries none, or a plain run
+                cells += [_cell(float(st[c][i]), c) if st is not None else ""
+                          for c in STREAM_COLUMNS]
             rows.append([run.id, run.app or "", iso(float(sec["t"][i]))] + cells)
     _write_csv(path, ["run_id", "app", "time", *LOAD_COLUMNS,
                       *(STREAM_COLUMNS if streams else ())], rows)
@@ -564,16 +561,14 @@ def stream_lines(data: SessionData, app: str) -> list[Line]:
     tokens)."""
     runs = []
     for r in data.load_runs:
-        sec, st = data.load_seconds.get(r.id), data.load_streams.get(r.id)
-        if r.app != app or st is None or not len(st["t"]) or sec is None:
+        st = data.streams_by_second(r.id) if r.app == app else None
+        if st is None:
             continue
-        at = {t: j for j, t in enumerate(st["t"].tolist())}
-        rows = [at.get(t) for t in sec["t"].tolist()]
-        cols = {c: np.array([(0.0 if c == "tokens_out" else np.nan) if j is None
-                             else st[c][j] for j in rows], dtype=float)
-                for c in ("ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms", "tokens_out")}
+        t = data.load_seconds[r.id]["t"]
+        cols = {c: st[c] for c in ("ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms")}
+        cols["tokens_out"] = np.nan_to_num(st["tokens_out"], nan=0.0)
         # A NaN half a second after the run's last second ends its lines.
-        runs.append({"t": np.append(sec["t"], sec["t"][-1] + 0.5),
+        runs.append({"t": np.append(t, t[-1] + 0.5),
                      **{c: np.append(v, np.nan) for c, v in cols.items()}})
     if not runs:
         return []

@@ -111,6 +111,19 @@ class SessionData:
     def deployments(self) -> list[tuple[str, str]]:
         return self.store.keys()
 
+    def streams_by_second(self, run_id: int) -> dict[str, np.ndarray] | None:
+        """The run's stream figures (LOAD_STREAM_COLUMNS but t) aligned with its
+        load_seconds rows: NaN in a second that carries none (no streamed completion
+        finished in it). None for a run without any (plain HTTP load, an older file)."""
+        st, sec = self.load_streams.get(run_id), self.load_seconds.get(run_id)
+        if st is None or not len(st["t"]) or sec is None:
+            return None
+        t = sec["t"]
+        # Both in time order, the same times (written as started_t + the second).
+        j = np.minimum(np.searchsorted(st["t"], t), len(st["t"]) - 1)
+        found = st["t"][j] == t
+        return {c: np.where(found, st[c][j], np.nan) for c in LOAD_STREAM_COLUMNS[1:]}
+
     def config_at(self, t: float) -> dict | None:
         """The Serve config the cluster ran at *t*: the newest recorded at or before it,
         with the knob changes applied after that record and by *t* laid over it.

@@ -330,6 +330,12 @@ def test_openai_streaming_seconds_read_back_exactly_and_plain_seconds_write_none
     for column in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tokens_in",
                    "tokens_out"):
         assert _bits(got[column]) == _bits([nan(getattr(s, column)) for s in kept]), column
+    # Aligned with the run's seconds: NaN in second 2 (nothing carried), for the exports
+    # and comparisons; a plain run has none.
+    aligned = data.streams_by_second(4)
+    assert np.isnan([aligned[c][2] for c in aligned]).all()
+    assert _bits(np.delete(aligned["ttft_p50_ms"], 2)) == _bits(got["ttft_p50_ms"])
+    assert data.streams_by_second(5) is None
     conn = sqlite3.connect(path)
     assert conn.execute("SELECT count(*) FROM load_streams").fetchone() == (5,)
     assert conn.execute("SELECT count(*) FROM load_streams WHERE run_id = 5").fetchone() \

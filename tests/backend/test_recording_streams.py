@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from backend.load.generator import LoadGenerator
-from backend.load.load_model import LoadTarget
+from backend.load.load_model import LoadTarget, SecondStats
 from backend.load.openai_load import LengthDist, OpenAILoad
 from backend.recording import export
 from backend.recording.compare import CLIENT, TimeRange, compare
@@ -222,3 +222,37 @@ def test_the_report_plots_the_stream_figures_of_openai_runs(recorded):
     a, b = _range(data, 1), _range(data, 3)
     html = export.report_html(data, comparison=compare(data, a, None, b))
     assert "TTFT p99 (client)" in html and "output tokens/s (client)" in html
+
+
+def test_a_second_without_a_finished_completion_is_empty_in_csv_and_zero_tokens(tmp_path):
+    """Handed-over seconds (no server): second 2 of the OpenAI run had no streamed
+    completion finish: its CSV cells are empty, the comparison's TTFT/ITL medians leave it
+    out and its output tokens/s counts it as 0."""
+    t0 = float(int(time.time()) - 20)
+    streamed = [SecondStats(t=float(i), level=2.0, offered=2, completed=0 if i == 2 else 2,
+                            ok=0 if i == 2 else 2, errors=(), in_flight=1,
+                            ttft_p50_ms=None if i == 2 else 100.0 + i,
+                            ttft_p99_ms=None if i == 2 else 200.0 + i,
+                            itl_p50_ms=None if i == 2 else 10.0,
+                            itl_p99_ms=None if i == 2 else 30.0 + i,
+                            tokens_in=0 if i == 2 else 64,
+                            tokens_out=0 if i == 2 else 40 * (i + 1)) for i in range(5)]
+    path = str(tmp_path / "s.db")
+    rec = Recorder(path, flush_s=0.05)
+    rec.load_run(1, t0, "POST http://h/v1/completions", "open 2 req/s", LLM[0])
+    rec.load_seconds(1, t0, streamed)
+    for i in range(6):
+        rec.samples(t0 + i, {LLM: {"requests_per_s": 2.0}})
+    rec.close()
+    data = open_session(path)
+    export.export_csv(data, str(tmp_path / "csv"))
+    with open(tmp_path / "csv" / "load.csv", newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    assert [r["tokens_out"] for r in rows] == ["40", "80", "", "160", "200"]
+    assert [r["ttft_p99_ms"] for r in rows] == ["200.0", "201.0", "", "203.0", "204.0"]
+    assert rows[2]["itl_p50_ms"] == rows[2]["tokens_in"] == ""
+    whole = TimeRange(t0, t0 + 5)
+    c = compare(data, whole, None, whole)
+    assert c.row(LLM[0], CLIENT, "client_tokens_out_per_s").a == (40 + 80 + 160 + 200) / 5
+    assert c.row(LLM[0], CLIENT, "client_ttft_p99_ms").a == np.median([200, 201, 203, 204])
+    assert c.row(LLM[0], CLIENT, "client_itl_p99_ms").a == np.median([30, 31, 33, 34])
