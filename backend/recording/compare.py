@@ -5,7 +5,9 @@ The ranges may come from one session (before / after a change) or from two. A ra
 figure for a rate (requests/s, errors/s, loads/s) is its mean over the range; for a
 latency percentile or a level (queue, batch size, hit rate) it is the median of the
 per-second values, so one slow second does not move it. Client-side figures come from the
-load runs sent to the deployment's application.
+load runs sent to the deployment's application; OpenAI-streaming runs add TTFT p99, ITL
+p99 (medians of their seconds) and output tokens/s (a mean, 0 in a second where no
+streamed completion finished), shown where either range has them.
 """
 
 from __future__ import annotations
@@ -53,9 +55,18 @@ CLIENT_FIGURES: tuple[Figure, ...] = (
     Figure("client_p50_ms", "p50 (client)", "ms", MEDIAN, "lower"),
     Figure("client_p90_ms", "p90 (client)", "ms", MEDIAN, "lower"),
     Figure("client_p99_ms", "p99 (client)", "ms", MEDIAN, "lower"),
+    # OpenAI-streaming load only (a row where either range has it).
+    Figure("client_ttft_p99_ms", "TTFT p99 (client)", "ms", MEDIAN, "lower"),
+    Figure("client_itl_p99_ms", "ITL p99 (client)", "ms", MEDIAN, "lower"),
+    Figure("client_tokens_out_per_s", "output tokens/s (client)", "tokens/s", MEAN,
+           "higher"),
 )
 _CLIENT_COLUMNS = {"client_p50_ms": "p50_ms", "client_p90_ms": "p90_ms",
                    "client_p99_ms": "p99_ms"}
+#: (figure, load_streams column, how): an OpenAI-streaming run's figures.
+_CLIENT_STREAM_COLUMNS = (("client_ttft_p99_ms", "ttft_p99_ms", MEDIAN),
+                          ("client_itl_p99_ms", "itl_p99_ms", MEDIAN),
+                          ("client_tokens_out_per_s", "tokens_out", MEAN))
 
 
 @dataclass(frozen=True)
@@ -151,6 +162,14 @@ def client_figures(data: SessionData, app: str, r: TimeRange) -> dict[str, float
         inside = (sec["t"] >= r.start) & (sec["t"] + 1.0 <= r.end + 1e-9)
         for c in ("ok", "errors", "p50_ms", "p90_ms", "p99_ms"):
             cols.setdefault(c, []).append(sec[c][inside])
+        streams = data.streams_by_second(run.id)
+        if streams is not None:
+            # An OpenAI-streaming run: in its seconds without stream figures no streamed
+            # completion finished (0 tokens out; no TTFT or ITL to take the median of).
+            cols.setdefault("ttft_p99_ms", []).append(streams["ttft_p99_ms"][inside])
+            cols.setdefault("itl_p99_ms", []).append(streams["itl_p99_ms"][inside])
+            cols.setdefault("tokens_out", []).append(
+                np.nan_to_num(streams["tokens_out"][inside], nan=0.0))
     if not cols or not sum(len(a) for a in cols["ok"]):
         return {}
     joined = {c: np.concatenate(v) for c, v in cols.items()}
@@ -158,6 +177,9 @@ def client_figures(data: SessionData, app: str, r: TimeRange) -> dict[str, float
            "client_errors_per_s": _reduce(joined["errors"], MEAN)}
     for key, col in _CLIENT_COLUMNS.items():
         out[key] = _reduce(joined[col], MEDIAN)
+    for key, col, how in _CLIENT_STREAM_COLUMNS:
+        if col in joined:
+            out[key] = _reduce(joined[col], how)
     return out
 
 

@@ -24,12 +24,16 @@ from backend.errors import ConsoleError
 from backend.metrics.series import SERIES, SeriesStore
 from backend.recording import svg_plot
 from backend.recording.compare import CLIENT, Comparison, TimeRange, compare, format_value
-from backend.recording.reader import LOAD_COLUMNS, LOAD_VERSION_COLUMNS, SessionData
+from backend.recording.reader import (LOAD_COLUMNS, LOAD_STREAM_COLUMNS, LOAD_VERSION_COLUMNS,
+                                      SessionData)
 from backend.recording.summary import format_duration
 from backend.recording.svg_plot import Band, Line, VMarker
 
 #: Load-second columns that count requests (written as whole numbers).
-_COUNT_COLUMNS = {"offered", "completed", "ok", "errors", "in_flight"}
+_COUNT_COLUMNS = {"offered", "completed", "ok", "errors", "in_flight", "tokens_in",
+                  "tokens_out"}
+#: load.csv's columns of OpenAI-streaming load (written when a run of the session has them).
+STREAM_COLUMNS = LOAD_STREAM_COLUMNS[1:]
 _LOAD_HELP = {
     "t": ("s", "Start of the second, unix time (the run's start + whole seconds)."),
     "level": ("1/s or users", "What the load profile asked for: requests/s (open loop) "
@@ -45,6 +49,19 @@ _LOAD_HELP = {
     "p999_ms": ("ms", "99.9th percentile client-side latency."),
     "ttfb_p50_ms": ("ms", "Streaming: median time to the first chunk."),
     "ttfb_p99_ms": ("ms", "Streaming: 99th percentile time to the first chunk."),
+    # OpenAI-streaming load only; empty for plain HTTP load and for a second in which no
+    # streamed completion finished.
+    "ttft_p50_ms": ("ms", "OpenAI-streaming load: median time to first token of the "
+                    "streamed completions that finished this second (empty: none "
+                    "finished, or not OpenAI-streaming load)."),
+    "ttft_p99_ms": ("ms", "OpenAI-streaming load: 99th percentile time to first token."),
+    "itl_p50_ms": ("ms", "OpenAI-streaming load: median inter-token latency (every gap "
+                   "between two chunks of those completions)."),
+    "itl_p99_ms": ("ms", "OpenAI-streaming load: 99th percentile inter-token latency."),
+    "tokens_in": ("tokens", "OpenAI-streaming load: prompt tokens of the completions that "
+                  "finished this second."),
+    "tokens_out": ("tokens", "OpenAI-streaming load: output tokens of the completions that "
+                   "finished this second (= output tokens/s)."),
 }
 _VERSION_DOCS = [
     ("run_id", "", "The load run (one per start of the load generator)."),
@@ -95,8 +112,9 @@ def _series_order(names: Iterable[str]) -> list[str]:
 def export_csv(data: SessionData, folder: str, time_range: TimeRange | None = None
                ) -> list[str]:
     """metrics.csv, replicas.csv (when there are replica series), load_versions.csv (when
-    the load saw versions of a traffic split), load.csv, events.csv, knob_changes.csv and
-    COLUMNS.md into *folder*; returns the paths written."""
+    the load saw versions of a traffic split), load.csv (with TTFT, ITL and tokens when a
+    run was OpenAI-streaming load), events.csv, knob_changes.csv and COLUMNS.md into
+    *folder*; returns the paths written."""
     os.makedirs(folder, exist_ok=True)
     lo, hi = span(data, time_range)
     docs: list[tuple[str, list[tuple[str, str, str]]]] = []
@@ -114,7 +132,7 @@ def export_csv(data: SessionData, folder: str, time_range: TimeRange | None = No
         _write_load_versions(data, path, lo, hi)
         docs.append(("load_versions.csv", _VERSION_DOCS))
         written.append(path)
-    for name, writer, doc in (("load.csv", _write_load, _load_docs()),
+    for name, writer, doc in (("load.csv", _write_load, _load_docs(has_streams(data))),
                               ("events.csv", _write_events, _EVENT_DOCS),
                               ("knob_changes.csv", _write_knobs, _KNOB_DOCS)):
         path = os.path.join(folder, name)
@@ -188,16 +206,29 @@ def _cell(v: float, column: str) -> str:
     return repr(v)
 
 
+def has_streams(data: SessionData) -> bool:
+    """Whether a load run of the session recorded OpenAI-streaming figures."""
+    return any(len(s["t"]) for s in data.load_streams.values())
+
+
 def _write_load(data: SessionData, path: str, lo: float, hi: float) -> None:
+    """One row per second of each run; with the stream columns when a run of the session
+    has them (empty cells in the seconds that carry none)."""
+    streams = has_streams(data)
     rows = []
     for run in data.load_runs:
         sec = data.load_seconds.get(run.id)
         if not sec or not len(sec["t"]):
             continue
+        st = data.streams_by_second(run.id) if streams else None
         for i in np.nonzero(_inside(sec["t"], lo, hi))[0]:
             cells = [_cell(float(sec[c][i]), c) for c in LOAD_COLUMNS]
+            if streams:  # empty cells: NaN, a second that carries none, or a plain run
+                cells += [_cell(float(st[c][i]), c) if st is not None else ""
+                          for c in STREAM_COLUMNS]
             rows.append([run.id, run.app or "", iso(float(sec["t"][i]))] + cells)
-    _write_csv(path, ["run_id", "app", "time", *LOAD_COLUMNS], rows)
+    _write_csv(path, ["run_id", "app", "time", *LOAD_COLUMNS,
+                      *(STREAM_COLUMNS if streams else ())], rows)
 
 
 def _write_load_versions(data: SessionData, path: str, lo: float, hi: float) -> None:
@@ -296,11 +327,11 @@ def _series_docs(columns: list) -> list[tuple[str, str, str]]:
     return out
 
 
-def _load_docs() -> list[tuple[str, str, str]]:
+def _load_docs(streams: bool = False) -> list[tuple[str, str, str]]:
     return [("run_id", "", "The load run (one per start of the load generator)."),
             ("app", "", "The application the run sent to."),
             ("time", "", "The second, ISO 8601 local time with its UTC offset.")] + \
-        [(c, *_LOAD_HELP[c]) for c in LOAD_COLUMNS]
+        [(c, *_LOAD_HELP[c]) for c in LOAD_COLUMNS + (STREAM_COLUMNS if streams else ())]
 
 
 def _md(text: str) -> str:
@@ -484,6 +515,11 @@ def deployment_charts(data: SessionData, key: tuple[str, str], lo: float, hi: fl
         out.append(svg_plot.line_chart(
             client, title=f"Client-side load on {key[0]}", unit="ms", right_unit="ok/s",
             markers=markers, bands=bands, t_range=(lo, hi)))
+    stream = stream_lines(data, key[0])
+    if stream:
+        out.append(svg_plot.line_chart(
+            stream, title=f"Tokens streamed to the client on {key[0]}", unit="ms",
+            right_unit="tokens/s", markers=markers, bands=bands, t_range=(lo, hi)))
     return out
 
 
@@ -516,6 +552,36 @@ def client_lines(data: SessionData, app: str) -> list[Line]:
     t = joined("t")
     return [Line("client p50", t, joined("p50_ms")), Line("client p99", t, joined("p99_ms")),
             Line("ok/s", t, joined("ok"), "#7f8c8d", dashed=True, right=True)]
+
+
+def stream_lines(data: SessionData, app: str) -> list[Line]:
+    """OpenAI-streaming load on *app*: TTFT p50/p99 and ITL p99 (ms) and output tokens/s
+    (right axis) over every run sent to it that recorded them, one run after the other;
+    in a run's second without a stream row no streamed completion finished (no TTFT, 0
+    tokens)."""
+    runs = []
+    for r in data.load_runs:
+        st = data.streams_by_second(r.id) if r.app == app else None
+        if st is None:
+            continue
+        t = data.load_seconds[r.id]["t"]
+        cols = {c: st[c] for c in ("ttft_p50_ms", "ttft_p99_ms", "itl_p99_ms")}
+        cols["tokens_out"] = np.nan_to_num(st["tokens_out"], nan=0.0)
+        # A NaN half a second after the run's last second ends its lines.
+        runs.append({"t": np.append(t, t[-1] + 0.5),
+                     **{c: np.append(v, np.nan) for c, v in cols.items()}})
+    if not runs:
+        return []
+
+    def joined(column: str) -> np.ndarray:
+        return np.concatenate([r[column] for r in runs])
+
+    t = joined("t")
+    return [Line("TTFT p50", t, joined("ttft_p50_ms")),
+            Line("TTFT p99", t, joined("ttft_p99_ms")),
+            Line("ITL p99", t, joined("itl_p99_ms")),
+            Line("output tokens/s", t, joined("tokens_out"), "#7f8c8d", dashed=True,
+                 right=True)]
 
 
 def _table(header: list[str], rows: list[list[str]], empty: str) -> str:

@@ -51,6 +51,12 @@ class LoadRun:
 LOAD_COLUMNS = ("t", "level", "offered", "completed", "ok", "errors", "in_flight",
                 "p50_ms", "p90_ms", "p99_ms", "p999_ms", "ttfb_p50_ms", "ttfb_p99_ms")
 
+#: Columns of one second's OpenAI-streaming figures (load_streams, version 5): TTFT and
+#: inter-token latency percentiles of the streamed completions that finished in it, and
+#: their prompt and output tokens. t is the same wall-clock time as its load_seconds row.
+LOAD_STREAM_COLUMNS = ("t", "ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms",
+                       "tokens_in", "tokens_out")
+
 #: Columns of what the load saw of one version of a traffic split (load_versions): the
 #: load generator's last-window figures as of the second starting at t.
 LOAD_VERSION_COLUMNS = ("t", "rps", "ok", "errors", "p50_ms", "p99_ms")
@@ -71,6 +77,10 @@ class SessionData:
     load_runs: list[LoadRun] = field(default_factory=list)
     #: run id → {column: numpy array} (LOAD_COLUMNS; t is wall-clock time)
     load_seconds: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
+    #: run id → {column: numpy array} (LOAD_STREAM_COLUMNS), for runs of OpenAI-streaming
+    #: load: only the seconds that carry stream figures (a streamed completion finished);
+    #: none for plain HTTP runs and for files of versions 1-4
+    load_streams: dict[int, dict[str, np.ndarray]] = field(default_factory=dict)
     #: run id → {version: {column: numpy array}} (LOAD_VERSION_COLUMNS), for runs whose
     #: responses named a version (x-serve-version)
     load_versions: dict[int, dict[str, dict[str, np.ndarray]]] = field(default_factory=dict)
@@ -100,6 +110,19 @@ class SessionData:
 
     def deployments(self) -> list[tuple[str, str]]:
         return self.store.keys()
+
+    def streams_by_second(self, run_id: int) -> dict[str, np.ndarray] | None:
+        """The run's stream figures (LOAD_STREAM_COLUMNS but t) aligned with its
+        load_seconds rows: NaN in a second that carries none (no streamed completion
+        finished in it). None for a run without any (plain HTTP load, an older file)."""
+        st, sec = self.load_streams.get(run_id), self.load_seconds.get(run_id)
+        if st is None or not len(st["t"]) or sec is None:
+            return None
+        t = sec["t"]
+        # Both in time order, the same times (written as started_t + the second).
+        j = np.minimum(np.searchsorted(st["t"], t), len(st["t"]) - 1)
+        found = st["t"][j] == t
+        return {c: np.where(found, st[c][j], np.nan) for c in LOAD_STREAM_COLUMNS[1:]}
 
     def config_at(self, t: float) -> dict | None:
         """The Serve config the cluster ran at *t*: the newest recorded at or before it,
@@ -240,6 +263,13 @@ def _read(conn: sqlite3.Connection, path: str, version: int) -> SessionData:
                           (run.id,)).fetchall()
         arr = np.array(rs, dtype=float).reshape(len(rs), len(LOAD_COLUMNS))
         data.load_seconds[run.id] = {c: arr[:, i] for i, c in enumerate(LOAD_COLUMNS)}
+    scols = ", ".join(LOAD_STREAM_COLUMNS)
+    for (run_id,) in conn.execute("SELECT DISTINCT run_id FROM load_streams ORDER BY run_id"
+                                  ).fetchall():
+        rs = conn.execute(f"SELECT {scols} FROM load_streams WHERE run_id = ? ORDER BY t",
+                          (run_id,)).fetchall()
+        arr = np.array(rs, dtype=float).reshape(len(rs), len(LOAD_STREAM_COLUMNS))
+        data.load_streams[run_id] = {c: arr[:, i] for i, c in enumerate(LOAD_STREAM_COLUMNS)}
     vcols = ", ".join(LOAD_VERSION_COLUMNS)
     for run_id, version in conn.execute(
             "SELECT DISTINCT run_id, version FROM load_versions ORDER BY run_id, version"):

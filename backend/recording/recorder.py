@@ -94,6 +94,19 @@ def _claim(path: str) -> int:
     return fd
 
 
+def _stream_row(s) -> tuple | None:
+    """A second's OpenAI-streaming figures (TTFT and ITL p50/p99, tokens in and out), or
+    None for a second that carries none: plain HTTP load, or a second in which no
+    streamed completion finished (schema.py, version 5)."""
+    ttft50, ttft99 = getattr(s, "ttft_p50_ms", None), getattr(s, "ttft_p99_ms", None)
+    itl50, itl99 = getattr(s, "itl_p50_ms", None), getattr(s, "itl_p99_ms", None)
+    tokens_in, tokens_out = getattr(s, "tokens_in", 0), getattr(s, "tokens_out", 0)
+    if (ttft50 is None and ttft99 is None and itl50 is None and itl99 is None
+            and not tokens_in and not tokens_out):
+        return None
+    return ttft50, ttft99, itl50, itl99, int(tokens_in), int(tokens_out)
+
+
 class Recorder:
     """Records one session into *path* (a new file; an existing session is never
     overwritten). *meta* goes to the file's meta table (cluster_url, ray_version, …)."""
@@ -170,7 +183,8 @@ class Recorder:
     def load_seconds(self, run_id: int, started_t: float, history: Iterable) -> None:
         """A load run's finished seconds (backend.load.load_model.SecondStats, t relative to
         *started_t*); seconds already written are skipped, so the whole history may be
-        handed over every time."""
+        handed over every time. A second of OpenAI-streaming load also writes its TTFT,
+        ITL and tokens (load_streams)."""
         self._q.put(("load_seconds", run_id, started_t, tuple(history)))
 
     def load_versions(self, run_id: int, t: float, versions: Iterable) -> None:
@@ -390,6 +404,7 @@ class Recorder:
     def _w_load_seconds(self, c, run_id, started_t, history) -> None:
         last = self._load_last_t.get(run_id, float("-inf"))
         rows = []
+        streams = []
         # The history is in time order and mostly written already: start after the last
         # second written rather than scanning an hour of seconds twice a second.
         start = bisect.bisect_right(history, last, key=lambda s: s.t)
@@ -397,13 +412,20 @@ class Recorder:
             if s.t <= last:
                 continue
             last = s.t
-            rows.append((run_id, started_t + s.t, s.level, s.offered, s.completed, s.ok,
+            t = started_t + s.t
+            rows.append((run_id, t, s.level, s.offered, s.completed, s.ok,
                          s.error_count, json.dumps(list(s.errors)) if s.errors else None,
                          s.in_flight, s.p50_ms, s.p90_ms, s.p99_ms, s.p999_ms,
                          s.ttfb_p50_ms, s.ttfb_p99_ms))
+            stream = _stream_row(s)
+            if stream is not None:
+                streams.append((run_id, t, *stream))
         self._load_last_t[run_id] = last
         c.executemany("INSERT OR IGNORE INTO load_seconds VALUES "
                       "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)", rows)
+        if streams:
+            c.executemany("INSERT OR IGNORE INTO load_streams VALUES (?,?,?,?,?,?,?,?)",
+                          streams)
 
     def _w_load_versions(self, c, run_id, t, versions) -> None:
         c.executemany("INSERT OR IGNORE INTO load_versions VALUES (?,?,?,?,?,?,?,?)",

@@ -12,6 +12,9 @@ row's layout, kept once in `sample_layouts`). Versions 1-3 stored one row per (p
 series key) with the key's values packed in one blob — (uint16 name id, float64 value)
 pairs, `samples` — because a row per value costs ~30 bytes of SQLite overhead per 8-byte
 value; at fleet size even a row per key was ~330 MB an hour.
+
+OpenAI-streaming load's per-second TTFT, ITL and tokens are kept beside the load
+seconds (version 5, `load_streams`).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import numpy as np
 
 from backend.errors import ConsoleError
 
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 #: One sample value in a packed blob: series-name id, value (little-endian, unaligned).
 SAMPLE_DTYPE = np.dtype([("name", "<u2"), ("value", "<f8")])
 
@@ -88,8 +91,20 @@ LAYOUT_NAME_DTYPE = np.dtype("<u2")
 BATCH_VALUE_DTYPE = np.dtype("<f8")
 BATCH_DEFLATE_LEVEL = 1
 
+# Version 5: what OpenAI-streaming load (a language model's route) measured of each second
+# besides load_seconds' figures: time to first token and inter-token latency percentiles
+# of the streamed completions that finished in it, and their prompt and output tokens. A
+# row only for a second that carries them (a streamed completion finished in it): plain
+# HTTP load writes none. Files of versions 1-4 have none.
+_V4_TO_V5 = """
+CREATE TABLE load_streams (run_id INTEGER NOT NULL, t REAL NOT NULL, ttft_p50_ms REAL,
+                           ttft_p99_ms REAL, itl_p50_ms REAL, itl_p99_ms REAL,
+                           tokens_in INTEGER, tokens_out INTEGER,
+                           PRIMARY KEY (run_id, t));
+"""
+
 #: MIGRATIONS[v] brings a file at version v to v + 1.
-MIGRATIONS: dict[int, str] = {1: _V1_TO_V2, 2: _V2_TO_V3, 3: _V3_TO_V4}
+MIGRATIONS: dict[int, str] = {1: _V1_TO_V2, 2: _V2_TO_V3, 3: _V3_TO_V4, 4: _V4_TO_V5}
 
 
 class SessionFileError(ConsoleError):

@@ -14,6 +14,7 @@ import os
 import sqlite3
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -283,6 +284,68 @@ def test_a_newer_session_is_refused_by_its_versions_and_left_as_it_was(tmp_path)
     assert summary.version == 99  # the browser can say which version it is
 
 
+def _stream_second(i: int) -> SecondStats:
+    """A second of OpenAI-streaming load: TTFT/ITL percentiles and tokens, except second
+    2 (no streamed completion finished: nothing to keep) and second 4 (one-token
+    completions: a TTFT, no inter-token gap)."""
+    base = _second(i)
+    if i == 2:
+        return base
+    # No rounding survives these; ODD's -0.0 is left out: SQLite keeps a REAL column's
+    # -0.0 as 0 (load_seconds alike), and a time is never negative.
+    odd = (math.pi / 3, 0.1 + 0.2, None, 5e-324, 1e308, float("inf"))[i]
+    return replace(base, ttft_p50_ms=odd, ttft_p99_ms=250.0 + i / 7,
+                   itl_p50_ms=None if i == 4 else 10.0 + i / 3,
+                   itl_p99_ms=None if i == 4 else -odd, tokens_in=128 * (i + 1),
+                   tokens_out=0 if i == 4 else 2 ** 40 + i)
+
+
+def test_openai_streaming_seconds_read_back_exactly_and_plain_seconds_write_none(tmp_path):
+    path = tmp_path / "s.db"
+    rec = Recorder(str(path), flush_s=0.05)
+    rec.load_run(4, T0, "POST http://h/v1/completions", "open 2 req/s", "generate")
+    rec.load_run(5, T0 + 0.25, "POST http://h/batched", "open 2 req/s", "batched")
+    streamed = [_stream_second(i) for i in range(6)]
+    plain = [_second(i) for i in range(6)]
+    for n in range(1, 7):  # the whole history every tick, twice, as the GUI hands it
+        for _ in range(2):
+            rec.load_seconds(4, T0, streamed[:n])
+            rec.load_seconds(5, T0 + 0.25, plain[:n])
+        if n == 3:
+            assert rec.flush()
+    rec.close()
+    data = open_session(str(path))
+
+    # Every second in load_seconds as before; the stream figures only for the seconds
+    # that carry them, each value bit for bit (None: NaN).
+    assert data.load_seconds[4]["t"].tolist() == [T0 + i for i in range(6)]
+    assert sorted(data.load_streams) == [4]  # the plain run has none
+    got = data.load_streams[4]
+    kept = [s for s in streamed if s.t != 2]
+    assert got["t"].tolist() == [T0 + s.t for s in kept]
+
+    def nan(v):
+        return float("nan") if v is None else v
+
+    for column in ("ttft_p50_ms", "ttft_p99_ms", "itl_p50_ms", "itl_p99_ms", "tokens_in",
+                   "tokens_out"):
+        assert _bits(got[column]) == _bits([nan(getattr(s, column)) for s in kept]), column
+    # Aligned with the run's seconds: NaN in second 2 (nothing carried), for the exports
+    # and comparisons; a plain run has none.
+    aligned = data.streams_by_second(4)
+    assert np.isnan([aligned[c][2] for c in aligned]).all()
+    assert _bits(np.delete(aligned["ttft_p50_ms"], 2)) == _bits(got["ttft_p50_ms"])
+    assert data.streams_by_second(5) is None
+    conn = sqlite3.connect(path)
+    assert conn.execute("SELECT count(*) FROM load_streams").fetchone() == (5,)
+    assert conn.execute("SELECT count(*) FROM load_streams WHERE run_id = 5").fetchone() \
+        == (0,)
+    # Tokens are whole numbers in the file (2 ** 40 + i does not fit 32 bits).
+    assert conn.execute("SELECT typeof(tokens_out), tokens_out FROM load_streams WHERE "
+                        "t = ?", (T0 + 5,)).fetchone() == ("integer", 2 ** 40 + 5)
+    conn.close()
+
+
 def _fail_writes(path: Path) -> sqlite3.Connection:
     """Make every insert of a poll's samples, a config and load seconds fail the way a
     full disk fails a statement mid-transaction (after series names, keys and the poll's
@@ -302,7 +365,8 @@ def test_a_failed_second_is_reported_once_and_the_file_still_opens(tmp_path):
     assert rec.flush()
     blocker = _fail_writes(path)
     c1 = {"applications": [{"name": "a"}]}
-    hist = (_second(0), _second(1))
+    # OpenAI-streaming seconds: their stream figures go (and come back) with them.
+    hist = (_stream_second(0), _stream_second(1))
     for i in range(3):  # three seconds that cannot be written
         rec.samples(T0 + i, {DEP_A: {"requests_per_s": 1.0}})
         rec.samples(T0 + i, {DEP_A + ("r1",): {"ongoing_requests": 1.0}}, kind=REPLICA)
@@ -328,6 +392,8 @@ def test_a_failed_second_is_reported_once_and_the_file_still_opens(tmp_path):
     assert data.replica_store.snapshot(DEP_A + ("r1",), "ongoing_requests")[1].tolist() == [5.0]
     assert data.configs == [(T0 + 5, c1)]
     assert data.load_seconds[1]["t"].tolist() == [T0, T0 + 1]
+    assert data.load_streams[1]["t"].tolist() == [T0, T0 + 1]
+    assert data.load_streams[1]["tokens_out"].tolist() == [s.tokens_out for s in hist]
 
 
 def test_a_record_it_cannot_store_is_lost_alone_and_said_once(tmp_path):

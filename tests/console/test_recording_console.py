@@ -150,6 +150,8 @@ def test_recorded_session_reopens_with_the_live_data(recorded, tuning_app):
     # A second without a latency (nothing completed) reads back as NaN.
     assert _same(seconds["p99_ms"], np.array([np.nan if h.p99_ms is None else h.p99_ms
                                               for h in history], dtype=float))
+    # Plain HTTP load: no OpenAI-streaming figures (TTFT, ITL, tokens) were kept.
+    assert data.load_streams == {}
     assert [n.text for n in data.notes] == ["switched to <bs 4> because p99 < 50 ms"]
 
 

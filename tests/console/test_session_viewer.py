@@ -8,6 +8,7 @@ import time
 import numpy as np
 import pytest
 
+from backend.load.load_model import SecondStats
 from backend.recording.reader import open_session
 from backend.recording.recorder import KnobChange, Marker, Recorder
 from console.windows.recording_viewer import RANGE_S, SETTLE_S, SessionViewer
@@ -119,3 +120,47 @@ def test_a_range_exports_only_its_seconds(qtbot, two, tmp_path):
         rows = list(csv.DictReader(f))
     assert [int(r["t"]) for r in rows] == [int(t0) + i for i in range(10, 20)]
     assert "range A" in v.statusBar().currentMessage()
+
+
+def _record_llm(path, t0: float) -> str:
+    """A language model under OpenAI-streaming load for 300 s; at 150 s its first token
+    slows from 100 to 300 ms, its gaps from 20 to 40 ms, and it streams half the tokens."""
+    rec = Recorder(str(path), {"cluster_url": "http://head:8265"})
+    rec.load_run(1, t0, "POST http://h/generate/v1/completions", "open 4 req/s", "generate")
+    history = []
+    for i in range(300):
+        slow = i >= 150
+        rec.samples(t0 + i, {("generate", "Generator"): {"requests_per_s": 4.0}})
+        history.append(SecondStats(
+            t=float(i), level=4.0, offered=4, completed=4, ok=4, errors=(), in_flight=2,
+            p50_ms=500.0, p90_ms=600.0, p99_ms=700.0, p999_ms=700.0,
+            ttft_p50_ms=250.0 if slow else 90.0, ttft_p99_ms=300.0 if slow else 100.0,
+            itl_p50_ms=35.0 if slow else 18.0, itl_p99_ms=40.0 if slow else 20.0,
+            tokens_in=512, tokens_out=128 if slow else 256))
+    rec.load_seconds(1, t0, history)
+    rec.close()
+    return str(path)
+
+
+def _client_rows(v: SessionViewer) -> dict[str, list[str]]:
+    table = v.compare_view.table()
+    for i in range(table.topLevelItemCount()):
+        group = table.topLevelItem(i)
+        if group.text(0).endswith("/(client)"):
+            return {group.child(j).text(0): [group.child(j).text(k) for k in (1, 2, 4)]
+                    for j in range(group.childCount())}
+    return {}
+
+
+def test_an_llm_session_compares_ttft_itl_and_tokens_per_s(qtbot, tmp_path):
+    t0 = time.time() - 400
+    data = open_session(_record_llm(tmp_path / "llm.db", t0))
+    v = SessionViewer(data)
+    qtbot.addWidget(v)
+    v.set_ranges((t0, t0 + 100), (t0 + 200, t0 + 290))
+    v.update_comparison()
+    rows = _client_rows(v)
+    assert rows["TTFT p99 (client) [ms]"] == ["100", "300", "worse"]
+    assert rows["ITL p99 (client) [ms]"] == ["20.0", "40.0", "worse"]
+    assert rows["output tokens/s (client) [tokens/s]"] == ["256", "128", "worse"]
+    assert rows["p99 (client) [ms]"] == ["700", "700", ""]
