@@ -88,7 +88,7 @@ def test_a_demo_whose_load_is_openai_prints_token_lines(qapp):
     from console.cli.openai_run import TokenReport
 
     model = _Model(_status(("generate", "Generate")))
-    model.session.load = type("Load", (), {"stats": _Signal()})()
+    model.load = type("Load", (), {"stats": _Signal()})()
     demo = replace(model.catalog["batched"], key="generate",
                    application={**model.catalog["batched"].application, "name": "generate"},
                    load=LoadHint(kind="openai", path="/v1/completions", default_rps=2,
