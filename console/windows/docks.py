@@ -42,6 +42,14 @@ class Dock(QDockWidget):
         window.addDockWidget(area, self)
         self._links = ModelLinks(self)  # cut when this dock goes
 
+    #: What a dock whose panel changes the cluster says while the cluster is lost.
+    LOST_TEXT = ""
+
+    @Slot(object, str)
+    def _on_connection_state_changed(self, state: ConnectionState, _message: str) -> None:
+        """Such a dock's panel (set_unavailable) says LOST_TEXT while the cluster is lost."""
+        self.panel.set_unavailable(self.LOST_TEXT if _lost(state) else None)
+
 
 def _lost(state: ConnectionState) -> bool:
     return state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
@@ -102,6 +110,8 @@ class TuningDock(Dock):
     """The selected deployment's knobs: each row shows the model's state of its knob
     (KnobModel, the one owner) and sends what the user moves to the model."""
 
+    LOST_TEXT = "The cluster is not answering; changes are disabled until it is back."
+
     def __init__(self, model: ConsoleModel, window: QMainWindow) -> None:
         self.panel = KnobPanel()  # it scrolls itself
         super().__init__("Tuning", self.panel, window, RIGHT)
@@ -117,16 +127,13 @@ class TuningDock(Dock):
         if warnings:
             self.panel.set_warnings(self._model.warnings_for_selected())
 
-    @Slot(object, str)
-    def _on_connection_state_changed(self, state: ConnectionState, _message: str) -> None:
-        self.panel.set_unavailable(
-            "The cluster is not answering; changes are disabled until it is back."
-            if _lost(state) else None)
 
 
 class AdvisorDock(Dock):
     """The advisor's hints (View → Advisor, Ctrl+Shift+A), each with Apply; hidden until
     asked for. Its title counts the hints."""
+
+    LOST_TEXT = "The cluster is not answering; changes wait until it is back."
 
     def __init__(self, model: ConsoleModel, window: QMainWindow) -> None:
         self.panel = AdvisorPanel()
@@ -144,11 +151,6 @@ class AdvisorDock(Dock):
         n = len(hints)
         self.setWindowTitle(f"Advisor ({n})" if n else "Advisor")
 
-    @Slot(object, str)
-    def _on_connection_state_changed(self, state: ConnectionState, _message: str) -> None:
-        self.panel.set_unavailable(
-            "The cluster is not answering; changes wait until it is back."
-            if _lost(state) else None)
 
 
 class WorstFirstDock(Dock):
