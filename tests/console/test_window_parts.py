@@ -30,3 +30,31 @@ def test_what_the_user_does_in_a_dock_goes_to_the_model(offline_window):
     win.load_panel.start_requested.emit(5.0)
     assert any("No application with an HTTP route" in e.message for e in logged)
     assert not win.model.load.running
+
+
+def test_the_sessions_ui_is_handed_the_model_and_a_parent_not_the_window(
+        qtbot, offline_window, tmp_path):
+    """Sessions… works from the model (its recording, its log) over any parent widget;
+    what it says for the status bar reaches the window's through a signal."""
+    from PySide6.QtWidgets import QWidget
+
+    from console.windows.recordings import SessionsUi
+
+    model = offline_window.model
+    model.interactive = False
+    parent = QWidget()
+    qtbot.addWidget(parent)
+    ui = SessionsUi(model, parent)
+    said: list[str] = []
+    ui.status.connect(lambda text, _ms: said.append(text))
+    bad = tmp_path / "not-a-session.db"
+    bad.write_text("not a recorded session")
+    opened: list = []
+    ui.open(str(bad), on_opened=opened.append)
+    qtbot.waitUntil(lambda: bool(opened), timeout=10_000)
+    assert opened == [None]
+    assert said[0] == f"Opening {bad}…" and said[-1].startswith("Cannot open the session")
+    assert model.events[-1].message == said[-1] and model.events[-1].level == "error"
+    offline_window.open_recorded_session(str(bad), on_opened=opened.append)
+    qtbot.waitUntil(lambda: len(opened) == 2, timeout=10_000)
+    assert offline_window.statusBar().currentMessage().startswith("Cannot open the session")
