@@ -58,3 +58,38 @@ def test_the_sessions_ui_is_handed_the_model_and_a_parent_not_the_window(
     offline_window.open_recorded_session(str(bad), on_opened=opened.append)
     qtbot.waitUntil(lambda: len(opened) == 2, timeout=10_000)
     assert offline_window.statusBar().currentMessage().startswith("Cannot open the session")
+
+
+def test_the_status_bar_and_the_banner_follow_the_connection_part(qtbot, offline_window):
+    """The status bar's connection and Serve labels and the banner's paused metrics are
+    the model's connection state (console/model/connection.py), with no cluster."""
+    from PySide6.QtWidgets import QStatusBar
+
+    from console.windows.window_banner import WindowBanner
+    from console.windows.window_status import WindowStatus
+    from widgets.connection_banner import ConnectionBanner
+
+    model = offline_window.model
+    bar = QStatusBar()
+    qtbot.addWidget(bar)
+    shown = ConnectionBanner()
+    qtbot.addWidget(shown)
+    banner = WindowBanner(shown, model, bar)
+    status = WindowStatus(bar, model, banner.metrics_text, lambda: None, bar)
+    c = model.connection
+    c.connecting("Starting a local Ray cluster…")
+    c.progress("Waiting for the dashboard…")  # what connecting is doing now
+    assert status.connection.text() == "Waiting for the dashboard…"
+    c.connected("s1", "Connected: local cluster")
+    assert status.connection.text() == "Connected: local cluster"
+    assert banner.metrics_text("")[0] != "Metrics: paused (cluster not answering)"
+    c.poll_failed("refused")
+    assert status.serve.text() == "Cluster not answering"
+    assert status.serve.toolTip() == "refused"
+    assert status.connection.text().startswith("Disconnected since")
+    assert banner.metrics_text("")[0] == "Metrics: paused (cluster not answering)"
+    assert "retry" in shown.action_keys()
+    c.closed()
+    assert (status.connection.text(), status.serve.text()) == ("Not connected", "")
+    c.progress("late progress of a cancelled connect")  # changes nothing once closed
+    assert status.connection.text() == "Not connected"
