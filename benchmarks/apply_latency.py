@@ -1,11 +1,15 @@
 """Time from slider release to "applied": the console's tuning path, end to end.
 
 Starts a local Ray head (as the console does), deploys the batched demo, puts a steady
-load on it, and drives the console's own TuningController the way a slider release does
-(`immediate=True`: a settled value skips the 0.25 s debounce that arrow-key steps keep):
-one change, wait for "applied", next change. Each figure runs from the request to the
-`applied` signal: the read–modify–write PUT, then polls until the deployment reports the
-change (every 0.05 s for the first second after the PUT, then every 0.2 s). Live knobs
+load on it, and drives the console's model (`ConsoleModel`, no window) the way a slider
+release does: `request_change(..., settled=True)`, what the knob panel's row sends (a
+settled value skips the 0.25 s debounce that arrow-key steps keep); one change, wait for
+the model's knob state (console/model/knob_model.py: what the row shows) to report
+"applied", next change. Each figure runs from the request to that report: the
+read–modify–write PUT, then polls until the deployment reports the change (every 0.05 s
+for the first second after the PUT, then every 0.2 s). The model does what it does in
+the console beside it: the advisor's checks, and recording the session (to a temporary
+folder here). Live knobs
 (user_config batch settings, max_ongoing_requests) and replica-count changes are
 measured side by side in one run: rounds of a few live changes and one replica change
 (1→2 and 2→1 in turn), live first or replica first alternating every other round. Per
@@ -21,6 +25,7 @@ from __future__ import annotations
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -38,7 +43,10 @@ from backend.cluster.client import ClusterClient  # noqa: E402
 from backend.deploy.deployer import deploy_demo  # noqa: E402
 from backend.load.generator import LoadGenerator, LoadTarget  # noqa: E402
 from backend.cluster.local import LocalCluster  # noqa: E402
+from backend.tuning.knob_state import APPLIED, FAILED  # noqa: E402
+from console.model.console_model import ConsoleModel  # noqa: E402
 from console.model.live_session import Session  # noqa: E402
+from console.settings import Settings  # noqa: E402
 
 
 def wait_for(signal, timeout_s: float):
@@ -53,19 +61,23 @@ def wait_for(signal, timeout_s: float):
     return got[0]
 
 
-def measure(session: Session, app: str, dep: str, path: str, value) -> float:
-    t0 = time.monotonic()
-    # What a slider release does (the knob panel's request carries settled=True)
-    session.tuning.request(app, dep, path, value, immediate=True)
+def measure(model: ConsoleModel, app: str, dep: str, path: str, value) -> float:
     outcome = QEventLoop()
     result = {}
-    session.tuning.applied.connect(lambda *a: (result.setdefault("ok", a), outcome.quit()))
-    session.tuning.failed.connect(lambda *a: (result.setdefault("failed", a), outcome.quit()))
+
+    def reported(state) -> None:
+        if state.key == (app, dep, path) and state.status in (APPLIED, FAILED):
+            result.setdefault(state.status, state.message)
+            outcome.quit()
+
+    model.knobs.reported.connect(reported)
+    t0 = time.monotonic()
+    # What a slider release does (the knob panel's row sends settled=True)
+    model.request_change(app, dep, path, value, settled=True)
     QTimer.singleShot(180_000, outcome.quit)
     outcome.exec()
-    session.tuning.applied.disconnect()
-    session.tuning.failed.disconnect()
-    if "ok" not in result:
+    model.knobs.reported.disconnect(reported)
+    if APPLIED not in result:
         raise RuntimeError(f"change {path}={value} did not apply: {result}")
     return time.monotonic() - t0
 
@@ -78,7 +90,10 @@ def main() -> None:
     print(load_text(load_before))
     cluster = LocalCluster()
     gen = None
+    scratch = tempfile.TemporaryDirectory(prefix="apply_latency_")
+    os.environ["SERVE_CONSOLE_SESSIONS"] = scratch.name  # the recording goes here
     session = Session()
+    model = ConsoleModel(session, load_catalog(), Settings(os.path.join(scratch.name, "s.ini")))
     try:
         t_start = time.monotonic()
         print("starting a local Ray head and deploying the batched demo …", flush=True)
@@ -111,11 +126,11 @@ def main() -> None:
             def live_changes():
                 for _ in range(n_live):
                     path, value = live_plan[len(live) % len(live_plan)]
-                    live.append(measure(session, app, dep, path, value))
+                    live.append(measure(model, app, dep, path, value))
                     round_live.append(live[-1])
 
             def replica_change():
-                t = measure(session, app, dep, "num_replicas", 2 if r % 2 == 0 else 1)
+                t = measure(model, app, dep, "num_replicas", 2 if r % 2 == 0 else 1)
                 replica.append(t)
                 (up if r % 2 == 0 else down).append(t)
 
@@ -179,8 +194,10 @@ def main() -> None:
     finally:
         if gen:
             gen.stop()
+        model.close()
         session.shutdown()
         cluster.stop()
+        scratch.cleanup()
         app_qt.quit()
 
 

@@ -99,6 +99,12 @@ class ConnectionMonitor:
         self.lost_since = None
         self._set(ConnectionState.CONNECTING, message)
 
+    def progress(self, message: str) -> None:
+        """What connecting is doing now (starting a local head, checking Prometheus);
+        said only while connecting (a late one after a cancel changes nothing)."""
+        if self.state == ConnectionState.CONNECTING:
+            self._set(ConnectionState.CONNECTING, message)
+
     def connected(self, session_name: str, message: str) -> None:
         self.session_name = session_name or ""
         self.lost_since = None
@@ -166,8 +172,13 @@ class ConnectionMonitor:
         return self._timed_out_at is not None
 
     @property
-    def awaiting_session_check(self) -> bool:
+    def lost(self) -> bool:
+        """The cluster was connected and does not answer now (lost, or reconnecting)."""
         return self.state in (ConnectionState.LOST, ConnectionState.RECONNECTING)
+
+    @property
+    def awaiting_session_check(self) -> bool:
+        return self.lost
 
     def _lost_text(self, tail: str) -> str:
         since = time.strftime("%H:%M:%S", time.localtime(self.lost_since or time.time()))

@@ -167,7 +167,7 @@ class Session:
         cancel = self.operations.root
 
         def work():
-            cluster.start(progress=gui_calls.relay(self.connecting.emit), cancel=cancel)
+            cluster.start(progress=gui_calls.relay(self._connect_progress), cancel=cancel)
             client = ClusterClient(cluster.dashboard_url, cluster.token)
             # A head that has just started can take seconds to answer its first Serve
             # call on a busy 2-core machine (seen in CI-like runs: > 5 s): a cluster this
@@ -200,7 +200,7 @@ class Session:
             version = client.check()
             if prometheus_url:
                 gui_calls.post(functools.partial(
-                    self.connecting.emit, f"Checking Prometheus at {prometheus_url}…"))
+                    self._connect_progress, f"Checking Prometheus at {prometheus_url}…"))
                 prom = PrometheusSource(prometheus_url, verify=verify)
                 try:
                     prom.check()
@@ -249,6 +249,11 @@ class Session:
         self.connection.connecting(text)
         self.connecting.emit(text)
         return self._connect_generation
+
+    def _connect_progress(self, text: str) -> None:
+        """What connecting is doing now: the connection's message, and `connecting`."""
+        self.connection.progress(text)
+        self.connecting.emit(text)
 
     def _on_connect_error(self, generation: int, error: BaseException) -> None:
         if generation != self._connect_generation:

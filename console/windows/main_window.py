@@ -338,7 +338,8 @@ class MainWindow(QMainWindow):
         the console starts without importing it."""
         if self._sessions is None:
             from console.windows.recordings import SessionsUi
-            self._sessions = SessionsUi(self, self.model.recording)
+            self._sessions = SessionsUi(self.model, self)
+            self._sessions.status.connect(self.statusBar().showMessage)
         return self._sessions
 
     def open_recorded_session(self, path: str, on_opened=None) -> None:

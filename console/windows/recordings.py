@@ -6,36 +6,44 @@ from __future__ import annotations
 
 import os
 
-from PySide6.QtCore import QObject
-from PySide6.QtWidgets import QFileDialog, QMessageBox
+from PySide6.QtCore import QObject, Signal
+from PySide6.QtWidgets import QFileDialog, QMessageBox, QWidget
 
 from backend.recording.library import add_note, delete_session, list_sessions, rename_session
 from backend.recording.reader import open_session
+from console.model.console_model import ConsoleModel
 from console.model.tasks import TaskRunner, user_message
 from console.windows.recording_viewer import SessionViewer
 from widgets.sessions_browser import SessionsBrowser
 
 
 class SessionsUi(QObject):
-    def __init__(self, window, recording) -> None:
-        super().__init__(window)
-        self._window = window
-        self._recording = recording
+    #: A line for the window's status bar: (text, milliseconds shown; 0: until replaced).
+    status = Signal(str, int)
+
+    def __init__(self, model: ConsoleModel, parent: QWidget) -> None:
+        """The recorded sessions of *model* (its recording part: the sessions folder and
+        the file being recorded; its log for what went wrong; whether it may ask a
+        person), the browser and message boxes over *parent*."""
+        super().__init__(parent)
+        self._model = model
+        self._parent = parent
+        self._recording = model.recording
         self._runner = TaskRunner("sessions", max_workers=2)
         self.browser: SessionsBrowser | None = None
         self.viewers: list[SessionViewer] = []
 
     @property
     def _interactive(self) -> bool:
-        return self._window.model.interactive
+        return self._model.interactive
 
     def _say(self, text: str, level: str = "info") -> None:
-        self._window.model.log(text, level)
+        self._model.log(text, level)
 
     # -- browser ---------------------------------------------------------------------------
     def show_browser(self) -> SessionsBrowser:
         if self.browser is None:
-            b = self.browser = SessionsBrowser(self._window)
+            b = self.browser = SessionsBrowser(self._parent)
             b.open_requested.connect(lambda path: self.open(path))
             b.compare_requested.connect(lambda a, p: self.open_two(a, p))
             b.rename_requested.connect(self.rename)
@@ -64,10 +72,10 @@ class SessionsUi(QObject):
     # -- opening ---------------------------------------------------------------------------------
     def open(self, path: str, on_opened=None) -> None:
         """Read *path* on a worker and show it; on_opened(viewer or None)."""
-        self._window.statusBar().showMessage(f"Opening {path}…")
+        self.status.emit(f"Opening {path}…", 0)
 
         def done(data) -> None:
-            self._window.statusBar().showMessage(f"Opened {path}", 5000)
+            self.status.emit(f"Opened {path}", 5000)
             viewer = self._show(data)
             if on_opened:
                 on_opened(viewer)
@@ -77,7 +85,7 @@ class SessionsUi(QObject):
 
     def open_two(self, path_a: str, path_b: str, on_opened=None) -> None:
         """Session A against session B (B's ranges aligned at its start)."""
-        self._window.statusBar().showMessage(f"Opening {path_a} and {path_b}…")
+        self.status.emit(f"Opening {path_a} and {path_b}…", 0)
 
         def done(pair) -> None:
             viewer = self._show(*pair)
@@ -101,10 +109,10 @@ class SessionsUi(QObject):
 
     def _open_failed(self, path: str, error: BaseException, on_opened) -> None:
         text = f"Cannot open the session {path}: {user_message(error)}"
-        self._window.statusBar().showMessage(text, 10_000)
+        self.status.emit(text, 10_000)
         self._say(text, "error")
-        if self._interactive and self._window.isVisible():
-            QMessageBox.warning(self._window, "Open session", text)
+        if self._interactive and self._parent.isVisible():
+            QMessageBox.warning(self._parent, "Open session", text)
         if on_opened:
             on_opened(None)
 
@@ -131,7 +139,7 @@ class SessionsUi(QObject):
         if confirm and self._interactive:
             names = "\n".join(os.path.basename(p) for p in paths)
             answer = QMessageBox.question(
-                self.browser or self._window, "Delete sessions",
+                self.browser or self._parent, "Delete sessions",
                 f"Delete {len(paths)} recorded session(s)? This cannot be undone.\n\n"
                 f"{names}")
             if answer != QMessageBox.StandardButton.Yes:
@@ -150,5 +158,5 @@ class SessionsUi(QObject):
     def _failed(self, what: str, error: BaseException) -> None:
         text = f"Could not {what}: {user_message(error)}"
         self._say(text, "warning")
-        if self._interactive and self._window.isVisible():
-            QMessageBox.warning(self.browser or self._window, "Sessions", text)
+        if self._interactive and self._parent.isVisible():
+            QMessageBox.warning(self.browser or self._parent, "Sessions", text)

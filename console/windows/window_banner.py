@@ -20,12 +20,14 @@ class WindowBanner(QObject):
 
     def __init__(self, banner: ConnectionBanner, model: ConsoleModel,
                  parent: QObject | None = None) -> None:
-        """The banner of *model*'s live session (the connection, the local cluster, the
-        metrics source) and its deploys (a redeploy after a restarted head)."""
+        """The banner of *model*'s connection (lost or reconnecting), its deploys (a
+        redeploy after a restarted head) and what has no model part of its own: the live
+        session's local cluster, metrics source and fresh connections."""
         super().__init__(parent)
         self._links = ModelLinks(self)  # cut when this view goes
-        self.banner, self._session, self._deploys = banner, model.session, model.deploys
-        session = model.session
+        self.banner, self._deploys = banner, model.deploys
+        self._connection = model.connection
+        self._session = session = model.session
         # What the banner offers now besides its text (redeploy: the app names).
         self._redeploy_names: list[str] = []
         self._metrics_problems: list = []  # per-source trouble (SourceProblem)
@@ -39,7 +41,7 @@ class WindowBanner(QObject):
     def metrics_text(self, problem: str) -> tuple[str, str]:
         """The status bar's metrics label: (text, tooltip)."""
         s = self._session
-        if s.client is not None and not s.connection.usable:
+        if self._connection.lost:
             return ("Metrics: paused (cluster not answering)",
                     "The plots keep their history and go on when the cluster answers again")
         problems = self._metrics_problems
@@ -93,7 +95,7 @@ class WindowBanner(QObject):
         s = self._session
         prometheus_down = s.metrics_source == "prometheus" and any(
             p.where.startswith("Prometheus") for p in problems)
-        if prometheus_down and s.connection.usable:
+        if prometheus_down and self._connection.usable:
             p = next(p for p in problems if p.where.startswith("Prometheus"))
             self.banner.show_message(
                 f"{p.where} is not answering ({p.message}). The plots can come from the "

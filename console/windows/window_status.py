@@ -1,6 +1,8 @@
 """The main window's status bar: the connection, the advisor's hint count, the recording,
 where the metrics come from, and the Serve proxy's address — each kept up to date from
-the model and the session."""
+the model's part it shows: the connection's state (console/model/connection.py: its
+message while connecting, connected, lost; the Serve label says when the cluster does not
+answer), the recording, the advisor; the Serve status from the session's polls."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from PySide6.QtCore import QObject, Slot
 from PySide6.QtWidgets import QLabel, QStatusBar
 
 from backend.model import ServeStatus
+from console.model.connection import ConnectionState
 from console.model.console_model import ConsoleModel
 from console.windows.model_links import ModelLinks
 
@@ -23,6 +26,7 @@ class WindowStatus(QObject):
         super().__init__(parent)
         self._links = ModelLinks(self)  # cut when this view goes
         self.model, self._metrics_text = model, metrics_text
+        self._connection = model.connection
         self.connection = QLabel("Not connected")
         self.serve = QLabel("")
         self.metrics = QLabel("")
@@ -34,13 +38,9 @@ class WindowStatus(QObject):
         bar.addWidget(self.connection, 1)
         for label in (self.advisor, self.recording, self.metrics, self.serve):
             bar.addPermanentWidget(label)
-        s = model.session
-        self._links.connect(s.connecting, self.connection.setText)
         self._links.connect(model.connection.state_changed, self._on_connection_state_changed)
-        self._links.connect(s.connect_failed, self._on_session_connect_failed)
-        self._links.connect(s.disconnected, self._on_session_disconnected)
-        self._links.connect(s.status_changed, self._on_session_status_changed)
-        self._links.connect(s.status_failed, self._on_session_status_failed)
+        # The Serve status (no model part of its own): the session's polls.
+        self._links.connect(model.session.status_changed, self._on_session_status_changed)
         self._links.connect(model.recording.started, self._on_recording_started)
         self._links.connect(model.recording.stopped, self._on_recording_stopped)
         self._links.connect(model.recording.failed, self._on_recording_failed)
@@ -49,12 +49,14 @@ class WindowStatus(QObject):
     # Slots, not lambdas: the session and the model outlive this object, and a lambda
     # connected to their signals would keep it (and through it the window) alive.
     @Slot(object, str)
-    def _on_connection_state_changed(self, _state, text: str) -> None:
+    def _on_connection_state_changed(self, state: ConnectionState, text: str) -> None:
+        """The connection's message (while connecting, what it is doing; closed: "Not
+        connected"); lost: the Serve label says so, with why in its tooltip."""
         self.connection.setText(text)
-
-    @Slot(str)
-    def _on_session_connect_failed(self, _message: str) -> None:
-        self.not_connected()
+        if state == ConnectionState.CLOSED:
+            self.serve.setText("")
+        elif state in (ConnectionState.LOST, ConnectionState.RECONNECTING):
+            self._set(self.serve, "Cluster not answering", self._connection.last_error)
 
     @Slot(str)
     def _on_recording_stopped(self, _path: str) -> None:
@@ -71,19 +73,10 @@ class WindowStatus(QObject):
     def show_metrics(self, problem: str) -> None:
         self._set(self.metrics, *self._metrics_text(problem))
 
-    @Slot()
-    def _on_session_disconnected(self) -> None:
-        self.not_connected()
-        self.serve.setText("")
-
     @Slot(object)
     def _on_session_status_changed(self, _status: ServeStatus) -> None:
         base = self.model.load.serve_http_base()
         self.serve.setText(f"Serve HTTP: {base}" if base else "Serve not running")
-
-    @Slot(str)
-    def _on_session_status_failed(self, message: str) -> None:
-        self._set(self.serve, "Cluster not answering", message)
 
     @Slot(str)
     def _on_recording_started(self, path: str) -> None:

@@ -3,6 +3,8 @@ second and a second finishes once."""
 
 from __future__ import annotations
 
+import pyqtgraph as pg
+
 from backend.load.load_model import SecondStats
 from widgets.plots.client_plots import ClientPlots
 
@@ -133,3 +135,66 @@ def test_openai_streaming_load_adds_a_row_of_ttft_itl_and_tokens_and_clear_takes
     assert "ttft" not in plots._plots and "ttft_p50" not in plots._curves
     assert len(plots._drawn_plots()) == 4
     assert plots.plot("errors").getAxis("bottom").label.isVisible()
+
+
+def test_the_plots_are_drawn_on_the_plot_stacks_schedule_a_plot_a_turn(qtbot, monkeypatch):
+    """One base, one draw schedule: after the rate plot, each plot is drawn in its turn of
+    the base's (PlotStack's) step, not by a timer of the client plots' own."""
+    from PySide6.QtWidgets import QApplication
+
+    from widgets.plots.plot_stack import PlotStack
+
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    assert isinstance(plots, PlotStack)
+    turns: list[pg.PlotItem] = []
+    step = PlotStack._step
+    monkeypatch.setattr(PlotStack, "_step", lambda self, p: (turns.append(p), step(self, p)))
+    plots.set_history([stream_second(t) for t in range(3)])
+    for _turn in range(10):
+        QApplication.processEvents()
+    named = {id(p): n for n, p in plots._plots.items()}
+    assert [named[id(p)] for p in turns] == ["latency", "errors", "in_flight", "ttft",
+                                             "tokens"]
+    assert _points(plots, "tokens") == [3, 3]  # drawn in those turns, none left waiting
+
+
+def test_a_runs_seconds_show_at_their_time_since_the_start_open_and_closed_loop(qtbot):
+    from backend.load.load_model import CLOSED, LoadStats
+
+    plots = ClientPlots()
+    qtbot.addWidget(plots)
+    failing = SecondStats(t=1.0, level=60.0, offered=60, completed=45, ok=40,
+                          errors=(("timeout", 5),), in_flight=9, p50_ms=None, p90_ms=None,
+                          p99_ms=None, p999_ms=None)
+    plots.set_history([second(0), failing, second(2)])
+    data = {name: (plots.curve(name).xData, plots.curve(name).yData) for name in (
+        "target", "offered", "achieved", "p99.9", "in_flight", "errors:timeout")}
+    assert {n: list(x) for n, (x, _) in data.items() if n != "p99.9"} == {
+        n: [0.0, 1.0, 2.0] for n in data if n != "p99.9"}
+    assert list(data["p99.9"][0]) == [0.0, 2.0]  # a second without a response: no latency
+    assert list(data["target"][1]) == [50.0, 60.0, 50.0]
+    assert list(data["offered"][1]) == [50, 60, 50]
+    assert list(data["achieved"][1]) == [50, 45, 50]
+    assert list(data["p99.9"][1]) == [25.0, 25.0]
+    assert list(data["in_flight"][1]) == [1, 9, 1]
+    assert list(data["errors:timeout"][1]) == [0, 5, 0]
+    # Closed loop: the level is a user count, not drawn on the requests/s plot.
+    plots.set_stats(LoadStats(running=True, target_rps=50.0, sent=100, ok=100, errors=0,
+                              in_flight=1, achieved_rps=50.0, p50_ms=10.0, p99_ms=20.0,
+                              last_error=None, mode=CLOSED,
+                              history=(second(0), second(1))))
+    x = plots.curve("target").xData
+    assert x is None or len(x) == 0
+    assert list(plots.curve("achieved").xData) == [0.0, 1.0]
+
+
+def test_the_client_plots_and_the_live_plots_read_sources_of_one_kind():
+    from backend.load.run_series import RUN, RunSeries
+    from backend.metrics.series import SeriesStore
+    from widgets.plots.plot_stack import PlotSource
+
+    run = RunSeries([second(0), second(1)])
+    assert isinstance(run, PlotSource) and isinstance(SeriesStore(), PlotSource)
+    assert run.last_time(RUN, "achieved") == 1.0 and run.keys() == [RUN]
+    assert [list(a) for a in run.snapshot(RUN, "p50", since=1.0)] == [[1.0], [10.0]]

@@ -7,27 +7,30 @@ code, timeout, connect error; a curve appears when a kind first occurs), request
 OpenAI-streaming load adds a row once its first second comes: time to first token and
 inter-token latency (p50, p99: milliseconds where a whole stream's latency is seconds, so
 not on the latency plot's scale) and output tokens/s (with input tokens/s).
-Curves are created once and fed with `setData` (pyqtgraph's scrollingPlots pattern), a
-plot at a time: a new second draws the rate plot at once and each other plot in a turn
-of the event loop of its own, as the plot stacks do (widgets/plots/plot_stack.py): the four
-plots' data and repaint were one block of the GUI thread once a second. Tests read the
-curves back with `curve(name).getData()`, which draws whatever still waits first.
+The stack is a `PlotStack` (widgets/plots/plot_stack.py) whose source is the run's
+seconds (backend/load/run_series.py) rather than a store of wall-clock samples: its x
+range is the data's own (no window before now, no markers, no pause button). Curves are
+created once and fed with `setData` (pyqtgraph's scrollingPlots pattern) on the base's
+schedule, a plot at a time: a new second draws the rate plot at once and each other plot
+in a turn of the event loop of its own: the plots' data and repaint were one block of
+the GUI thread once a second. Tests read the curves back with `curve(name).getData()`,
+which draws whatever still waits first.
 Right-click a plot to copy or save it (PNG, SVG, CSV of the range shown:
 widgets/plots/plot_menu.py).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Sequence
 
 import pyqtgraph as pg
-from PySide6.QtCore import QTimer
+from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QVBoxLayout, QWidget
 
 from backend.load.load_model import CLOSED, LoadStats, SecondStats
+from backend.load.run_series import ERRORS, RUN, RunSeries
 from widgets.plots import plot_style
-from widgets.plots.plot_menu import PlotMenu
+from widgets.plots.plot_stack import PlotStack
 from widgets.plots.steady_range import SteadyViewBox
 from widgets.plots.whole_axis import WholeNumberAxis
 
@@ -39,26 +42,28 @@ MIN_SPAN_S = 60.0
 
 # The server-side plots' palette (widgets/plots/live_plots.py), on the same dark background.
 _ERROR_COLORS = ["#ef5350", "#ffb74d", "#ba68c8", "#f06292", "#90a4ae", "#ffd54f"]
+# The OpenAI-streaming row's plots and curves (made when a run first has them).
+_STREAM_PLOTS = ("ttft", "tokens")
 
 
-class ClientPlots(QWidget):
+class ClientPlots(PlotStack):
+    _FOLLOWS = False  # x: the run's seconds, autoranged (steady_range.py), never a window
+    _MARKERS = False
+
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._layout_widget = pg.GraphicsLayoutWidget()
+        self.set_smooth_scroll(False)  # a plot at a time (the module docstring)
+        self.set_window(None)  # the whole run
+        self._layout_widget = self._new_graphics()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self._layout_widget)
         self._curves: dict[str, pg.PlotDataItem] = {}
         self._plots: dict[str, pg.PlotItem] = {}
+        self._curve_plot: dict[str, str] = {}  # curve name -> the name of its plot
         self._titles: dict[str, str] = {}
         # Legends do not fit plots this short: each title names its curves in their colors.
         self._keys: dict[str, list[tuple[str, str]]] = {}
-        # The plots still to draw, a turn of the event loop each (the module docstring).
-        self._steps: list[Callable[[], None]] = []
-        self._step_timer = QTimer(self)
-        self._step_timer.setSingleShot(True)
-        self._step_timer.setInterval(0)
-        self._step_timer.timeout.connect(self._on_step_timer_timeout)
         # What set_history drew last: (seconds, first, last, closed loop).
         self._shown: tuple | None = None
 
@@ -82,7 +87,6 @@ class ClientPlots(QWidget):
         for plot in self._plots.values():
             # Seconds stay seconds: an empty plot's 0–1 range read "(x0.001)" over 0–1000.
             plot.getAxis("bottom").enableAutoSIPrefix(False)
-        PlotMenu(self._layout_widget, self._drawn_plots, self._plot_name)
 
     def _plot(self, name: str, title: str, row: int, col: int,
               whole: bool = False) -> pg.PlotItem:
@@ -107,8 +111,6 @@ class ClientPlots(QWidget):
              label: str | None = None) -> pg.PlotDataItem:
         pen = pg.mkPen(color, width=1.5)
         if style == "dash":
-            from PySide6.QtCore import Qt
-
             # 1 px: a wider dashed line goes through Qt's stroker, 20-500x slower to
             # paint (widgets/plots/plot_stack.PlotStack._add_curve).
             pen = pg.mkPen(color, width=1, style=Qt.PenStyle.DashLine)
@@ -116,6 +118,7 @@ class ClientPlots(QWidget):
         curve = plot.plot([], [], pen=pen, antialias=False, name=label or name)
         self._curves[name] = curve
         plot_name = next(k for k, v in self._plots.items() if v is plot)
+        self._curve_plot[name] = plot_name
         self._keys.setdefault(plot_name, []).append(
             (label or name, color if style == "solid" else f"{color}; font-style:italic"))
         keys = " · ".join(f"<span style='color:{c}'>{_esc(t)}</span>"
@@ -139,64 +142,44 @@ class ClientPlots(QWidget):
         if shown == self._shown:
             return
         self._shown = shown
-        self.flush()
-        history = list(history)
-        t = [s.t for s in history]
-        self._steps = [lambda: self._draw_rate(history, t, closed_loop),
-                       lambda: self._draw_latency(history),
-                       lambda: self._draw_errors(history, t),
-                       lambda: self._curves["in_flight"].setData(
-                           t, [s.in_flight for s in history])]
-        if "tokens" in self._plots or any(
-                s.ttft_p50_ms is not None or s.tokens_out for s in history):
-            self._steps.append(lambda: self._draw_stream(history, t))
-        self._steps.pop(0)()
-        self._step_timer.start()
+        self.flush()  # the seconds before, in the plots still waiting for their turn
+        self.set_store(RunSeries(history, closed_loop))
 
     def flush(self) -> None:
         """Draw now whatever plot still waits for its turn."""
-        self._step_timer.stop()
-        steps, self._steps = self._steps, []
-        for step in steps:
-            step()
+        self._finish_steps()
 
-    def _on_step_timer_timeout(self) -> None:
-        if self._steps:
-            self._steps.pop(0)()
-        if self._steps:
-            self._step_timer.start()
+    # ----------------------------------------------------------------- the stack's part
 
-    def _draw_rate(self, history: list[SecondStats], t: list[float],
-                   closed_loop: bool) -> None:
-        if closed_loop:
-            self._curves["target"].setData([], [])
-        else:
-            self._curves["target"].setData(t, [s.level for s in history])
-        self._curves["offered"].setData(t, [s.offered for s in history])
-        self._curves["achieved"].setData(t, [s.completed for s in history])
+    def _stack_plots(self) -> list[pg.PlotItem]:
+        return list(self._plots.values())
 
-    def _draw_latency(self, history: list[SecondStats]) -> None:
-        for name, attr in (("p50", "p50_ms"), ("p90", "p90_ms"), ("p99", "p99_ms"),
-                           ("p99.9", "p999_ms")):
-            xs, ys = [], []
-            for s in history:
-                v = getattr(s, attr)
-                if v is not None:  # a second with no successful response has no latency
-                    xs.append(s.t)
-                    ys.append(v)
-            self._curves[name].setData(xs, ys)
+    def _can_draw(self) -> bool:
+        return self._store is not None
 
-    def _draw_errors(self, history: list[SecondStats], t: list[float]) -> None:
-        kinds = sorted({k for s in history for k, _ in s.errors})
-        for k in kinds:
-            if f"errors:{k}" not in self._curves:
-                color = _ERROR_COLORS[len([c for c in self._curves if c.startswith("errors:")])
-                                      % len(_ERROR_COLORS)]
-                self._add(f"errors:{k}", self._plots["errors"], color, label=k)
-        for name, curve in self._curves.items():
-            if name.startswith("errors:"):
-                kind = name[len("errors:"):]
-                curve.setData(t, [dict(s.errors).get(kind, 0) for s in history])
+    def _update_ages(self, now: float) -> None:
+        """No ages: a run's seconds are drawn as they finish."""
+
+    def _draw(self, since: float | None, only: pg.PlotItem | None = None) -> None:
+        source = self._store
+        assert source is not None
+        names = source.names(RUN)
+        if only is None or only is self._plots["rate"]:
+            # The plots this run needs: the streaming row, made before the others' turns.
+            if "tokens" not in self._plots and "tokens_out" in names:
+                self._add_stream_plots()
+        for name, plot in self._plots.items():
+            if only is not None and plot is not only:
+                continue
+            if name == "errors":  # a curve for each kind of error, once it occurs
+                for series in names:
+                    if series.startswith(ERRORS) and series not in self._curves:
+                        errors = sum(c.startswith(ERRORS) for c in self._curves)
+                        self._add(series, plot, _ERROR_COLORS[errors % len(_ERROR_COLORS)],
+                                  label=series[len(ERRORS):])
+            for series, curve in self._curves.items():
+                if self._curve_plot[series] == name:
+                    curve.setData(*source.snapshot(RUN, series, since))
 
     def _add_stream_plots(self) -> None:
         """The OpenAI-streaming row (the module docstring), made when first needed."""
@@ -209,38 +192,27 @@ class ClientPlots(QWidget):
         rate = self._plot("tokens", "client tokens/s", row=2, col=1)
         self._add("tokens_out", rate, "#ffca28", label="output")
         self._add("tokens_in", rate, "#90a4ae", label="input")
-        for name in ("ttft", "tokens"):
+        for name in _STREAM_PLOTS:
             self._plots[name].setXLink(self._plots["rate"])
             self._plots[name].setLabel("bottom", "s since start")
             self._plots[name].getAxis("bottom").enableAutoSIPrefix(False)
         for name in ("errors", "in_flight"):  # the label goes under the new bottom row
             self._plots[name].getAxis("bottom").showLabel(False)
 
-    def _draw_stream(self, history: list[SecondStats], t: list[float]) -> None:
-        if "tokens" not in self._plots:
-            self._add_stream_plots()
-        for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99"):
-            attr = f"{name}_ms"
-            xs = [s.t for s in history if getattr(s, attr) is not None]
-            self._curves[name].setData(xs, [getattr(s, attr) for s in history
-                                            if getattr(s, attr) is not None])
-        self._curves["tokens_out"].setData(t, [s.tokens_out for s in history])
-        self._curves["tokens_in"].setData(t, [s.tokens_in for s in history])
-
     def clear(self) -> None:
-        self._step_timer.stop()
-        self._steps = []
+        self.set_store(None)  # what waits for its turn is dropped
         self._shown = None
-        for name in [n for n in self._curves if n.startswith("errors:")]:
+        for name in [n for n in self._curves if n.startswith(ERRORS)]:
             self._plots["errors"].removeItem(self._curves.pop(name))
-        for name in ("ttft", "tokens"):  # the next run may be plain HTTP load
+        for name in _STREAM_PLOTS:  # the next run may be plain HTTP load
             plot = self._plots.pop(name, None)
             if plot is not None:
                 self._keys.pop(name, None)
                 self._titles.pop(name, None)
                 self._layout_widget.removeItem(plot)
-        for name in ("ttft_p50", "ttft_p99", "itl_p50", "itl_p99", "tokens_out", "tokens_in"):
+        for name in [n for n, p in self._curve_plot.items() if p not in self._plots]:
             self._curves.pop(name, None)
+        self._curve_plot = {n: p for n, p in self._curve_plot.items() if n in self._curves}
         for name in ("errors", "in_flight"):
             self._plots[name].getAxis("bottom").showLabel(True)
         self._keys.pop("errors", None)
@@ -265,11 +237,6 @@ class ClientPlots(QWidget):
         OpenAI-streaming load), with what waits drawn first."""
         self.flush()
         return self._plots[name]
-
-    def _drawn_plots(self) -> list[pg.PlotItem]:
-        """The plots, with what waits drawn first (what the right-click menu saves)."""
-        self.flush()
-        return list(self._plots.values())
 
 
 def _esc(text: str) -> str:

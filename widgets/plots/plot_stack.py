@@ -31,8 +31,11 @@ the GPU view), written once so a fix lands in all three:
   and is now several small ones, done a few milliseconds later.
 
 A stack names its plots (`_stack_plots`) and what each shows (`_plot_name`, for file
-names), draws its curves from the store since a time (`_draw`, all of them or one
+names), draws its curves from its source since a time (`_draw`, all of them or one
 plot's), writes its ages (`_update_ages`); the base decides when and over what range.
+The source is a `PlotSource`: the live stacks' is a `SeriesStore` (wall-clock times),
+the client plots' a load run's seconds (backend/load/run_series.py: seconds since the
+run started, their x range the data's own rather than a window before now, no markers).
 """
 
 from __future__ import annotations
@@ -40,14 +43,15 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Hashable
+from typing import Protocol, runtime_checkable
 
+import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QSignalBlocker, Qt, QTimer, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QComboBox, QFrame, QScrollArea, QSizePolicy,
                                QToolButton, QWidget)
 
-from backend.metrics.series import SeriesStore
 from widgets.plots.curve_gaps import connections
 from widgets.plots.marker_labels import MarkerLabels
 from widgets.plots.marker_lines import MarkerLines
@@ -76,6 +80,22 @@ LARGE_CURVE = 2000
 MARKER_HEADROOM = 0.3
 
 
+@runtime_checkable
+class PlotSource(Protocol):
+    """What a stack draws from: series by (key, name), each (times, values) in time
+    order. `SeriesStore` (backend/metrics/series.py) and `RunSeries` (backend/load/
+    run_series.py) are both one."""
+
+    def keys(self) -> list: ...
+
+    def names(self, key: tuple) -> list[str]: ...
+
+    def snapshot(self, key, name: str,
+                 since: float | None = None) -> tuple[np.ndarray, np.ndarray]: ...
+
+    def last_time(self, key, name: str) -> float | None: ...
+
+
 class PlotStack(QWidget):
     """Base of a stack of linked time plots; see the module docstring."""
 
@@ -85,10 +105,15 @@ class PlotStack(QWidget):
     #: Whether the mouse zooms y while paused (and resuming autoranges y again); False
     #: where the stack sets its y ranges itself (the GPU view: percent, memory in GiB).
     _ZOOM_Y = True
+    #: Whether following sets the x range (the window before now); False where the
+    #: plots autorange x over their data (the client plots: a run's seconds).
+    _FOLLOWS = True
+    #: Whether the stack has markers (and the Markers list, Ctrl+Shift+M).
+    _MARKERS = True
 
     def __init__(self, parent: QWidget | None = None) -> None:
         super().__init__(parent)
-        self._store: SeriesStore | None = None
+        self._store: PlotSource | None = None
         self._window: float | None = DEFAULT_WINDOW_S
         self._window_combo: QComboBox | None = None
         self._paused = False
@@ -130,7 +155,8 @@ class PlotStack(QWidget):
             "Markers (Ctrl+Shift+M): every config change, scaling decision and note on "
             "these plots, with its time and full text; double-click one to show it.")
         self._markers_action.triggered.connect(self._on_markers_action_triggered)
-        self.addAction(self._markers_action)
+        if self._MARKERS:
+            self.addAction(self._markers_action)
 
     # -- what a stack provides ---------------------------------------------------------
     def _stack_plots(self) -> list[pg.PlotItem]:
@@ -162,8 +188,8 @@ class PlotStack(QWidget):
         return plots[0] if plots else None
 
     # -- store, redraw -----------------------------------------------------------------
-    def set_store(self, store: SeriesStore | None) -> None:
-        """The store the plots read from on each refresh."""
+    def set_store(self, store: PlotSource | None) -> None:
+        """The store (or other source) the plots read from on each refresh."""
         self._store = store
         self._show_changed()
 
@@ -217,7 +243,8 @@ class PlotStack(QWidget):
         self._draw(since, lead)
         rest = [p for p in self._stack_plots() if p is not lead]
         # Nine ticks in ten the range stays: the plots below keep their links.
-        self._steps_move = tuple(lead.viewRange()[0]) != self._follow_range(view_now)
+        self._steps_move = (self._FOLLOWS
+                            and tuple(lead.viewRange()[0]) != self._follow_range(view_now))
         if self._steps_move:
             for plot in rest:
                 plot.getViewBox().blockLink(True)
@@ -307,7 +334,7 @@ class PlotStack(QWidget):
         """Show the window before *now* (with no window, "All": from the first sample
         drawn) on the plot the others are x-linked to."""
         plot = self._follow_plot()
-        if plot is None:
+        if plot is None or not self._FOLLOWS:
             return
         plot.setXRange(*self._follow_range(now), padding=0)
 
@@ -374,7 +401,8 @@ class PlotStack(QWidget):
         the plots' right-click menu."""
         graphics = pg.GraphicsLayoutWidget()
         graphics.setBackground(plot_style.BACKGROUND)  # the theme's now
-        PlotMenu(graphics, self._drawn_plots, self._plot_name, (self._markers_action,))
+        PlotMenu(graphics, self._drawn_plots, self._plot_name,
+                 (self._markers_action,) if self._MARKERS else ())
         return graphics
 
     def _drawn_plots(self) -> list[pg.PlotItem]:
