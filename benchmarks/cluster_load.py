@@ -28,12 +28,17 @@ and the three rotate):
     this machine's 2 cores with the server (and the worker with Ray's daemons and its
     driver's polls): a ratio on a bigger machine would say more about the worker itself;
   * start and stop (2 workers at --rate): start_s = time from `start()` to the first
-    request at the server (a cold start: the driver process, its room check, Ray Client's
-    connection, placing the actors, each of which starts the moment it is up, on a second
-    grid common to all); start_prepared_s the same with the driver the console connects
-    in advance while load from the cluster is chosen (backend/load/driver_spare.py: its
-    room check, then placing),
-    cold and prepared runs by turns, each with an idle spare waiting; with it, when the
+    request at the server, started as the console starts it: the console connects a
+    driver from the moment load from the cluster is chosen (backend/load/driver_spare.py)
+    and it prepares the start while it waits (driver_warm.py: the workers' class
+    uploaded, worker processes waiting on the nodes), so the start is its room check and
+    the placing of the actors, each of which starts the moment it is up, on a second grid
+    common to all. Each start has a driver of its own, fresh (nothing is kept from an
+    earlier run). start_prepared_s is the same figure (its older name).
+    start_unprepared_s: the same with no driver waiting (the user starts within seconds of
+    choosing load from the cluster): the driver process, `import ray`, Ray Client's
+    connect, its room check, the placing. Unprepared and prepared runs by turns, each
+    with an idle spare waiting; with it, when the
     console first sees `sent > 0`, and the driver's own timing of its connect and its
     placing (said in its "load from the cluster" event). stop_s = time from `stop()`
     being called to the last request the server saw (0 when none came after it); with
@@ -48,9 +53,9 @@ and the three rotate):
   * where a cold start's time goes: the driver's own steps (room check, `import ray`,
     Ray Client connect, placing 2 workers) timed in a child process (diagnostic).
 
-Bars (issue 25 item 6): merged p50 and p99 within 5 % of the single generator's
-(median over the pairs), capacity ratio ≥ 0.9 (median), start and stop each ≤ 1 s
-(median), after a SIGKILL no request later than 10 s and no worker actor left (every
+Bars (issue 25 item 6, issue 61): merged p50 and p99 within 5 % of the single
+generator's (median over the pairs), capacity ratio ≥ 0.9 (median), start ≤ 1.5 s and
+stop ≤ 1 s (median), after a SIGKILL no request later than 10 s and no worker actor left (every
 trial). Each headline is a median with its min–max. A start that fails (Ray Client's
 server on the head sometimes fails to start) is counted (start_failures, with its text)
 and that trial run again. Everything it started is stopped at the end, on failure and
@@ -91,7 +96,8 @@ from tests.support.worker_node import alive_nodes, join_worker_node, kill_worker
 
 PCT_BAR = 0.05
 CAPACITY_BAR = 0.9
-START_BAR_S = STOP_BAR_S = 1.0
+START_BAR_S = 1.5  # issue 61
+STOP_BAR_S = 1.0
 QUIET_BAR_S = 10.0
 SLEEP_ROUTE = "/sleep/10"
 SIGKILL_RATE = 60.0
@@ -355,6 +361,18 @@ _PHASES = textwrap.dedent("""
     d.place_and_start(ray, cluster, f"probe-{os.getpid()}", idle, {}, LoadModel(rate=0), None)
     t["place_and_start_2_workers"] = time.time() - t0
     d.kill(ray)
+    time.sleep(2.0)  # the killed workers gone
+    # What a spare does while it waits (driver_warm.py), then the same placing after it.
+    from backend.load.driver_warm import warm
+    t0 = time.time(); w = warm(ray, cluster, lambda: False); t["prepare_in_advance"] = time.time() - t0
+    if not w.nodes:
+        print(f"nothing prepared: {w.why}", file=sys.stderr)
+    d = Driver(None, Said(), os.getppid())
+    t0 = time.time()
+    d.place_and_start(ray, cluster, f"probe2-{os.getpid()}", idle, {}, LoadModel(rate=0), None,
+                      workers_raise_priority=w.raise_priority, actor=w.actor)
+    t["place_and_start_2_workers_prepared"] = time.time() - t0
+    d.kill(ray)
     ray.shutdown()
     print(json.dumps(t), flush=True)
     os._exit(0)
@@ -372,7 +390,7 @@ def start_phases(cluster, access: ClusterAccess) -> dict:
     if out.returncode != 0:
         raise StartFailed(f"the start probe failed: {out.stderr[-400:]}")
     phases = json.loads(out.stdout.strip().splitlines()[-1])
-    phases["interpreter_kill_shutdown"] = total - sum(phases.values())  # the rest
+    phases["interpreter_kill_shutdown"] = total - sum(phases.values()) - 2.0  # the rest
     wait_no_workers(cluster)
     return phases
 
@@ -521,8 +539,8 @@ def main() -> int:
     aa_p50, aa_p99 = Spread.of(rel("p50", aa_pairs)), Spread.of(rel("p99", aa_pairs))
     ratios = [w / loc for w, loc in zip(cap_worker, cap_local)]
     ratio = Spread.of(ratios)
-    start = Spread.of([m["server"] for m in starts])
-    start_prepared = Spread.of([m["server"] for m in prepared])
+    start = Spread.of([m["server"] for m in prepared])  # as the console starts it
+    unprepared = Spread.of([m["server"] for m in starts])
     start_prepared_console = Spread.of([m["console"] for m in prepared])
     start_console = Spread.of([m["console"] for m in starts])
     start_connecting = Spread.of([m["connecting"] for m in starts if "connecting" in m])
@@ -538,9 +556,10 @@ def main() -> int:
 
     bars = {
         "merged_percentiles_within_5pct": p50_err.median <= PCT_BAR and p99_err.median <= PCT_BAR,
+        # issue 61: the merged p99's error at most 5 points above the control's
+        "p99_within_5_points_of_control": p99_err.median - aa_p99.median <= PCT_BAR,
         "capacity_ratio_at_least_0_9": ratio.median >= CAPACITY_BAR,
-        "start_within_1s": start.median <= START_BAR_S,
-        "prepared_start_within_1s": start_prepared.median <= START_BAR_S,
+        "start_within_1_5s": start.median <= START_BAR_S,
         "stop_within_1s": stop_after.median <= STOP_BAR_S,
         "sigkill_quiet_within_10s": max(quiet.maximum, group["quiet_s"]) <= QUIET_BAR_S,
         "no_actor_left": actors_left == 0,
@@ -567,14 +586,14 @@ def main() -> int:
           f"{Spread.of(cap_local).text('{:,.0f}', ' req/s')})  bar ≥ 0.9: "
           f"{ok(bars['capacity_ratio_at_least_0_9'])}")
     print(f"  start              {start.text('{:.2f}', ' s')} to the first request at the "
-          f"server  bar ≤ 1 s: {ok(bars['start_within_1s'])}")
-    print(f"                     (driver says connecting {start_connecting.median:.2f} s, "
-          f"workers placed {start_placed.median:.2f} s, console sees sent > 0 "
-          f"{start_console.median:.2f} s; the very first start {first['start']['server']:.2f} s)")
-    print(f"  start, prepared    {start_prepared.text('{:.2f}', ' s')} to the first request "
-          f"with the driver connected in advance (console sees sent > 0 "
-          f"{start_prepared_console.median:.2f} s)  bar ≤ 1 s: "
-          f"{ok(bars['prepared_start_within_1s'])}")
+          f"server, as the console starts it (its driver connected and prepared from the "
+          f"choice of load from the cluster; console sees sent > 0 "
+          f"{start_prepared_console.median:.2f} s)  bar ≤ 1.5 s: "
+          f"{ok(bars['start_within_1_5s'])}")
+    print(f"  start, unprepared  {unprepared.text('{:.2f}', ' s')} with no driver waiting "
+          f"(driver says connecting {start_connecting.median:.2f} s, workers placed "
+          f"{start_placed.median:.2f} s, console sees sent > 0 {start_console.median:.2f} s; "
+          f"the very first start {first['start']['server']:.2f} s)")
     if said_connect:
         print(f"                     (the driver says: Ray Client connected in "
               f"{said_connect.text('{:.1f}', ' s')}, 2 workers placed and started in "
@@ -605,6 +624,7 @@ def main() -> int:
         "local_vs_local_p50_error": round(aa_p50.median, 4),
         "local_vs_local_p99_error": round(aa_p99.median, 4),
         "local_vs_local_p99_error_spread": aa_p99.json(4),
+        "merged_p99_error_above_control": round(p99_err.median - aa_p99.median, 4),
         "local_again_runs": [again for _, again in aa_pairs],
         "capacity_ratio": round(ratio.median, 3),
         "capacity_ratio_spread": ratio.json(3),
@@ -612,12 +632,14 @@ def main() -> int:
         "capacity_local_rps": [round(x, 1) for x in cap_local],
         "start_s": round(start.median, 3),
         "start_s_spread": start.json(3),
-        "start_console_sees_s": round(start_console.median, 3),
-        "start_prepared_s": round(start_prepared.median, 3),
-        "start_prepared_s_spread": start_prepared.json(3),
+        "start_prepared_s": round(start.median, 3),
+        "start_prepared_s_spread": start.json(3),
         "start_prepared_console_sees_s": round(start_prepared_console.median, 3),
         "start_prepared_runs": [{k: round(v, 3) for k, v in m.items()} for m in prepared],
-        "start_runs": [{k: round(v, 3) for k, v in m.items()} for m in starts],
+        "start_unprepared_s": round(unprepared.median, 3),
+        "start_unprepared_s_spread": unprepared.json(3),
+        "start_unprepared_console_sees_s": round(start_console.median, 3),
+        "start_unprepared_runs": [{k: round(v, 3) for k, v in m.items()} for m in starts],
         "first_start_s": round(first["start"]["server"], 3),
         "start_steps_s": {k: round(v, 3) for k, v in phase_med.items()},
         "start_ray_client_connect_s": said_connect.json(2) if said_connect else None,

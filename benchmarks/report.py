@@ -213,9 +213,12 @@ def _cluster_load(r):
             f"p99 {pct_spread(r.get('merged_p99_error_spread') or r.get('merged_p99_error'), 1, True)} off "
             f"(control, local vs local again: p99 {pct(r.get('local_vs_local_p99_error'))}); "
             f"capacity {spread(r.get('capacity_ratio_spread') or r.get('capacity_ratio'), '{:.2f}', '×', True)}; "
-            f"start prepared {spread(r.get('start_prepared_s_spread') or r.get('start_prepared_s'), '{:.2f}', ' s', True)}, "
-            f"cold {spread(r.get('start_s_spread') or r.get('start_s'), '{:.2f}', ' s', True)}; "
-            f"stop {num(r.get('stop_s'), '{:.3f}')} s; "
+            + (f"start {spread(r.get('start_s_spread'), '{:.2f}', ' s', True)} (driver prepared "
+               f"from the choice; none waiting {spread(r.get('start_unprepared_s_spread'), '{:.2f}', ' s', True)}); "
+               if 'start_unprepared_s' in r else
+               f"start prepared {spread(r.get('start_prepared_s_spread') or r.get('start_prepared_s'), '{:.2f}', ' s', True)}, "
+               f"cold {spread(r.get('start_s_spread') or r.get('start_s'), '{:.2f}', ' s', True)}; ")
+            + f"stop {num(r.get('stop_s'), '{:.3f}')} s; "
             f"after SIGKILL {num(r.get('sigkill_quiet_s'), '{:.2f}')} s, "
             f"{r.get('actors_left', '?')} actors left")
 
@@ -348,13 +351,13 @@ BENCHMARKS: dict[str, Bench] = {
     "loadgen_capacity": Bench("the built-in load generator vs wrk", _loadgen),
     "cluster_load": Bench(
         "load from 2 Ray actor workers vs the console's own generator", _cluster_load,
-        "p50, p99 within 5 %; capacity ≥ 0.9; start ≤ 1 s (cold ≤ 1.5 s); stop ≤ 1 s; "
+        "p50, p99 within 5 %; capacity ≥ 0.9; start ≤ 1.5 s (≤ 1 s prepared); stop ≤ 1 s; "
         "after SIGKILL ≤ 10 s, 0 actors",
         [("p50 within 5 %", lambda r: le(r.get("merged_p50_error"), 0.05)),
          ("p99 within 5 %", lambda r: le(r.get("merged_p99_error"), 0.05)),
          ("capacity ≥ 0.9", lambda r: ge(r.get("capacity_ratio"), 0.9)),
          ("start ≤ 1 s", lambda r: le(r.get("start_prepared_s"), 1.0)),
-         ("cold start ≤ 1.5 s", lambda r: le(r.get("start_s"), 1.5)),
+         ("start ≤ 1.5 s", lambda r: le(r.get("start_s"), 1.5)),
          ("stop ≤ 1 s", lambda r: le(r.get("stop_s"), 1.0)),
          ("after SIGKILL ≤ 10 s", lambda r: le(r.get("sigkill_quiet_s"), 10.0)),
          ("0 actors left", lambda r: None if r.get("actors_left") is None

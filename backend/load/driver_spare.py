@@ -9,14 +9,17 @@ connected, waiting for its run: `take()` hands it to the next `ClusterLoadGenera
 sends it the run's "init" as it would to a fresh one, and a new spare is prepared once that
 run has stopped.
 
-What a spare holds on the cluster: a Ray Client connection (a job), no actor and no load.
-Workers are placed only when a run starts and removed when it stops, as before. A spare
+What a spare holds on the cluster: a Ray Client connection (a job) and Ray's idle worker
+processes of that job on the nodes the run may use (backend/load/driver_warm.py); no
+actor, no CPU and no load. Workers are placed only when a run starts and removed when it
+stops, as before. A spare
 ends with the console like any driver (its control pipe closes, or its parent is gone:
 checked every 0.5 s), and `close()` ends it when the user goes back to load from this
 machine or the console disconnects.
 
 The wire, before the run's own (ray_driver's docstring): console → spare ("connect",
-access); spare → console ("event", level, text) once connected or failed, read by the
+access, cluster), then ("warm", cluster) when the user chooses other workers; spare →
+console ("event", level, text) once connected or failed, read by the
 run's reader after `take()`.
 """
 
@@ -25,7 +28,7 @@ from __future__ import annotations
 import threading
 
 from backend.child import Spawned, spawn_child
-from backend.load.load_model import ClusterAccess
+from backend.load.load_model import ClusterAccess, ClusterLoad
 
 DRIVER_MODULE = "backend.load.ray_driver"
 
@@ -38,32 +41,43 @@ class SpareDriver:
         self._access: ClusterAccess | None = None  # kept ready for this cluster; or None
         self._spawned: Spawned | None = None
         self._spawned_for: ClusterAccess | None = None
+        self._cluster: ClusterLoad | None = None  # the workers chosen (what to prepare)
+        self._warmed_for: ClusterLoad | None = None  # what the waiting one prepares for
 
-    def prepare(self, access: ClusterAccess) -> None:
+    def prepare(self, access: ClusterAccess, cluster: ClusterLoad | None = None) -> None:
         """From now on keep a driver connected to *access* waiting (start one unless one
-        is alive for it already). Returns at once: it connects in its own process."""
+        is alive for it already), its run's start prepared for *cluster* (the workers
+        chosen: on which nodes; backend/load/driver_warm.py). Returns at once: it
+        connects in its own process."""
         with self._lock:
-            self._access = access
+            self._access, self._cluster = access, cluster
         self.renew()
 
     def renew(self) -> None:
         """Start a new waiting driver if one is wanted and none is alive (after a run
-        took the last one)."""
+        took the last one); one alive for another choice of workers prepares for it."""
         with self._lock:
-            access = self._access
+            access, cluster = self._access, self._cluster
             if access is None:
                 return
             if self._spawned is not None and self._spawned.proc.poll() is None \
                     and self._spawned_for == access:
+                if cluster != self._warmed_for:
+                    try:
+                        self._spawned.ctl.send(("warm", cluster))
+                        self._warmed_for = cluster
+                    except OSError:
+                        pass
                 return
             old, self._spawned = self._spawned, None
             spawned = spawn_child(DRIVER_MODULE)
             try:
-                spawned.ctl.send(("connect", access))
+                spawned.ctl.send(("connect", access, cluster))
             except OSError:
                 spawned.close()
             else:
                 self._spawned, self._spawned_for = spawned, access
+                self._warmed_for = cluster
         if old is not None:
             old.close()
 

@@ -3,14 +3,16 @@ the cluster as Ray actors, splits the offered load across them, merges what they
 exactly, and sends it to the console on the same wire as the local generator's child
 (backend/load/child_process.py):
 
-  console → driver   [("connect", access)], ("init", target, options, model, cluster,
-                     access), ("model", m), ("stop",)
+  console → driver   [("connect", access, cluster), ("warm", cluster)…], ("init",
+                     target, options, model, cluster, access), ("model", m), ("stop",)
   driver → console   ("delta", d) twice a second, ("final", d), ("error", text),
                      ("event", level, text): a worker placed, died, its share moved
 
 A driver sent "connect" first is a spare (backend/load/driver_spare.py): it connects
-to the cluster at once and waits for its run's "init"; the run then skips Ray Client's
-connect (seconds) unless that connection no longer answers.
+to the cluster at once, prepares the run's start (backend/load/driver_warm.py: the
+workers' class uploaded, worker processes waiting on the nodes) and waits for its run's
+"init"; the run then skips Ray Client's connect (seconds) unless that connection no
+longer answers.
 
 `d` is the merged delta (backend/load/seconds_merge.py) plus "workers": a WorkerState per
 worker (node, where it sends, its offered and achieved rate).
@@ -42,6 +44,7 @@ from multiprocessing.connection import Connection
 from backend.child import parent_gone
 from backend.load.connect_watch import ConnectWatch, resume_args
 from backend.load.driver_spare import DRIVER_MODULE
+from backend.load.driver_warm import NICE_ENV, Warmed, warm
 from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 from backend.load.seconds_merge import SecondsMerger
@@ -54,8 +57,6 @@ POLL_S = 0.5  # a poll of every worker (also their heartbeat) this often: each p
 PLACE_TIMEOUT_S = 20.0  # workers not running by then: say why and give up
 CALL_TIMEOUT_S = 4.0  # a worker that does not answer a poll within this is lost
 START_LEAD_S = 0.05  # the second grid begins this long after the workers were asked for
-WORKER_NICENESS_ENV = "RAY_worker_niceness"  # read by Ray when it starts a worker process
-PROBE_TIMEOUT_S = 15.0  # a spare's priority probe (a task's worker to start)
 ROOM_RECHECK_S = 7.0  # short of room: look again for this long (the usage report's age)
 _NOTHING = {"sent": 0, "ok": 0, "errors": 0, "in_flight": 0, "timeouts": 0,
             "last_error": None, "users": 0}
@@ -117,13 +118,14 @@ class Driver:
     # -- start ---------------------------------------------------------------------------
     def place_and_start(self, ray, cluster: ClusterLoad, run_id: str, target: LoadTarget,
                         options: dict, model: LoadModel, seed: int | None,
-                        workers_raise_priority: bool = False) -> None:
+                        workers_raise_priority: bool = False, actor=None) -> None:
         """Place the workers and start them in one step. Each is asked to start right
         behind its creation, on the second grid that begins now: the first request goes
         out as soon as the first worker is up, and a worker up later joins at once on the
         same grid (its second k still covers [start_at + k, start_at + k + 1), so the
         seconds merge exactly; backend/load/engine.py). Waiting for every worker to be up
-        before starting any cost a round trip and a common lead (~0.3 s)."""
+        before starting any cost a round trip and a common lead (~0.3 s). *actor*: the
+        workers' actor class a spare uploaded in advance (driver_warm.py)."""
         from backend.load.ray_worker import LoadWorker
 
         # Ray starts its worker processes at nice 15 (RAY_worker_niceness), below the
@@ -136,7 +138,7 @@ class Driver:
         # supervisor actor asks for it.
         opts: dict = dict(num_cpus=cluster.cpus, max_restarts=0, max_concurrency=4)
         if not workers_raise_priority:
-            opts["runtime_env"] = {"env_vars": {WORKER_NICENESS_ENV: "0"}}
+            opts["runtime_env"] = NICE_ENV
         if cluster.node:
             from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
@@ -144,7 +146,7 @@ class Driver:
                                                                          soft=False)
         else:
             opts["scheduling_strategy"] = "SPREAD"
-        actor = ray.remote(LoadWorker)
+        actor = actor if actor is not None else ray.remote(LoadWorker)
         n = cluster.workers
         start_at = time.time() + START_LEAD_S
         refs = {}
@@ -287,19 +289,6 @@ def _niceness_text(niceness: list[int]) -> str:
             f"their latencies include waits for a CPU")
 
 
-def _probe_priority(ray) -> bool:
-    """Whether a worker of this cluster may raise its own priority (a 0-CPU task with
-    no runtime_env, run while a spare waits): then the run's workers need no
-    runtime_env to run at nice 0 and start ~0.3 s sooner. False if unsure."""
-    from backend.load.ray_worker import can_raise_priority
-
-    try:
-        return bool(ray.get(ray.remote(can_raise_priority).options(num_cpus=0).remote(),
-                            timeout=PROBE_TIMEOUT_S))
-    except Exception:  # noqa: BLE001  (no worker in time, an old cluster: the safe way)
-        return False
-
-
 def _rate(m: LoadModel) -> float:
     return m.rate if m.mode == OPEN else 0.0
 
@@ -390,10 +379,11 @@ def _connect(ray, access: ClusterAccess, event, pause_s: float = 0.5,
             time.sleep(pause_s)
 
 
-def _connect_early(access: ClusterAccess, out: Connection, watch: ConnectWatch | None = None):
-    """A spare's connect, before its run is known: (ray, access or None if it failed,
-    seconds, whether its workers may raise their own priority). A failure is said as an
-    event and left to the run, which tries again."""
+def _connect_early(access: ClusterAccess, cluster: ClusterLoad | None, out: Connection,
+                   interrupted, watch: ConnectWatch | None = None):
+    """A spare's connect and preparation, before its run is known: (ray, access or None
+    if it failed, seconds, Warmed). A failure is said as an event and left to the run,
+    which tries again. *interrupted()*: the run came (or the console went) meanwhile."""
     _auth_env(access)
     import ray
 
@@ -404,12 +394,13 @@ def _connect_early(access: ClusterAccess, out: Connection, watch: ConnectWatch |
         _disconnect(ray)
         _say(out, "warning", f"connecting to {access.ray_address} in advance failed "
                              f"({_short(e)}); the next run tries again")
-        return ray, None, 0.0, False
+        return ray, None, 0.0, Warmed()
     seconds = time.monotonic() - t0
-    raise_priority = _probe_priority(ray)  # before saying it is ready: a run waits for it
-    _say(out, "info", f"connected to {access.ray_address} in advance in {seconds:.1f} s: "
-                      f"the next load from the cluster starts without waiting for Ray Client")
-    return ray, access, seconds, raise_priority
+    warmed = warm(ray, cluster, interrupted)  # before saying it is ready
+    _say(out, "info", f"connected to {access.ray_address} in advance in {seconds:.1f} s"
+                      f"{warmed.text()}: the next load from the cluster starts without "
+                      f"waiting for Ray Client")
+    return ray, access, seconds, warmed
 
 
 def _say(out: Connection, level: str, text: str) -> None:
@@ -466,16 +457,26 @@ def main(argv: list[str] | None = None) -> int:
         watch.message = first
         early: ClusterAccess | None = None  # connected in advance, to this (driver_spare.py)
         connected_in = 0.0
-        raise_priority = False  # the workers may raise their own (probed in advance)
+        warmed = Warmed()  # what a spare prepared (driver_warm.py)
         if first[0] == "connect":
-            ray, early, connected_in, raise_priority = _connect_early(first[1], out, watch)
+            def interrupted() -> bool:
+                return parent_gone(parent) or ctl.poll(0)
+
+            ray, early, connected_in, warmed = _connect_early(
+                first[1], first[2] if len(first) > 2 else None, out, interrupted, watch)
             try:
-                while not ctl.poll(0.5):   # the run's "init", or end of file
-                    if parent_gone(parent):
-                        return 0           # the console is gone
-                first = watch.message = ctl.recv()
+                while True:
+                    while not ctl.poll(0.5):   # the run's "init", or end of file
+                        if parent_gone(parent):
+                            return 0           # the console is gone
+                    first = ctl.recv()
+                    if first[0] != "warm":
+                        break
+                    if early is not None:      # other nodes chosen: prepare them too
+                        warmed = warm(ray, first[1], interrupted)
+                watch.message = first
             except (EOFError, OSError):
-                return 0                   # not needed any more (SpareDriver.close)
+                return 0                       # not needed any more (SpareDriver.close)
         kind, target, options, model, cluster, access = first
         assert kind == "init", kind
         seed = options.pop("seed", None)
@@ -514,7 +515,9 @@ def main(argv: list[str] | None = None) -> int:
         driver.timings = connect_text
         driver.place_and_start(ray, cluster, f"{os.getpid()}-{int(time.time())}", target,
                                options, model, seed,
-                               workers_raise_priority=early is not None and raise_priority)
+                               workers_raise_priority=early is not None
+                               and warmed.raise_priority,
+                               actor=warmed.actor if early is not None else None)
         try:
             next_poll = time.monotonic()
             while driver.workers:

@@ -69,6 +69,19 @@ def can_raise_priority() -> bool:
     return unnice()[1] == 0
 
 
+def warm_up() -> bool:
+    """Run as a 0-CPU task on each node a run may use, by a driver waiting for its run
+    (backend/load/driver_warm.py): Ray keeps the worker processes it started for it idle
+    in the node's pool, and the run's actors take them instead of starting new ones
+    (Python and Ray imported: ~0.8 s each on a 2-core node). Imports the engine's HTTP
+    client in this process (~0.2 s a worker pays before its first request otherwise).
+    Returns whether a worker of this cluster may raise its own priority."""
+    import aiohttp  # noqa: F401
+    import hdrh.histogram  # noqa: F401
+
+    return can_raise_priority()
+
+
 def own_proxy_url(url: str, node_ip: str | None,
                   connect=socket.create_connection) -> tuple[str, str]:
     """The target's URL moved to the Serve proxy of this node, and how it was reached.

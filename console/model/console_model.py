@@ -138,7 +138,7 @@ class ConsoleModel:
         self.model_cache_changed.emit()
 
     def _on_session_connected(self, _info) -> None:
-        self.session.load.keep_driver_ready(self.load_source is not None)
+        self.session.load.keep_driver_ready(self.load_source is not None, self.load_source)
 
     # -- the event log --------------------------------------------------------------------
     def log(self, message: str, level: str = "info", t: float | None = None) -> LogEntry:
@@ -404,7 +404,7 @@ class ConsoleModel:
         self.load_source = source
         if persist:
             self.settings.set_load_source(source)
-        self.session.load.keep_driver_ready(source is not None)
+        self.session.load.keep_driver_ready(source is not None, source)
         self.load_source_changed.emit(source)
 
     def set_rate(self, rps: float) -> None:

@@ -19,7 +19,7 @@ from psygnal import Signal
 from backend.cluster.client import ClusterClient
 from backend.deploy.catalog import Demo
 from backend.load.generator import LoadGenerator, LoadTarget, SpareDriver
-from backend.load.load_model import ClusterAccess, LoadModel, LoadPlan
+from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadPlan
 from backend.load.targets import demo_app_target, serve_http_base
 from backend.model import ServeStatus
 from backend.preflight.ray_client_match import local_ray_version, ray_client_mismatch
@@ -118,12 +118,13 @@ class LoadControl:
         if plan.source is not None:
             self.workers.emit(())
 
-    def keep_driver_ready(self, wanted: bool) -> None:
-        """*wanted*: load from the cluster is the user's choice. While it is and a
-        cluster with a Ray Client address is connected, a driver waits connected to it
-        (backend/load/driver_spare.py: a Ray Client connection, no actor, no load); else
-        none. Call again after connecting; `release()` on disconnecting. Never blocks:
-        the driver connects in its own process."""
+    def keep_driver_ready(self, wanted: bool, source: ClusterLoad | None = None) -> None:
+        """*wanted*: load from the cluster is the user's choice (*source*: its workers).
+        While it is and a cluster with a Ray Client address is connected, a driver waits
+        connected to it, its run's start prepared (backend/load/driver_spare.py: a Ray
+        Client connection and idle worker processes, no actor, no load); else none. Call
+        again after connecting; `release()` on disconnecting. Never blocks: the driver
+        connects in its own process."""
         access = self._access() if wanted else None
         mismatch = self.ray_client_mismatch() if access is not None else None
         if access is None or mismatch is not None:
@@ -131,7 +132,7 @@ class LoadControl:
             if mismatch is not None:
                 self._event(mismatch, "warning")  # said on choosing, before any start
         else:
-            self.spare.prepare(access)
+            self.spare.prepare(access, source)
 
     def ray_client_mismatch(self) -> str | None:
         """Why load from the connected cluster cannot connect (another Ray there), or

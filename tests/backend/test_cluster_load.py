@@ -26,7 +26,8 @@ from backend.load.load_model import ClusterAccess, ClusterLoad, LoadModel, LoadT
 from tests.figures import figure
 from tests.helpers import own_cluster
 from tests.support.reference_server import ReferenceServer
-from tests.support.load_workers import alive_workers, quiet_since, seen, wait_no_workers
+from tests.support.load_workers import (alive_workers, quiet_since, seen, wait_no_workers,
+                                        worker_processes)
 from tests.support.worker_node import alive_nodes, join_worker_node, kill_worker_node
 
 QUIET_BAR_S = 10.0  # issue 25: after a SIGKILL of the console, no request later than this
@@ -410,6 +411,40 @@ def test_a_driver_connected_in_advance_runs_the_next_load_and_a_new_one_waits(tw
         assert _process_gone(last, 5.0)
     finally:
         spare.close()
+
+
+def test_a_prepared_start_takes_the_worker_processes_waiting_which_end_with_the_driver(
+        two_nodes, server):
+    """While it waits, the driver prepared in advance has Ray start a worker process on
+    each node (backend/load/driver_warm.py): the run's workers are those processes (no
+    Python and Ray to start at the user's start), and what it prepared ends with it:
+    once the run stops, and when load from this machine is chosen again (close), no
+    worker process started for it is left on the cluster."""
+    cluster, access, _, _ = two_nodes
+    before = worker_processes(cluster)
+    spare = SpareDriver()
+    try:
+        spare.prepare(access, ClusterLoad(workers=2, own_proxy=False))
+        _ready(spare)
+        waiting = worker_processes(cluster) - before
+        gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), 20.0)
+        gen.spare = spare
+        gen.start()
+        try:
+            _started(gen)
+            placed = {w["pid"] for w in alive_workers(cluster, detail=True)}
+        finally:
+            gen.stop()
+        events = [text for _, text in gen.take_events()]
+        assert len(placed) == 2 and placed <= waiting, (placed, waiting, events)
+        assert any("worker processes ready on 2 nodes" in e for e in events), events
+        _ready(spare)  # the next run's driver, prepared too
+    finally:
+        spare.close()
+    deadline = time.monotonic() + 15.0
+    while (left := worker_processes(cluster) - before) and time.monotonic() < deadline:
+        time.sleep(0.25)
+    assert not left, f"worker processes started for the prepared drivers outlived them: {left}"
 
 
 _SPARE_CONSOLE = textwrap.dedent("""

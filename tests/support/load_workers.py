@@ -51,3 +51,16 @@ def quiet_since(server: str, hold_s: float = 2.0, within_s: float = 30.0) -> flo
             return now["last"]
         last = now
     raise AssertionError(f"requests still arriving {within_s:.0f} s later")
+
+
+def worker_processes(cluster) -> set[int]:
+    """The pids of the Ray worker processes alive on *cluster* (idle ones included: the
+    dashboard's state API), all on this machine in the tests."""
+    headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
+    params = [("filter_keys", "is_alive"), ("filter_predicates", "="),
+              ("filter_values", "true"), ("filter_keys", "worker_type"),
+              ("filter_predicates", "="), ("filter_values", "WORKER"), ("limit", "1000")]
+    r = requests.get(cluster.dashboard_url + "/api/v0/workers", params=params,
+                     headers=headers, timeout=10)
+    r.raise_for_status()
+    return {w["pid"] for w in r.json()["data"]["result"]["result"]}
