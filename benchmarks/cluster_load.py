@@ -28,16 +28,15 @@ and the three rotate):
     this machine's 2 cores with the server (and the worker with Ray's daemons and its
     driver's polls): a ratio on a bigger machine would say more about the worker itself;
   * start and stop (2 workers at --rate): start_s = time from `start()` to the first
-    request at the server, started as the console starts it: the console connects a
-    driver from the moment load from the cluster is chosen (backend/load/driver_spare.py)
-    and it prepares the start while it waits (driver_warm.py: the workers' class
-    uploaded, worker processes waiting on the nodes), so the start is its room check and
-    the placing of the actors, each of which starts the moment it is up, on a second grid
-    common to all. Each start has a driver of its own, fresh (nothing is kept from an
-    earlier run). start_prepared_s is the same figure (its older name).
-    start_unprepared_s: the same with no driver waiting (the user starts within seconds of
-    choosing load from the cluster): the driver process, `import ray`, Ray Client's
-    connect, its room check, the placing. Unprepared and prepared runs by turns, each
+    request at the server with no driver waiting (a cold start: the driver process,
+    `import ray`, Ray Client's connect, its room check, placing the actors, each of which
+    starts the moment it is up, on a second grid common to all; bar 1.5 s, issue 61).
+    start_prepared_s: the same as the console starts it when load from the cluster was
+    chosen beforehand: a driver connected from that choice (backend/load/driver_spare.py)
+    prepared the start while it waited (driver_warm.py: the workers' class uploaded,
+    worker processes waiting on the nodes), so the start is its room check and the
+    placing (bar 1 s, issue 25). Each start has a driver of its own, fresh (nothing is
+    kept from an earlier run). Cold and prepared runs by turns, each
     with an idle spare waiting; with it, when the
     console first sees `sent > 0`, and the driver's own timing of its connect and its
     placing (said in its "load from the cluster" event). stop_s = time from `stop()`
@@ -96,7 +95,8 @@ from tests.support.worker_node import alive_nodes, join_worker_node, kill_worker
 
 PCT_BAR = 0.05
 CAPACITY_BAR = 0.9
-START_BAR_S = 1.5  # issue 61
+START_BAR_S = 1.5  # a cold start, issue 61
+PREPARED_BAR_S = 1.0  # with the driver prepared in advance, issue 25
 STOP_BAR_S = 1.0
 QUIET_BAR_S = 10.0
 SLEEP_ROUTE = "/sleep/10"
@@ -539,8 +539,8 @@ def main() -> int:
     aa_p50, aa_p99 = Spread.of(rel("p50", aa_pairs)), Spread.of(rel("p99", aa_pairs))
     ratios = [w / loc for w, loc in zip(cap_worker, cap_local)]
     ratio = Spread.of(ratios)
-    start = Spread.of([m["server"] for m in prepared])  # as the console starts it
-    unprepared = Spread.of([m["server"] for m in starts])
+    start = Spread.of([m["server"] for m in starts])  # cold: no driver waiting
+    start_prepared = Spread.of([m["server"] for m in prepared])
     start_prepared_console = Spread.of([m["console"] for m in prepared])
     start_console = Spread.of([m["console"] for m in starts])
     start_connecting = Spread.of([m["connecting"] for m in starts if "connecting" in m])
@@ -560,6 +560,7 @@ def main() -> int:
         "p99_within_5_points_of_control": p99_err.median - aa_p99.median <= PCT_BAR,
         "capacity_ratio_at_least_0_9": ratio.median >= CAPACITY_BAR,
         "start_within_1_5s": start.median <= START_BAR_S,
+        "prepared_start_within_1s": start_prepared.median <= PREPARED_BAR_S,
         "stop_within_1s": stop_after.median <= STOP_BAR_S,
         "sigkill_quiet_within_10s": max(quiet.maximum, group["quiet_s"]) <= QUIET_BAR_S,
         "no_actor_left": actors_left == 0,
@@ -585,15 +586,15 @@ def main() -> int:
           f"{Spread.of(cap_worker).text('{:,.0f}', ' req/s')} / local "
           f"{Spread.of(cap_local).text('{:,.0f}', ' req/s')})  bar ≥ 0.9: "
           f"{ok(bars['capacity_ratio_at_least_0_9'])}")
-    print(f"  start              {start.text('{:.2f}', ' s')} to the first request at the "
-          f"server, as the console starts it (its driver connected and prepared from the "
-          f"choice of load from the cluster; console sees sent > 0 "
-          f"{start_prepared_console.median:.2f} s)  bar ≤ 1.5 s: "
-          f"{ok(bars['start_within_1_5s'])}")
-    print(f"  start, unprepared  {unprepared.text('{:.2f}', ' s')} with no driver waiting "
-          f"(driver says connecting {start_connecting.median:.2f} s, workers placed "
-          f"{start_placed.median:.2f} s, console sees sent > 0 {start_console.median:.2f} s; "
-          f"the very first start {first['start']['server']:.2f} s)")
+    print(f"  start, cold        {start.text('{:.2f}', ' s')} to the first request at the "
+          f"server with no driver waiting (driver says connecting "
+          f"{start_connecting.median:.2f} s, workers placed {start_placed.median:.2f} s, "
+          f"console sees sent > 0 {start_console.median:.2f} s; the very first start "
+          f"{first['start']['server']:.2f} s)  bar ≤ 1.5 s: {ok(bars['start_within_1_5s'])}")
+    print(f"  start, prepared    {start_prepared.text('{:.2f}', ' s')} with the driver connected "
+          f"and prepared from the choice of load from the cluster (console sees sent > 0 "
+          f"{start_prepared_console.median:.2f} s)  bar ≤ 1 s: "
+          f"{ok(bars['prepared_start_within_1s'])}")
     if said_connect:
         print(f"                     (the driver says: Ray Client connected in "
               f"{said_connect.text('{:.1f}', ' s')}, 2 workers placed and started in "
@@ -632,14 +633,12 @@ def main() -> int:
         "capacity_local_rps": [round(x, 1) for x in cap_local],
         "start_s": round(start.median, 3),
         "start_s_spread": start.json(3),
-        "start_prepared_s": round(start.median, 3),
-        "start_prepared_s_spread": start.json(3),
+        "start_console_sees_s": round(start_console.median, 3),
+        "start_runs": [{k: round(v, 3) for k, v in m.items()} for m in starts],
+        "start_prepared_s": round(start_prepared.median, 3),
+        "start_prepared_s_spread": start_prepared.json(3),
         "start_prepared_console_sees_s": round(start_prepared_console.median, 3),
         "start_prepared_runs": [{k: round(v, 3) for k, v in m.items()} for m in prepared],
-        "start_unprepared_s": round(unprepared.median, 3),
-        "start_unprepared_s_spread": unprepared.json(3),
-        "start_unprepared_console_sees_s": round(start_console.median, 3),
-        "start_unprepared_runs": [{k: round(v, 3) for k, v in m.items()} for m in starts],
         "first_start_s": round(first["start"]["server"], 3),
         "start_steps_s": {k: round(v, 3) for k, v in phase_med.items()},
         "start_ray_client_connect_s": said_connect.json(2) if said_connect else None,

@@ -213,11 +213,8 @@ def _cluster_load(r):
             f"p99 {pct_spread(r.get('merged_p99_error_spread') or r.get('merged_p99_error'), 1, True)} off "
             f"(control, local vs local again: p99 {pct(r.get('local_vs_local_p99_error'))}); "
             f"capacity {spread(r.get('capacity_ratio_spread') or r.get('capacity_ratio'), '{:.2f}', '×', True)}; "
-            + (f"start {spread(r.get('start_s_spread'), '{:.2f}', ' s', True)} (driver prepared "
-               f"from the choice; none waiting {spread(r.get('start_unprepared_s_spread'), '{:.2f}', ' s', True)}); "
-               if 'start_unprepared_s' in r else
-               f"start prepared {spread(r.get('start_prepared_s_spread') or r.get('start_prepared_s'), '{:.2f}', ' s', True)}, "
-               f"cold {spread(r.get('start_s_spread') or r.get('start_s'), '{:.2f}', ' s', True)}; ")
+            f"start cold {spread(r.get('start_s_spread') or r.get('start_s'), '{:.2f}', ' s', True)}, "
+            f"prepared {spread(r.get('start_prepared_s_spread') or r.get('start_prepared_s'), '{:.2f}', ' s', True)}; "
             + f"stop {num(r.get('stop_s'), '{:.3f}')} s; "
             f"after SIGKILL {num(r.get('sigkill_quiet_s'), '{:.2f}')} s, "
             f"{r.get('actors_left', '?')} actors left")
