@@ -226,6 +226,7 @@ class DirectScrapeSource:
         full = watch is None
         if not full:
             urls = watch
+            stats.targets = len(urls)
         # The pool's threads wait on the network; each page is inflated and cut here, one
         # after another as they arrive, so that one thread at a time does this CPU work
         # (not four contending for the GIL, with the GUI thread among them).
