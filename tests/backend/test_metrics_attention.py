@@ -1,6 +1,8 @@
 """Watch cost that follows attention (backend/metrics/attention.py): the real
 DirectScrapeSource over HTTP, against three nodes' pages whose counters grow at known
 rates, read off the wall clock at each request (a replica that serves a steady load).
+Rates are checked within 8 %: a page is read some milliseconds before its poll's time
+(more on a loaded machine); a window that missed its series' last reading reads 40 % high.
 
 Node 0 hosts deployment A's replica, node 1 B's, node 2 C's, nodes 3 and 4 none; every
 node has a handle that queues one request for A (a caller-side gauge: only a full poll
@@ -103,10 +105,10 @@ def test_rates_stay_right_across_the_slower_polls(source):
     a_rates = [v[A]["requests_per_s"] for _, v, _ in polls]
     b_rates = [v[B]["requests_per_s"] for _, v, _ in polls if B in v]
     c_rates = [v[C]["requests_per_s"] for _, v, _ in polls if C in v]
-    assert a_rates == pytest.approx([RATES["A"]] * len(a_rates), rel=0.03)
+    assert a_rates == pytest.approx([RATES["A"]] * len(a_rates), rel=0.08)
     assert len(b_rates) >= 2
-    assert b_rates == pytest.approx([RATES["B"]] * len(b_rates), rel=0.03)
-    assert c_rates == pytest.approx([RATES["C"]] * len(c_rates), rel=0.03)
+    assert b_rates == pytest.approx([RATES["B"]] * len(b_rates), rel=0.08)
+    assert c_rates == pytest.approx([RATES["C"]] * len(c_rates), rel=0.08)
 
 
 def test_a_deployment_that_becomes_watched_gets_its_rate_at_the_next_poll(source):
@@ -120,7 +122,7 @@ def test_a_deployment_that_becomes_watched_gets_its_rate_at_the_next_poll(source
     source.set_attention([A, B])
     (t, values, full), = _polls(source, 1)
     assert not full
-    assert values[B]["requests_per_s"] == pytest.approx(RATES["B"], rel=0.03)
+    assert values[B]["requests_per_s"] == pytest.approx(RATES["B"], rel=0.08)
     assert C not in values
     later = _polls(source, 3)
     assert all(B in v for _, v, _ in later)
