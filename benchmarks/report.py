@@ -278,8 +278,11 @@ def _marker_labels(r):
 
 
 def _fleet_scale(r):
+    every = r.get("console_poll_cpu_s_every_page")
     return (f"the console's poll {pct_spread(r.get('console_poll_cpu_s') if isinstance(r.get('console_poll_cpu_s'), dict) else r.get('console_poll_core_share'), 1, True)} of a core "
-            f"(the scrape in one process {pct_spread(r.get('poll_cpu_s') if isinstance(r.get('poll_cpu_s'), dict) else r.get('poll_core_share'))}); "
+            + (f"(one deployment watched; every page every second {pct_spread(every)}; " if every
+               else "(")
+            + f"the scrape in one process {pct_spread(r.get('poll_cpu_s') if isinstance(r.get('poll_cpu_s'), dict) else r.get('poll_core_share'))}); "
             f"GUI p99 {spread(dig(r, 'gui', 'p99_ms') or r.get('gui_p99_ms'), '{:.1f}', ' ms', True)}, "
             f"max {num(r.get('gui_max_ms'), '{:.0f}')} ms; "
             f"memory +{num(r.get('memory_growth_mb_8h'), '{:.0f}')} MB over 8 h; "
@@ -371,9 +374,13 @@ BENCHMARKS: dict[str, Bench] = {
     "fleet_scale": Bench(
         "a console poll and the GUI against 50 nodes × 100 deployments × 1,000 replicas",
         _fleet_scale,
-        "a poll ≤ 10 % of a core (the benchmark's own bar: the scrape in one process); "
-        "GUI p99 ≤ 16 ms; memory ≤ 300 MB; recording ≤ 200 MB/h; at most linear growth",
+        "a poll ≤ 10 % of a core (the scrape in one process); as the console runs it, one "
+        "deployment watched every second, ≤ 5 %; GUI p99 ≤ 16 ms; memory ≤ 300 MB; "
+        "recording ≤ 200 MB/h; at most linear growth",
         [("≤ 10 % of a core", lambda r: le(r.get("poll_core_share"), 0.10)),
+         ("the console ≤ 5 %", lambda r: None if "console_poll_core_share_every_page" not in r
+          else (r.get("console_poll_core_share", 1) <= 0.05
+                and r.get("console_watched_share_of_polls") == 1.0)),
          ("GUI p99 ≤ 16 ms", lambda r: le(r.get("gui_p99_ms"), 16)),
          ("memory ≤ 300 MB", lambda r: le(r.get("memory_growth_mb_8h"), 300)),
          ("recording ≤ 200 MB/h", lambda r: le(r.get("recording_mb_per_h"), 200)),

@@ -151,6 +151,16 @@ class AppTree(QTreeWidget):
         self._filter = text.strip().casefold()
         self._apply_filter()
 
+    def filter_matches(self) -> list[tuple[str, str]]:
+        """(app, deployment) of the deployments a typed filter shows; [] without one."""
+        if not self._filter:
+            return []
+        return [item.child(i).data(COL_NAME, _KEY_ROLE)
+                for item in self._apps.values() if not item.isHidden()
+                for i in range(item.childCount())
+                if item.child(i).data(COL_NAME, _KIND_ROLE) == _DEPLOYMENT
+                and not item.child(i).isHidden()]
+
     def _apply_filter(self) -> None:
         f = self._filter
         for name, app_item in self._apps.items():

@@ -47,8 +47,9 @@ class CumulativeColumns:
         #: decides the group keys (family and deployment).
         self.meta: list[tuple[Hashable, float | None, Hashable | None]] = []
         self._by_key: dict[tuple, int] = {}
-        #: (poll time, adj[:n] after that poll), oldest first.
-        self._snaps: deque[tuple[float, np.ndarray]] = deque()
+        #: (poll time, adj[:n] after that poll, seen[:n] after it), oldest first.
+        self._snaps: deque[tuple[float, np.ndarray, np.ndarray]] = deque()
+        self._last_take: float | None = None  # the previous poll's time
 
     # -- series ------------------------------------------------------------------------
     def index(self, key: tuple, group: Hashable, le: float | None, replica: Hashable | None,
@@ -88,9 +89,14 @@ class CumulativeColumns:
         increase, one below it a reset (the new value is what was gained since), as
         Prometheus takes counters. Counters' times since their previous change go to
         *change_gap* (in order; the newest GAPS_KEPT). Then the poll's snapshot.
-        Returns whether any counter moved (the page held a newer report)."""
+        Returns whether any counter moved (the page held a newer report).
+
+        A change gap is known only for a series listed at the poll before too: one whose
+        page is read less often (attention.py: a page no watched deployment is on, read
+        every few seconds) would give the gap between its readings, not its reports."""
         counter_moved = False
         if len(ix):
+            every_poll = self.seen[ix] == self._last_take
             self.seen[ix] = t
             raw = self.raw[ix]
             moved = values != raw
@@ -99,22 +105,23 @@ class CumulativeColumns:
                 self.adj[mix] += np.where(mv > mraw, mv - mraw, mv)
                 self.raw[mix] = mv
                 prev = self.changed[mix]
-                gaps = t - prev[self.counter[mix] & np.isfinite(prev)]
+                gaps = t - prev[self.counter[mix] & np.isfinite(prev) & every_poll[moved]]
                 gaps = gaps[gaps > 0]
                 for gap in gaps[-GAPS_KEPT:].tolist():
                     change_gap(gap)
                 self.changed[mix] = t
                 counter_moved = bool(self.counter[mix].any())
-        self._snaps.append((t, self.adj[:self.n].copy()))
+        self._snaps.append((t, self.adj[:self.n].copy(), self.seen[:self.n].copy()))
+        self._last_take = t
         return counter_moved
 
-    def _at(self, when: float) -> np.ndarray | None:
-        """adj as of the newest poll at or before *when* (None: no such poll kept)."""
+    def _at(self, when: float) -> tuple[np.ndarray, np.ndarray] | None:
+        """(adj, seen) as of the newest poll at or before *when* (None: no such poll)."""
         found = None
-        for t, snap in self._snaps:
+        for t, snap, seen in self._snaps:
             if t > when:
                 break
-            found = snap
+            found = snap, seen
         return found
 
     def _padded(self, snap: np.ndarray | None) -> np.ndarray:
@@ -131,11 +138,23 @@ class CumulativeColumns:
             snaps.popleft()
 
     # -- the two window rules ------------------------------------------------------------
-    def increase_over_polls(self, t_base: float) -> np.ndarray:
+    def increase_over_polls(self, t_base: float, t: float | None = None) -> np.ndarray:
         """Each series' increase since the poll at *t_base* (0 for a series born since,
-        counted from its first sample)."""
+        counted from its first sample). A series that poll did not list (its page is
+        read less often: attention.py) is taken from its newest listing before it, and
+        its increase scaled to the window's length (*t*: the window's end), so that it
+        divides into its rate over the time since that listing."""
         self.forget_before(t_base)
-        return self.adj[:self.n] - self._padded(self._at(t_base))
+        at = self._at(t_base)
+        if at is None:
+            return self.adj[:self.n] - self._padded(None)
+        inc = self.adj[:self.n] - self._padded(at[0])
+        if t is not None and t > t_base:
+            seen = at[1]
+            older = np.flatnonzero((seen < t_base) & (seen > 0))
+            if len(older):
+                inc[older] *= (t - t_base) / (t - seen[older])
+        return inc
 
     def increase_over_reports(self, now: float, report_s: float, length_s: float,
                               late_s: float, keep_from: float
@@ -217,7 +236,8 @@ class CumulativeColumns:
         self.changed[len(keep):] = -np.inf
         self.meta = [self.meta[i] for i in keep.tolist()]
         self._by_key = {k: int(remap[i]) for k, i in self._by_key.items() if remap[i] >= 0}
-        self._snaps = deque((t, snap[keep[keep < len(snap)]]) for t, snap in self._snaps)
+        self._snaps = deque((t, snap[keep[keep < len(snap)]], seen[keep[keep < len(seen)]])
+                            for t, snap, seen in self._snaps)
         self.n = len(keep)
         return remap
 

@@ -56,6 +56,7 @@ from typing import Callable
 
 import requests
 
+from backend.metrics import attention as att
 from backend.metrics import exposition as ex
 from backend.metrics import gpu
 from backend.metrics.page_fetch import PageFetcher
@@ -128,6 +129,18 @@ class DirectScrapeSource:
         # unchanged (a cluster on Ray's 10 s report interval: 9 polls in 10) is not read
         # again.
         self._last_pages: dict[str, tuple[bytes, tuple]] = {}
+        # What is in view (attention.py); None: every page at every poll.
+        self._attention: frozenset | None = None
+        self._last_full = -math.inf
+        #: Whether the newest poll was a full one (every page), and the watched set a
+        #: watch poll's values are limited to (None after a full poll).
+        self.last_poll_full = True
+        self.last_attention: frozenset | None = None
+        # The newest poll's replicas and the held models as of the newest poll of each
+        # deployment (a watch poll refreshes the watched ones).
+        self._replicas: dict[ReplicaKey, dict[str, float]] = {}
+        self._held: dict[DeploymentKey, dict[str, list[str]]] = {}
+        self._gpus = gpu.NodeGpus()
 
     @property
     def window_s(self) -> float:
@@ -151,6 +164,12 @@ class DirectScrapeSource:
         with self._lock:
             return self._poll(list(urls), targets_error)
 
+    def set_attention(self, keys) -> None:
+        """The deployments in view ((app, deployment) pairs): polled every second, the
+        rest at full polls only (attention.py). None: everything at every poll. Any
+        thread; the next poll follows it."""
+        self._attention = att.as_attention(keys)
+
     def problems(self) -> list[SourceProblem]:
         """What fails now, per node ("node ip:port", since when, why), plus the node list
         when the dashboard could not give it. Any thread; never waits for a poll."""
@@ -160,17 +179,17 @@ class DirectScrapeSource:
         """The model ids each replica of a multiplexed deployment holds, as of the last
         poll ({replica: ids}; empty when it holds none or is not multiplexed)."""
         with self._lock:
-            return dict(self._window.held_models.get(tuple(key), {}))
+            return dict(self._held.get(tuple(key), {}))
 
     def all_held_models(self) -> dict[DeploymentKey, dict[str, list[str]]]:
         """held_models of every multiplexed deployment, as of the last poll."""
         with self._lock:
-            return dict(self._window.held_models)
+            return dict(self._held)
 
     def gpus(self) -> gpu.NodeGpus:
         """The nodes' GPUs as of the last poll (empty without GPU metrics)."""
         with self._lock:
-            return self._window.gpus
+            return self._gpus
 
     def data_time(self) -> float | None:
         """The time the last poll's values are as of where the pages change less often
@@ -190,7 +209,7 @@ class DirectScrapeSource:
         """REPLICA_SERIES per (app, deployment, replica id) as of the last poll (computed
         in that poll, no fetch of its own). Any thread; never waits for a poll: the poll
         swaps in a new dict when done, and this copies the one it finds."""
-        snapshot = self._window.replica_values
+        snapshot = self._replicas
         return {k: dict(v) for k, v in snapshot.items()}
 
     def _poll(self, urls: list[str], targets_error: str | None
@@ -198,6 +217,16 @@ class DirectScrapeSource:
         t0 = time.perf_counter()
         stats = ScrapeStats()
         stats.targets = len(urls)
+        attention, window = self._attention, self._window
+        watch = None
+        every_s = att.full_every_s(window.cadence.slow_reports_s())
+        window.keep_s = 2 * every_s + 2.0
+        if attention is not None and time.time() - self._last_full < every_s - 0.5:
+            watch = att.watch_pages(urls, window.page_deployments, attention)
+        full = watch is None
+        if not full:
+            urls = watch
+            stats.targets = len(urls)
         # The pool's threads wait on the network; each page is inflated and cut here, one
         # after another as they arrive, so that one thread at a time does this CPU work
         # (not four contending for the GIL, with the GUI thread among them).
@@ -207,7 +236,9 @@ class DirectScrapeSource:
         failures: dict[str, str] = {}
         if targets_error:
             failures["node list (dashboard)"] = targets_error
-        last_pages, self._last_pages = self._last_pages, {}
+        last_pages = self._last_pages
+        if full:
+            self._last_pages = {}
         for url, res in zip(urls, fetched):
             if not isinstance(res, Exception):
                 body, encoding = res
@@ -247,13 +278,29 @@ class DirectScrapeSource:
         # Wall-clock time for the plots; never equal to or before the previous poll.
         t = max(time.time(), self._last_t + 1e-6)
         self._last_t = t
-        values = self._window.ingest(t, pages, page_urls)
-        stats.parse_ms = self._window.read_s * 1000
-        for page, bad, example in self._window.malformed:
+        self.last_poll_full, self.last_attention = full, None if full else attention
+        if full:
+            self._last_full = t
+            values = window.ingest(t, pages, page_urls)
+            self._replicas, self._held = window.replica_values, window.held_models
+            self._gpus = window.gpus
+        elif pages:  # a watch poll (attention.py): the watched deployments' values
+            values = att.watched_values(window.ingest(t, pages, page_urls, attention),
+                                        attention)
+            self._replicas = window.replica_values
+            self._held = {**{k: v for k, v in self._held.items() if k not in attention},
+                          **{k: v for k, v in window.held_models.items() if k in attention}}
+            self._gpus = window.gpus
+        else:  # nothing watched has a page: no poll at all (nothing new to tell)
+            values, self._replicas, self._gpus = {}, {}, gpu.NodeGpus()
+            window.data_t, window.malformed, window.read_s = None, [], 0.0
+        stats.parse_ms = window.read_s * 1000
+        for page, bad, example in window.malformed:
             url = page_urls[page]
             failures.setdefault(node_where(url), f"{url}: {bad} sample line(s) could not be "
                                                  f"read and were left out, e.g. {example!r}")
-        self._health.report(failures, t)
+        if full:  # a watch poll asks some nodes only: the others keep their state
+            self._health.report(failures, t)
         t_end = time.perf_counter()
         stats.compute_ms = (t_end - t_fetched) * 1000
         stats.total_ms = (t_end - t0) * 1000

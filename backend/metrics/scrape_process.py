@@ -12,8 +12,8 @@ The nodes' URLs are listed here (`TargetList`, over the cluster client the conso
 already holds) and sent with each poll; the child fetches and computes, and answers with
 everything the interface reads between polls, so no getter ever waits for the child:
 
-  console → child   ("init", options), ("poll", urls, why listing failed or None),
-                    ("stop",)
+  console → child   ("init", options), ("poll", urls, why listing failed or None,
+                    the deployments in view or None: attention.py), ("stop",)
   child → console   ("result", snapshot) for each poll, ("failed", text) when a poll
                     raised (the child goes on), ("error", text) when it could not start
 
@@ -37,6 +37,7 @@ from typing import Callable
 
 from backend.child import Spawned, parent_gone, say_failed, spawn_child
 from backend.errors import ConsoleError
+from backend.metrics.attention import as_attention
 from backend.metrics.gpu import NodeGpus
 from backend.metrics.health import SourceProblem
 from backend.metrics.series import DeploymentKey, ReplicaKey
@@ -74,6 +75,14 @@ class ProcessScrapeSource:
                             "slow_reports_s": None, "replicas": {}, "problems": []}
         self.last_error: str | None = None
         self.last_stats = None
+        self._attention: frozenset | None = None
+        #: As DirectScrapeSource's: the newest poll was a full one; else its watched set.
+        self.last_poll_full = True
+        self.last_attention: frozenset | None = None
+
+    def set_attention(self, keys) -> None:
+        """DirectScrapeSource.set_attention: sent to the child with the next poll."""
+        self._attention = as_attention(keys)
 
     @property
     def window_s(self) -> float:
@@ -95,7 +104,7 @@ class ProcessScrapeSource:
                 raise ScrapeProcessError("The metrics source was closed.")
             urls, targets_error = self._target_list.get()
             child = self._child or self._start()
-            msg = self._ask(child, ("poll", urls, targets_error),
+            msg = self._ask(child, ("poll", urls, targets_error, self._attention),
                             ANSWER_SLACK_S + self.timeout_s * math.ceil(
                                 max(1, len(urls)) / self._max_workers))
             if msg[0] == "failed":
@@ -105,6 +114,7 @@ class ProcessScrapeSource:
                 self._target_list.refresh_soon()
             self.last_error = snap["last_error"]
             self.last_stats = snap["stats"]
+            self.last_poll_full, self.last_attention = snap["full"], snap["attention"]
             self._snap = snap
             return snap["t"], snap["values"]
 
@@ -203,7 +213,8 @@ def _snapshot(source, t: float, values: dict) -> dict:
             "last_error": source.last_error, "stats": stats,
             "problems": source.problems(), "held": source.all_held_models(),
             "gpus": source.gpus(), "data_t": source.data_time(),
-            "slow_reports_s": source.slow_reports_s(), "replicas": source.replica_values()}
+            "slow_reports_s": source.slow_reports_s(), "replicas": source.replica_values(),
+            "full": source.last_poll_full, "attention": source.last_attention}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -232,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             if msg[0] != "poll":
                 return 0  # "stop"
             try:
+                source.set_attention(msg[3] if len(msg) > 3 else None)
                 t, values = source.poll_targets(msg[1], msg[2])
                 answer = ("result", _snapshot(source, t, values))
             except Exception as e:  # noqa: BLE001 — a bug in one poll: say it, go on

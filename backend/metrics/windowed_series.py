@@ -47,6 +47,7 @@ from backend.metrics import exposition as ex
 from backend.metrics import gpu, value_split
 from backend.metrics import vllm_metrics as vllm
 from backend.metrics import window_values as wv
+from backend.metrics.attention import CALLER_SIDE
 from backend.metrics.cumulative import CumulativeColumns, histogram_quantiles
 from backend.metrics.histograms import histogram_quantile
 from backend.metrics.report_cadence import ReportCadence
@@ -97,6 +98,7 @@ class _PagePlan:
     gauge_slot: np.ndarray            # their (family, deployment) slots
     gauge_rslot: np.ndarray           # their replica slots (ongoing requests), else -1
     others: list[tuple[int, tuple]]   # (position, route) of held models and GPUs
+    deployments: frozenset            # page_deployments' entry (attention.py)
     # The text this plan last read and its values: the very same text object again (a
     # page that came unchanged, DirectScrapeSource.same_page) needs no split at all.
     last_text: str | bytes | None = None
@@ -164,23 +166,32 @@ class WindowedSeries:
         #: series' newest change, or a report overdue without one); else None — the
         #: values are as of the poll.
         self.data_t: float | None = None
+        #: Series not listed for this long are forgotten even where the window is
+        #: shorter (attention.py: pages read only every few seconds).
+        self.keep_s = 0.0
+        #: {page key: the deployments whose own or controller lines it holds} as of its
+        #: newest reading (attention.page_deployments: which pages a watch poll reads).
+        self.page_deployments: dict[Hashable, frozenset] = {}
+        self._deployments_read: frozenset = frozenset()
+        self._watch_cache: tuple | None = None
 
-    def ingest(self, t: float, pages: Iterable[str | bytes], keys: list | None = None
-               ) -> dict[DeploymentKey, dict[str, float]]:
+    def ingest(self, t: float, pages: Iterable[str | bytes], keys: list | None = None,
+               only: frozenset | None = None) -> dict[DeploymentKey, dict[str, float]]:
         """One poll's pages (one node's text each, through exposition.prefilter: UTF-8
         bytes as cut, or text) at time
         *t*, later than every earlier poll's: the values per deployment over the window
         that ends at *t*. replica_values, held_models, gpus and malformed are brought up
         to date with them. *keys* name the pages (their URLs; default their positions):
         a page whose lines are those of the same key's previous page is read from the
-        plan made then."""
+        plan made then. *only*: a watch poll (attention.py) of some pages; the values of
+        these deployments only, the other pages kept as they were."""
         t_base = self._advance_window(t)
         self.cadence.poll(t)
         self.data_t = None
         started = time.thread_time()
         pages = list(pages)
         had_counters = self._cols.n > 0
-        gauges, replica_ongoing, ix, v = self._read_pages(t, pages, keys)
+        gauges, replica_ongoing, ix, v = self._read_pages(t, pages, keys, only is None)
         if self._cols.take(t, ix, v, self.cadence.change_gap):
             self.cadence.report_seen(t)
         elif not pages or not had_counters:
@@ -190,7 +201,7 @@ class WindowedSeries:
         span = t - t_base
         if self.whole_reports and not self.cadence.rates_known(t_base):
             span = 0.0  # no rates from this window yet (report_cadence.rates_known)
-        increases, buckets, r_increases, r_latency = self._window_increases(t_base, t)
+        increases, buckets, r_increases, r_latency = self._window_increases(t_base, t, only)
         self._attribute_vllm(increases, buckets, gauges)
         if span > 0:
             wv.rates(values, increases, span)
@@ -198,9 +209,11 @@ class WindowedSeries:
         wv.pipeline_and_batches(values, increases, buckets, span)
         wv.gauges(values, gauges)
         wv.llm(values, increases, buckets, gauges, span)
-        self.replica_values = wv.replica_values(span, r_increases, r_latency,
-                                               replica_ongoing)
-        return {k: v for k, v in values.items() if v}
+        replicas = wv.replica_values(span, r_increases, r_latency, replica_ongoing)
+        if only is not None:
+            replicas = {k: v for k, v in replicas.items() if k[:2] in only}
+        self.replica_values = replicas
+        return {k: v for k, v in values.items() if v and (only is None or k in only)}
 
     def _attribute_vllm(self, increases: wv.Increases, buckets: wv.Buckets,
                         gauges: dict) -> None:
@@ -226,7 +239,8 @@ class WindowedSeries:
         return self._polls[0]
 
     # -- reading the pages -------------------------------------------------------------
-    def _read_pages(self, t: float, pages: list[str | bytes], keys: list | None):
+    def _read_pages(self, t: float, pages: list[str | bytes], keys: list | None,
+                    every_page: bool = True):
         """Take in every sample line: counters' and buckets' values are returned as
         (column indices, values) for CumulativeColumns.take, with this poll's gauges
         (per family and deployment) and ongoing requests per replica; held models and
@@ -293,11 +307,18 @@ class WindowedSeries:
                     plan = None
             if plan is None:
                 self._plans.pop(key, None)
+                self.page_deployments[key] = self._deployments_read
             else:
                 self._plans[key] = plan
-        if len(self._plans) > len(pages):
+        for key in names:
+            plan = self._plans.get(key)
+            if plan is not None:
+                self.page_deployments[key] = plan.deployments
+        if every_page and len(self.page_deployments) > len(pages):
             seen = set(names)
             self._plans = {k: p for k, p in self._plans.items() if k in seen}
+            self.page_deployments = {k: d for k, d in self.page_deployments.items()
+                                     if k in seen}
         self.held_models = {k: {r: sorted(ids) for r, ids in v.items()} for k, v in held.items()}
         self.gpus = gpu.from_samples(gpu_samples)
         ix = np.concatenate(ix_parts) if ix_parts else np.zeros(0, dtype=np.int64)
@@ -385,6 +406,7 @@ class WindowedSeries:
                 gvs.append(value)
             else:
                 other(route, value)
+        self._deployments_read = deps = _own_deployments(self._cols.meta, seq)
         if bad:
             self.malformed.append((page, bad, example))
         if ix:
@@ -409,7 +431,8 @@ class WindowedSeries:
                          gauge_slot=np.array([g[1] for g in gauge], dtype=np.int64),
                          gauge_rslot=np.array([g[2] for g in gauge], dtype=np.int64),
                          others=[(pos, r) for pos, r in enumerate(seq)
-                                 if r is not None and r[0] not in (_CUM, _GAUGE)])
+                                 if r is not None and r[0] not in (_CUM, _GAUGE)],
+                         deployments=deps)
 
     def _route(self, t: float, line: str) -> tuple | None:
         """What to do with the values of the series on *line* (seen for the first time):
@@ -472,6 +495,17 @@ class WindowedSeries:
             self._register(i)
         return (_CUM, i, le_f is None)
 
+    def _watched_columns(self, only: frozenset, group_keys: list, gid: np.ndarray
+                         ) -> np.ndarray:
+        """Which columns belong to the deployments *only* (a watch poll's)."""
+        cached = self._watch_cache
+        if cached is None or cached[0] != only or cached[1] != len(group_keys) \
+                or len(cached[2]) != len(gid):
+            chosen = np.array([k[1] in only for k in group_keys] or [False], dtype=bool)
+            cached = self._watch_cache = (only, len(group_keys), chosen[gid] if len(gid)
+                                          else np.zeros(0, dtype=bool))
+        return cached[2]
+
     def _register(self, i: int) -> None:
         """Column *i*'s groups (see __init__)."""
         (family, dkey), le, rid = self._cols.meta[i]
@@ -488,6 +522,7 @@ class WindowedSeries:
         self._rrow.append(row)
         self._rcol.append(col)
         self._arrays = None
+        self._watch_cache = None
 
     def _group_arrays(self) -> tuple[np.ndarray, ...]:
         if self._arrays is None:
@@ -496,7 +531,7 @@ class WindowedSeries:
         return self._arrays
 
     # -- the window ----------------------------------------------------------------------
-    def _window_increases(self, t_base: float, t: float):
+    def _window_increases(self, t_base: float, t: float, only: frozenset | None = None):
         """Every series' increase since *t_base* (the poll window ending at *t*), summed
         per deployment (counters; and histograms per bucket) and per replica
         (REPLICA_FAMILIES: counters summed, latency quantiles); a series not listed since
@@ -507,7 +542,7 @@ class WindowedSeries:
         cols = self._cols
         report_s = self.cadence.slow_reports_s() if self.whole_reports else None
         if report_s is None:
-            inc = cols.increase_over_polls(t_base)
+            inc = cols.increase_over_polls(t_base, t)
             keep_from = t_base
         else:
             # Reports slower than the polls: whole reports, at least the window's length.
@@ -519,11 +554,14 @@ class WindowedSeries:
             if end is not None:
                 self.data_t = end
             inc = inc * (t - t_base) / inc_span
+        keep_from = min(keep_from, t - self.keep_s)
         live = cols.live_mask()
         gid, rc, rrow, rcol = self._group_arrays()
         increases: wv.Increases = defaultdict(dict)
         buckets: wv.Buckets = defaultdict(lambda: defaultdict(dict))
         group_keys = list(self._groups)
+        if only is not None:  # a watch poll: the watched deployments' columns alone
+            live = live & self._watched_columns(only, group_keys, gid)
         for g, total in _group_sums(gid, inc, live, len(group_keys)):
             family, dkey, le = group_keys[g]
             if le is None:
@@ -598,6 +636,24 @@ class WindowedSeries:
             self._groups, self._rgroups, self._rrows, self._rcols = {}, {}, {}, {}
             for i in range(self._cols.n):
                 self._register(i)
+
+
+def _own_deployments(meta: list, seq: list) -> frozenset:
+    """The deployments a page's routes (*seq*) hold lines of, but for the lines their
+    callers export (attention.CALLER_SIDE: a handle's queue, a proxy's requests)."""
+    out = set()
+    for r in seq:
+        if r is None or r is _BAD:
+            continue
+        if r[0] == _CUM:
+            family, dkey = meta[r[1]][0]
+        elif r[0] == _GAUGE:
+            family, dkey = r[1], r[2]
+        else:
+            continue
+        if family.split("|", 1)[0] not in CALLER_SIDE:
+            out.add(dkey)
+    return frozenset(out)
 
 
 def _group_sums(gid: np.ndarray, values: np.ndarray, mask: np.ndarray, groups: int):

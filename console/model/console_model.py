@@ -41,6 +41,7 @@ from backend.scaling.explain import ScalingDecision
 from backend.scaling.replica_table import build_rows, latest_from_store
 from backend.tuning.knobs import check_values, values_of
 from console.model.advisor import Advisor
+from console.model.attention import Attention
 from console.model.knob_model import KnobModel
 from console.model.live_session import Session
 from console.model.session_recording import SessionRecording
@@ -98,6 +99,10 @@ class ConsoleModel:
         self.closing = False
         self.events: deque[LogEntry] = deque(maxlen=MAX_EVENTS)
         self.selected: Key | None = None
+        #: The deployments in view, for the metrics scrape (console/model/attention.py):
+        #: the selection is one part, the window's views the others.
+        self.attention = Attention(session.set_attention)
+        session.set_attention(frozenset())  # nothing in view yet: every few seconds
         # Requests per model id of the newest load run (the model cache view's bars).
         self.model_ids_sent: dict[str, int] = {}
         #: Where a plain start sends load from: None (this machine) or a ClusterLoad.
@@ -156,6 +161,7 @@ class ConsoleModel:
         if key == self.selected:
             return
         self.selected = key
+        self.attention.set_part("selected", [key] if key is not None else [])
         self.selection_changed.emit(key)
         self.knob_warnings.emit(self.warnings_for_selected())
         self.model_cache_changed.emit()

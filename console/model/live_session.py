@@ -135,8 +135,12 @@ class Session:
         self._metrics_problems: list = []
         # The source whose slow report interval the event log was told of.
         self._source_told_slow = None
-        # (source, the report time its values were last stored at; None: as of polls).
-        self._metrics_as_of: tuple = (None, None)
+        # (source, {"full"/"watch": the report time its values were last stored at;
+        # None: as of polls}).
+        self._metrics_as_of: tuple = (None, {})
+        # The deployments in view (console/model/attention.py), for the metrics source:
+        # None polls everything every second (no view says what it shows).
+        self._attention: frozenset | None = None
         # Replica deaths from successive statuses (+ the GCS's actor table); replaced
         # on every connect and on a restarted head. Used only on the status poll thread.
         self._watcher = ReplicaWatcher()
@@ -308,7 +312,17 @@ class Session:
             return PrometheusSource(info.prometheus_url, window_s=10.0, verify=client.verify)
         # The direct scrape runs in a child process: its Python never holds this
         # process's GIL against the GUI thread (backend/metrics/scrape_process.py).
-        return ProcessScrapeSource(client.metrics_targets, window_s=5.0)
+        source = ProcessScrapeSource(client.metrics_targets, window_s=5.0)
+        source.set_attention(self._attention)
+        return source
+
+    def set_attention(self, keys) -> None:
+        """The deployments in view, polled every second; the rest every few seconds
+        (backend/metrics/attention.py). None: every deployment every second."""
+        self._attention = None if keys is None else frozenset(keys)
+        source = self._source
+        if source is not None and hasattr(source, "set_attention"):
+            source.set_attention(self._attention)
 
     def set_metrics_source(self, kind: str) -> None:
         """Switch between the direct scrape and Prometheus for this session."""
@@ -440,14 +454,27 @@ class Session:
         t, values = source.poll()
         # Pages that change once per report (a cluster on Ray's 10 s default): the values
         # are as of the newest report, stored at its time, once — so the plots' ages
-        # say how old the data is, not the poll.
+        # say how old the data is, not the poll. A source that follows attention
+        # (backend/metrics/attention.py) answers full polls and watch polls (the watched
+        # deployments only), each stored once per report on its own.
         as_of = source.data_time()
-        last = self._metrics_as_of if self._metrics_as_of[0] is source else (source, None)
-        if as_of is None or last[1] is None or as_of > last[1]:
+        full = getattr(source, "last_poll_full", True)
+        if self._metrics_as_of[0] is not source:
+            self._metrics_as_of = (source, {})
+        stored = self._metrics_as_of[1]
+        last = stored.get("full" if full else "watch")
+        if as_of is None or last is None or as_of > last:
             at = t if as_of is None else as_of
+            replicas = source.replica_values()
+            watched = stored.get("watch")
+            if full and as_of is not None and watched is not None and as_of <= watched:
+                # The watched deployments have this report already (a watch poll's).
+                seen = self._attention or frozenset()
+                values = {k: v for k, v in values.items() if k not in seen}
+                replicas = {k: v for k, v in replicas.items() if k[:2] not in seen}
             self.store.add(at, values)  # the store is thread-safe; widgets read snapshots
-            self.replica_store.add(at, source.replica_values())
-            self._metrics_as_of = (source, as_of)
+            self.replica_store.add(at, replicas)
+            stored["full" if full else "watch"] = as_of
         # Read here, on the poll thread: the source's lock is held during a poll, and the
         # GUI thread must never wait on it.
         gpus = self.gpus.collect(source, t, self.client, self.status)

@@ -10,6 +10,7 @@ from PySide6.QtCore import Qt, Slot
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import QLineEdit, QSplitter, QStackedWidget, QVBoxLayout, QWidget
 
+from console.model.attention import FILTER_MAX
 from console.model.console_model import ConsoleModel
 from console.windows.model_links import ModelLinks
 from widgets.app_tree import AppTree
@@ -26,6 +27,7 @@ class CentralViews(QWidget):
         super().__init__(parent)
         self._links = ModelLinks(self)  # cut when this view goes
         self._gpus = model.gpus
+        self._attention = model.attention
         self.tree = AppTree()
         self.plots = LivePlots()
         self.plots.set_store(model.store)
@@ -76,6 +78,7 @@ class CentralViews(QWidget):
             "Show only the applications and deployments whose name or status contains "
             "this text (e.g. a deployment's name, or UNHEALTHY); Escape clears it.")
         self.tree_filter.textChanged.connect(self.tree.set_filter)
+        self.tree_filter.textChanged.connect(self.show_filter_attention)
         clear = QAction("Clear the filter", self.tree_filter)
         clear.setShortcut(QKeySequence(Qt.Key.Key_Escape))
         clear.setShortcutContext(Qt.ShortcutContext.WidgetShortcut)
@@ -88,6 +91,11 @@ class CentralViews(QWidget):
         box.addWidget(self.tree_filter)
         box.addWidget(self.tree, 1)
         return column
+
+    def show_filter_attention(self, _text: str = "") -> None:
+        """The filter's matches are in view (console/model/attention.py): polled every
+        second while a filter is typed."""
+        self._attention.set_part("filter", self.tree.filter_matches()[:FILTER_MAX])
 
     def show_per_replica(self, on: bool) -> None:
         """The per-replica view in place of the deployment's plots (or back)."""

@@ -18,6 +18,7 @@ from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import QDockWidget, QMainWindow, QWidget
 
 from backend.metrics.worst_first import rows
+from console.model.attention import WORST_TOP_ROWS
 from console.model.connection import ConnectionState
 from console.model.console_model import NO_LOAD_TARGET, ConsoleModel
 from console.windows.model_links import ModelLinks
@@ -163,6 +164,7 @@ class WorstFirstDock(Dock):
         self.view = WorstFirstView()
         super().__init__("Worst first", self.view, window, RIGHT)
         self._session, self._store = model.session, model.store
+        self._attention = model.attention
         self.hide()
         action = self.toggleViewAction()
         action.setShortcut(QKeySequence("Ctrl+Alt+W"))
@@ -176,11 +178,15 @@ class WorstFirstDock(Dock):
         """Rank the deployments of the session's last status now (only while it shows)."""
         if self.isVisible():
             self.view.set_rows(rows(self._session.status, self._store, time.time()))
+            # Its top rows are in view: polled every second (console/model/attention.py).
+            self._attention.set_part("worst", self.view.ranked()[:WORST_TOP_ROWS])
 
     @Slot(bool)
     def _on_visibility_changed(self, shown: bool) -> None:
         if shown:
             self.refresh()
+        else:
+            self._attention.set_part("worst", [])
 
     @Slot(object)
     def _on_session_status_changed(self, _status) -> None:

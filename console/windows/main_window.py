@@ -178,6 +178,8 @@ class MainWindow(QMainWindow):
     @Slot(object)
     def _on_model_selection_changed(self, key) -> None:
         self.plots.set_key(key)
+        plotted = self.plots.key()  # in view: polled every second (model/attention.py)
+        self.model.attention.set_part("plotted", [plotted] if plotted else [])
         if key is not None and self.tree.selected_key() != key:
             self.tree.select_key(*key)
         # Its warnings follow from the model (knob_warnings), once.
@@ -266,6 +268,7 @@ class MainWindow(QMainWindow):
     def _on_session_status_changed(self, status: ServeStatus) -> None:
         self.tree.set_notes(self.model.deploys.waiting_for_room)
         self.tree.set_status(status)
+        self.views.show_filter_attention()  # the filter's matches may have changed
         if self.model.selected is not None and self.tree.selected_key() is None:
             self.tree.select_key(*self.model.selected)  # its row may be new
         self.tuning_dock.show_selected()
