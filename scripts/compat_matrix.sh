@@ -84,8 +84,11 @@ PY
   echo "$venv"
 }
 
-stop_head() {  # every process that names this head's temp dir, and only those
+# The head's own processes (scripts/compat/head.sh stop), then, once nothing of this
+# version's run is left running, every process that still names its temp dir.
+sweep_head() {
   local tmp=$1
+  scripts/compat/head.sh stop "$tmp"
   pkill -f -- "$tmp" 2>/dev/null
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     pgrep -f -- "$tmp" >/dev/null || return 0
@@ -111,41 +114,25 @@ for ver in "${VERSIONS[@]}"; do
   fi
   : >"$log"
   started=no
-  # Up to 3 tries: on a loaded machine a head's raylet can give up waiting for its
-  # dashboard agent ("Check failed" in NodeManager::WaitForDashboardAgentPorts, seen with
-  # Ray 2.60 at a load average of 9 on 2 cores); a fresh start then comes up.
-  for attempt in 1 2 3; do
-    stop_head "$tmp"
-    rm -rf "$tmp"
-    mkdir -p "$tmp"
-    echo "compat: ray start, try $attempt" >>"$log"
-    # RAY_TMPDIR too: `ray start` writes the "current cluster" file under it, and another
-    # user's ray.init() must not find this head through /tmp/ray.
-    if RAY_TMPDIR=$tmp PYTHONPATH=$ROOT/scripts/compat/user_app RAY_USAGE_STATS_ENABLED=0 \
-        "$venv/bin/ray" start --head --temp-dir="$tmp" --num-cpus="$CPUS" \
-          --port=$port --dashboard-host=127.0.0.1 --dashboard-port=$((port + 65)) \
-          --ray-client-server-port=$((port + 1)) --node-manager-port=$((port + 2)) \
-          --object-manager-port=$((port + 3)) --metrics-export-port=$((port + 4)) \
-          --dashboard-agent-listen-port=$((port + 5)) --dashboard-agent-grpc-port=$((port + 6)) \
-          --runtime-env-agent-port=$((port + 7)) \
-          --min-worker-port=$((port + 10)) --max-worker-port=$((port + 59)) \
-          --system-config='{"metrics_report_interval_ms": 1000}' >>"$log" 2>&1; then
-      started=yes
-      break
-    fi
-    echo "compat: Ray $ver's head did not start (try $attempt; see $log)" >&2
-  done
+  sweep_head "$tmp"
+  rm -rf "$tmp"
+  if scripts/compat/head.sh start "$venv" "$port" "$tmp" "$CPUS" >>"$log" 2>&1; then
+    started=yes
+    # Which processes are this head's (head.sh stop ends those): for the log.
+    pgrep -af -- "$tmp" >>"$log" 2>&1
+  fi
   if [ $started = no ]; then
     echo "compat: Ray $ver's head did not start (see $log)" >&2
     "$CONSOLE_PYTHON" scripts/compat/check.py --ray-version "$ver" --out "$RESULTS/ray-$ver.json" \
         --started-s "$t0" --setup-failed "ray start failed: $(tail -n 3 "$log" | tr '\n' ' ')"
-    stop_head "$tmp"
+    sweep_head "$tmp"
     continue
   fi
   "$CONSOLE_PYTHON" scripts/compat/check.py --ray-version "$ver" --cluster-venv "$venv" \
       --dashboard "http://127.0.0.1:$((port + 65))" --serve-port $((port + 80)) \
-      --temp-dir "$tmp" --out "$RESULTS/ray-$ver.json" --started-s "$t0" 2>&1 | tee -a "$log"
-  stop_head "$tmp"
+      --temp-dir "$tmp" --port "$port" --cpus "$CPUS" \
+      --out "$RESULTS/ray-$ver.json" --started-s "$t0" 2>&1 | tee -a "$log"
+  sweep_head "$tmp"
 done
 if [ -n "$REPORT" ]; then
   "$CONSOLE_PYTHON" scripts/compat/report.py "$RESULTS" "$REPORT"

@@ -9,7 +9,8 @@ metrics exist. Read in each version's own source (`ray/serve/batching.py` and
   `ray_serve_actual_batch_size`, `ray_serve_batch_queue_length`,
   `ray_serve_batch_wait_time_ms` and `ray_serve_batch_utilization_percent`;
 - the autoscaler's own metrics (`ray_serve_autoscaling_desired_replicas`,
-  `…_target_replicas`, `…_total_requests`) start in 2.54, and
+  `…_target_replicas`, `…_total_requests`, and the controller's
+  `…_replica_metrics_delay_ms` / `…_handle_metrics_delay_ms`) start in 2.54, and
   `ray_serve_autoscaling_target_ongoing_requests` in 2.56.
 
 Every other series the console plots comes from metrics all of 2.50 … 2.60 export. So a
@@ -43,6 +44,10 @@ SINCE: dict[str, Since] = {
                                        "autoscaler"),
     "autoscaler_ongoing_per_replica": Since((2, 54), "ray_serve_autoscaling_total_requests",
                                             "autoscaler"),
+    # ray/serve/_private/controller.py; the handle's delay comes in the same release.
+    "autoscaler_metrics_delay_p99_ms": Since((2, 54),
+                                             "ray_serve_autoscaling_replica_metrics_delay_ms",
+                                             "autoscaler"),
     "target_ongoing_requests": Since((2, 56), "ray_serve_autoscaling_target_ongoing_requests",
                                      "autoscaler"),
 }
