@@ -66,18 +66,22 @@ HEAD_SH = ROOT / "scripts" / "compat" / "head.sh"
 # cannot feed are expected empty instead.
 DEMO_KEY = "batched/BatchedGenerator"
 EXPECTED_SERIES = {
-    DEMO_KEY: ("requests_per_s", "latency_p50_ms", "latency_p90_ms", "latency_p99_ms",
-               "ongoing_requests", "replicas_running", "target_replicas",
-               "running_replicas", "starting_replicas", "batch_size", "batch_queue_length",
-               "batch_wait_ms", "batch_utilization_pct"),
-    "batched/": ("requests_per_s", "http_latency_p50_ms", "http_latency_p90_ms",
-                 "http_latency_p99_ms"),
-    "/".join(ELASTIC): ("requests_per_s", "latency_p99_ms", "ongoing_requests",
-                        "replicas_running", "target_replicas", "running_replicas",
-                        "min_replicas", "max_replicas", "replicas_target",
-                        "replicas_desired", "autoscaler_total_requests",
-                        "autoscaler_ongoing_per_replica", "target_ongoing_requests",
-                        "autoscaler_metrics_delay_p99_ms"),
+    DEMO_KEY: ("requests_per_s", "errors_per_s", "latency_p50_ms", "latency_p90_ms",
+               "latency_p99_ms", "ongoing_requests", "queued_requests", "replicas_running",
+               "replicas_target", "target_replicas", "running_replicas",
+               "starting_replicas", "batch_size", "batch_queue_length", "batch_wait_ms",
+               "batch_utilization_pct"),
+    "batched/": ("requests_per_s", "errors_per_s", "http_latency_p50_ms",
+                 "http_latency_p90_ms", "http_latency_p99_ms"),
+    "/".join(ELASTIC): ("requests_per_s", "errors_per_s", "latency_p50_ms",
+                        "latency_p90_ms", "latency_p99_ms", "ongoing_requests",
+                        "queued_requests", "replicas_running", "target_replicas",
+                        "running_replicas", "starting_replicas", "min_replicas",
+                        "max_replicas", "replicas_target", "replicas_desired",
+                        "autoscaler_total_requests", "autoscaler_ongoing_per_replica",
+                        "target_ongoing_requests", "autoscaler_metrics_delay_p99_ms"),
+    f"{ELASTIC[0]}/": ("requests_per_s", "errors_per_s", "http_latency_p50_ms",
+                       "http_latency_p90_ms", "http_latency_p99_ms"),
 }
 MIN_POINTS = 3
 
@@ -394,6 +398,11 @@ def check_head(a, d: str, work: Path) -> dict:
         p = head("stop", a.temp_dir)
         if p.returncode != 0:
             return result(False, f"head.sh stop failed: {tail(p.stdout + p.stderr)}")
+        # Nothing of that version's Ray may be left (its venv is this version's only).
+        left = subprocess.run(["pgrep", "-af", "--", str(Path(a.cluster_venv)) + "/"],
+                              capture_output=True, text=True).stdout.strip()
+        if left:
+            return result(False, f"head.sh stop left processes of the head: {tail(left, 5)}")
         lost = run_.wait_for(r"Cluster not answering", 90)
         if lost is None:
             return result(False, "the console said nothing of the lost head in 90 s: "
