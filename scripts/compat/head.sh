@@ -11,13 +11,20 @@
 # ends the processes that name this head's session folder or temp dir as Ray's own
 # processes write it (`TEMP_DIR/session_…`, `--temp-dir=TEMP_DIR`, `--temp_dir=…`), so
 # that a script whose arguments or files only lie under TEMP_DIR (check.py, the consoles
-# it runs) is not one of them.
+# it runs) is not one of them; and its Ray Client server, which names neither (Ray 2.50:
+# `python -m ray.util.client.server --address=IP:PORT …`), by the head's GCS port, which
+# `start` writes to TEMP_DIR/head-port.
 set -uo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 
 head_pattern() {  # a regex for pgrep/pkill -f
-  local tmp=${1//./\\.}
-  echo "(${tmp}/session_|--temp[-_]dir=${tmp}( |$))"
+  local tmp=${1//./\\.} port
+  port=$(cat "$1/head-port" 2>/dev/null)
+  if [ -n "$port" ]; then
+    echo "(${tmp}/session_|--temp[-_]dir=${tmp}( |$)|ray\.util\.client\.server --address=[^ ]*:${port}( |$))"
+  else
+    echo "(${tmp}/session_|--temp[-_]dir=${tmp}( |$))"
+  fi
 }
 
 stop_head() {
@@ -41,6 +48,7 @@ start_head() {
   # Ray 2.60 at a load average of 9 on 2 cores); a fresh start then comes up.
   for attempt in 1 2 3; do
     stop_head "$tmp"
+    echo "$port" >"$tmp/head-port"
     echo "compat: ray start, try $attempt"
     # RAY_TMPDIR too: `ray start` writes the "current cluster" file under it, and another
     # user's ray.init() must not find this head through /tmp/ray.
