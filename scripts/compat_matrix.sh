@@ -9,13 +9,14 @@
 # ~/.cache/serve-console/ray-VERSION and reused), with ray[serve]==VERSION and torch's CPU
 # build (the demos import torch on the replicas; uv links it from its cache); a head of
 # that version with a temp dir and ports of its own (/tmp/rayv-VERSION, never the
-# default /tmp/ray); a user's two applications deployed with that version's own `serve
-# deploy`; then scripts/compat/check.py runs the console (this checkout, its own venv's
-# Ray) against it in its scripted, windowless mode and records each check in
-# scripts/compat/results/ray-VERSION.json. At the end scripts/compat/report.py rewrites
+# default /tmp/ray; scripts/compat/head.sh); a user's applications deployed with that
+# version's own `serve deploy`; then scripts/compat/check.py runs the console (this
+# checkout, its own venv's Ray) against it in its scripted, windowless mode and records
+# each check in scripts/compat/results/ray-VERSION.json (its last check stops the head and
+# starts it again, with head.sh). At the end scripts/compat/report.py rewrites
 # docs/compatibility.md from every results file there. The head is stopped by killing
-# the processes that name its temp dir (never `ray stop`, which stops every head on the
-# machine).
+# its own processes (head.sh stop), then every process still naming its temp dir (never
+# `ray stop`, which stops every head on the machine).
 #
 # Environment: CONSOLE_PYTHON (default .venv/bin/python), UV (default: uv next to it, or
 # on PATH), COMPAT_CACHE (default ~/.cache/serve-console), COMPAT_BASE_PORT (default

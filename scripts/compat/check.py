@@ -324,7 +324,8 @@ def check_series(version: str, live: dict) -> dict:
     detail = (f"{plotted} series plotted, ≥ {fewest or 0} points each (the demo's "
               f"requests/s up to {rps})")
     if listed:
-        detail += f"; not exported by {version}, said so: {', '.join(sorted(listed))}"
+        detail += (f"; {len(listed)} not exported by {version}, without points, the plots "
+                   f"say so: {', '.join(sorted(listed))}")
     if missing:
         detail += f"; no points: {', '.join(missing)}"
     if fed_anyway:
