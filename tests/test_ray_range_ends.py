@@ -57,4 +57,6 @@ def test_the_oldest_ray_of_the_range_passes_every_check(tmp_path):
     source = "\n".join(p.read_text(errors="replace") for p in serve.rglob("*.py"))
     for series, since in SINCE.items():
         named = f'"{since.metric.removeprefix("ray_")}"' in source
-        assert named == (ray_minor(OLDEST) >= since.version), (series, since.metric)
+        fed = ray_minor(OLDEST) >= since.version
+        # A metric the console reads in one form (since.form) may be there in another.
+        assert named == fed or (named and since.form), (series, since.metric)
