@@ -61,7 +61,16 @@ start_head() {
           --runtime-env-agent-port=$((port + 7)) \
           --min-worker-port=$((port + 10)) --max-worker-port=$((port + 59)) \
           --system-config='{"metrics_report_interval_ms": 1000}'; then
-      return 0
+      # `ray start` succeeds even when the dashboard gave up starting (Ray 2.56 at a load
+      # average of 9 on 2 cores: "Module MetricsHead failed to start. Timeout after 30.0
+      # seconds"): a head counts as started once its dashboard answers.
+      for _ in $(seq 1 60); do
+        curl -sf -o /dev/null --max-time 5 "http://127.0.0.1:$((port + 65))/api/version" \
+          && return 0
+        sleep 2
+      done
+      echo "compat: the head's dashboard does not answer (try $attempt)"
+      continue
     fi
     echo "compat: the head did not start (try $attempt)"
   done
