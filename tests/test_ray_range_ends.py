@@ -11,7 +11,7 @@ untouched, the export accepted by that version, and the head stopped and started
 lost, then reconnected). The whole matrix, every version, is the script run by hand
 (docs/compatibility.md).
 
-Quiet: the head takes the machine's CPUs for ~3-4 minutes, one test at a time."""
+Quiet: the head takes the machine's CPUs for ~3.5 minutes, one test at a time."""
 
 from __future__ import annotations
 
