@@ -9,13 +9,14 @@
 # ~/.cache/serve-console/ray-VERSION and reused), with ray[serve]==VERSION and torch's CPU
 # build (the demos import torch on the replicas; uv links it from its cache); a head of
 # that version with a temp dir and ports of its own (/tmp/rayv-VERSION, never the
-# default /tmp/ray); a user's two applications deployed with that version's own `serve
-# deploy`; then scripts/compat/check.py runs the console (this checkout, its own venv's
-# Ray) against it in its scripted, windowless mode and records each check in
-# scripts/compat/results/ray-VERSION.json. At the end scripts/compat/report.py rewrites
+# default /tmp/ray; scripts/compat/head.sh); a user's applications deployed with that
+# version's own `serve deploy`; then scripts/compat/check.py runs the console (this
+# checkout, its own venv's Ray) against it in its scripted, windowless mode and records
+# each check in scripts/compat/results/ray-VERSION.json (its last check stops the head and
+# starts it again, with head.sh). At the end scripts/compat/report.py rewrites
 # docs/compatibility.md from every results file there. The head is stopped by killing
-# the processes that name its temp dir (never `ray stop`, which stops every head on the
-# machine).
+# its own processes (head.sh stop), then every process still naming its temp dir (never
+# `ray stop`, which stops every head on the machine).
 #
 # Environment: CONSOLE_PYTHON (default .venv/bin/python), UV (default: uv next to it, or
 # on PATH), COMPAT_CACHE (default ~/.cache/serve-console), COMPAT_BASE_PORT (default
@@ -84,8 +85,11 @@ PY
   echo "$venv"
 }
 
-stop_head() {  # every process that names this head's temp dir, and only those
+# The head's own processes (scripts/compat/head.sh stop), then, once nothing of this
+# version's run is left running, every process that still names its temp dir.
+sweep_head() {
   local tmp=$1
+  scripts/compat/head.sh stop "$tmp"
   pkill -f -- "$tmp" 2>/dev/null
   for _ in 1 2 3 4 5 6 7 8 9 10; do
     pgrep -f -- "$tmp" >/dev/null || return 0
@@ -111,41 +115,25 @@ for ver in "${VERSIONS[@]}"; do
   fi
   : >"$log"
   started=no
-  # Up to 3 tries: on a loaded machine a head's raylet can give up waiting for its
-  # dashboard agent ("Check failed" in NodeManager::WaitForDashboardAgentPorts, seen with
-  # Ray 2.60 at a load average of 9 on 2 cores); a fresh start then comes up.
-  for attempt in 1 2 3; do
-    stop_head "$tmp"
-    rm -rf "$tmp"
-    mkdir -p "$tmp"
-    echo "compat: ray start, try $attempt" >>"$log"
-    # RAY_TMPDIR too: `ray start` writes the "current cluster" file under it, and another
-    # user's ray.init() must not find this head through /tmp/ray.
-    if RAY_TMPDIR=$tmp PYTHONPATH=$ROOT/scripts/compat/user_app RAY_USAGE_STATS_ENABLED=0 \
-        "$venv/bin/ray" start --head --temp-dir="$tmp" --num-cpus="$CPUS" \
-          --port=$port --dashboard-host=127.0.0.1 --dashboard-port=$((port + 65)) \
-          --ray-client-server-port=$((port + 1)) --node-manager-port=$((port + 2)) \
-          --object-manager-port=$((port + 3)) --metrics-export-port=$((port + 4)) \
-          --dashboard-agent-listen-port=$((port + 5)) --dashboard-agent-grpc-port=$((port + 6)) \
-          --runtime-env-agent-port=$((port + 7)) \
-          --min-worker-port=$((port + 10)) --max-worker-port=$((port + 59)) \
-          --system-config='{"metrics_report_interval_ms": 1000}' >>"$log" 2>&1; then
-      started=yes
-      break
-    fi
-    echo "compat: Ray $ver's head did not start (try $attempt; see $log)" >&2
-  done
+  sweep_head "$tmp"
+  rm -rf "$tmp"
+  if scripts/compat/head.sh start "$venv" "$port" "$tmp" "$CPUS" >>"$log" 2>&1; then
+    started=yes
+    # Which processes are this head's (head.sh stop ends those): for the log.
+    pgrep -af -- "$tmp" >>"$log" 2>&1
+  fi
   if [ $started = no ]; then
     echo "compat: Ray $ver's head did not start (see $log)" >&2
     "$CONSOLE_PYTHON" scripts/compat/check.py --ray-version "$ver" --out "$RESULTS/ray-$ver.json" \
         --started-s "$t0" --setup-failed "ray start failed: $(tail -n 3 "$log" | tr '\n' ' ')"
-    stop_head "$tmp"
+    sweep_head "$tmp"
     continue
   fi
   "$CONSOLE_PYTHON" scripts/compat/check.py --ray-version "$ver" --cluster-venv "$venv" \
       --dashboard "http://127.0.0.1:$((port + 65))" --serve-port $((port + 80)) \
-      --temp-dir "$tmp" --out "$RESULTS/ray-$ver.json" --started-s "$t0" 2>&1 | tee -a "$log"
-  stop_head "$tmp"
+      --temp-dir "$tmp" --port "$port" --cpus "$CPUS" \
+      --out "$RESULTS/ray-$ver.json" --started-s "$t0" 2>&1 | tee -a "$log"
+  sweep_head "$tmp"
 done
 if [ -n "$REPORT" ]; then
   "$CONSOLE_PYTHON" scripts/compat/report.py "$RESULTS" "$REPORT"

@@ -10,7 +10,11 @@ metrics exist. Read in each version's own source (`ray/serve/batching.py` and
   `ray_serve_batch_wait_time_ms` and `ray_serve_batch_utilization_percent`;
 - the autoscaler's own metrics (`ray_serve_autoscaling_desired_replicas`,
   `…_target_replicas`, `…_total_requests`) start in 2.54, and
-  `ray_serve_autoscaling_target_ongoing_requests` in 2.56.
+  `ray_serve_autoscaling_target_ongoing_requests` in 2.56;
+- the controller's `ray_serve_autoscaling_replica_metrics_delay_ms` /
+  `…_handle_metrics_delay_ms` (ray/serve/_private/controller.py) are gauges in 2.54 and
+  2.56 and histograms from 2.58: the console's p99 of them reads the histogram's buckets,
+  so it has them from 2.58 (scripts/compat_matrix.sh found the gap on a 2.54 head).
 
 Every other series the console plots comes from metrics all of 2.50 … 2.60 export. So a
 view that shows a series an older head cannot feed says so ("Ray 2.52 exports no …"),
@@ -30,6 +34,7 @@ class Since:
     version: tuple[int, int]
     metric: str
     group: str  # what a user calls the family: "batch", "autoscaler"
+    form: str = ""  # the form the console reads, where older versions export another
 
 
 SINCE: dict[str, Since] = {
@@ -43,6 +48,10 @@ SINCE: dict[str, Since] = {
                                        "autoscaler"),
     "autoscaler_ongoing_per_replica": Since((2, 54), "ray_serve_autoscaling_total_requests",
                                             "autoscaler"),
+    # ray/serve/_private/controller.py; the handle's delay changes in the same release.
+    "autoscaler_metrics_delay_p99_ms": Since((2, 58),
+                                             "ray_serve_autoscaling_replica_metrics_delay_ms",
+                                             "autoscaler delay", form="histogram"),
     "target_ongoing_requests": Since((2, 56), "ray_serve_autoscaling_target_ongoing_requests",
                                      "autoscaler"),
 }
@@ -64,8 +73,9 @@ def unfed_series(version: str | None) -> dict[str, str]:
     mm = ray_minor(version)
     if mm is None:
         return {}
-    return {series: f"Ray {_text(mm)} exports no {s.metric} (Serve exports it from "
-                    f"{_text(s.version)})"
+    return {series: f"Ray {_text(mm)} exports no {s.metric}"
+                    + (f" as a {s.form}" if s.form else "")
+                    + f" (Serve exports it from {_text(s.version)})"
             for series, s in SINCE.items() if mm < s.version}
 
 

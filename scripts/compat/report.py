@@ -13,32 +13,45 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from backend.cluster.ray_versions import ray_version_warning  # noqa: E402
 from backend.metrics.ray_exports import unfed_series  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from check import EXPECTED_SERIES  # noqa: E402
+
 CHECKS = {
     "connect": "connect, tree",
     "demo": "demo deployed and served",
+    "series": "live series plotted",
+    "autoscaling": "autoscaling decisions",
+    "replicas": "per-replica view",
     "apply": "live config change",
     "untouched": "user's apps untouched",
     "export": "export → `serve deploy`",
+    "head": "head loss and return",
 }
-WHAT = """\
+WHAT = f"""\
 Each check, against a real head of that version (`ray start --head`, 4 CPUs) running a
-user's two applications deployed with that version's own `serve deploy`
-(`scripts/compat/user_app/`), and the console of this repository on its own Ray:
+user's applications deployed with that version's own `serve deploy`
+(`scripts/compat/user_app/`: two with a `user_config` knob, and `Elastic`, an
+autoscaling deployment from 1 to 3 replicas at 2 ongoing requests each), and the console
+of this repository on its own Ray:
 
 | check | passes when |
 |---|---|
 | connect, tree | the console's session model connects, names the version, and its application tree lists both user applications, tunable, with their replicas and `user_config` (`scripts/compat/tree_probe.py`) |
 | demo deployed and served | `serve-console --no-window --demo batched --rps 10 --exit-after 75` exits 0, the demo runs, and the recorded load went to the demo only, with requests answered and no errors |
+| live series plotted | during that run, with 6 clients of the check on `Elastic` meanwhile, the console's live store (what the plots draw) holds at least 3 points of every series the console computes for the deployment and the application of the demo and of `Elastic` ({sum(map(len, EXPECTED_SERIES.values()))} in all: requests, latencies, ongoing, replicas, batching, the autoscaler's), except those the version does not export (`backend/metrics/ray_exports.py`), which must stay empty; the cell names those |
+| autoscaling decisions | the console's scaling view (the controller's log, read through the dashboard) said at least one decision of `Elastic` with its numbers: from → to replicas and the autoscaler's ongoing requests |
+| per-replica view | at the end of that run the per-replica view of the demo has one row per running replica (the same replica ids as the cluster's), each with requests/s, ongoing and p99 |
 | live config change | `serve-console --apply-config FILE` (a new `user_config` for one user application) exits 0; the cluster runs the new value, the replica answers with it, and its replica id is the same as before |
 | user's apps untouched | through the demo's deploy and that change, both user applications keep their replica ids and their config (the one changed value aside) |
 | export → `serve deploy` | `serve-console export SESSION.db --yaml` of that session writes a config that this version's `serve deploy` accepts, after which every application runs and no user replica restarted |
+| head loss and return | a console connected with `--no-window --log-events`; the head's processes stopped (that head's only, `scripts/compat/head.sh stop`) and the head started again with the same command: the console says `Cluster not answering`, then `Reconnected after N s — a new cluster session`, and exits 0; the cell gives the seconds from the stop to the first and from the head's return to the second |
 
 The cluster side of each version: `ray[serve]==VERSION` on Python 3.11, with torch's CPU
 build for the demos' replicas. Ray 2.50 to 2.54 run there with protobuf 6: their Serve
 reads `FieldDescriptor.label`, which protobuf 7 removed, and fails every deploy under it
 (`'FieldDescriptor' object has no attribute 'label'`) — a pin for the cluster's
 environment, not the console's. *run*: the date, and the seconds one version took from
-its venv check to its head stopped.
+its venv check to its head stopped. *not run*: that version's results predate the check.
 """
 
 

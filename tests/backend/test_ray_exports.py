@@ -38,21 +38,30 @@ def test_2_50_lacks_batch_and_autoscaler_metrics():
     assert unfed["batch_size"] == ("Ray 2.50 exports no ray_serve_actual_batch_size "
                                    "(Serve exports it from 2.54)")
     assert unfed_summary("2.50.1") == (
-        "Ray 2.50 exports no batch metrics (from 2.54) or autoscaler metrics (from 2.54): "
-        "the console cannot plot them on this cluster.")
+        "Ray 2.50 exports no batch metrics (from 2.54) or autoscaler metrics (from 2.54) or "
+        "autoscaler delay metrics (from 2.58): the console cannot plot them on this cluster.")
 
 
-def test_2_54_lacks_only_the_target_per_replica():
-    assert set(unfed_series("2.54.1")) == {"target_ongoing_requests"}
+def test_2_54_lacks_only_the_target_per_replica_and_the_delay_histogram():
+    assert set(unfed_series("2.54.1")) == {"target_ongoing_requests",
+                                           "autoscaler_metrics_delay_p99_ms"}
+    # 2.54 and 2.56 export the metrics delay as a gauge; the console's p99 reads the
+    # histogram 2.58 brings.
+    assert set(unfed_series("2.56.1")) == {"autoscaler_metrics_delay_p99_ms"}
+    assert unfed_series("2.56.1")["autoscaler_metrics_delay_p99_ms"] == (
+        "Ray 2.56 exports no ray_serve_autoscaling_replica_metrics_delay_ms as a histogram "
+        "(Serve exports it from 2.58)")
+    assert unfed_series("2.58.1") == {}
     plots = {"Batch size": ("batch_size",),
              "Autoscaler input": ("autoscaler_ongoing_per_replica", "target_ongoing_requests"),
              "Throughput": ("requests_per_s",)}
     assert unfed_summary("2.54.1", plots) == (
-        "Ray 2.54 exports no autoscaler metrics (from 2.56): Autoscaler input lacks those "
-        "curves.")
+        "Ray 2.54 exports no autoscaler delay metrics (from 2.58) or autoscaler metrics "
+        "(from 2.56): Autoscaler input lacks those curves.")
     assert unfed_summary("2.52.1", plots) == (
-        "Ray 2.52 exports no batch metrics (from 2.54) or autoscaler metrics (from 2.54): "
-        "Batch size, Autoscaler input cannot be plotted on this cluster.")
+        "Ray 2.52 exports no batch metrics (from 2.54) or autoscaler metrics (from 2.54) or "
+        "autoscaler delay metrics (from 2.58): Batch size, Autoscaler input cannot be "
+        "plotted on this cluster.")
 
 
 def test_the_installed_ray_exports_every_metric_of_the_table():

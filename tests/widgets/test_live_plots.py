@@ -287,10 +287,15 @@ def test_a_ray_that_cannot_feed_a_plot_is_said_above_the_plots(plots):
     assert text.startswith("Ray 2.50 exports no batch metrics (from 2.54)")
     assert "Batch size" in text and "Autoscaler input" in text
     assert "ray_serve_actual_batch_size" in plots.findChild(QLabel, "unfedNote").toolTip()
-    plots.set_ray_version("2.56.0")
+    plots.set_ray_version("2.58.1")
     assert _unfed_text(plots) == ""
+    # 2.56 feeds every plot; the autoscaler's metrics delay (a histogram from 2.58), shown
+    # beside the tree's autoscaling deployments, is said all the same.
+    plots.set_ray_version("2.56.0")
+    assert _unfed_text(plots) == "Ray 2.56 exports no autoscaler delay metrics (from 2.58)."
     plots.set_ray_version("2.54.1")
-    assert _unfed_text(plots) == ("Ray 2.54 exports no autoscaler metrics (from 2.56): "
-                                  "Autoscaler input lacks those curves.")
+    assert _unfed_text(plots) == ("Ray 2.54 exports no autoscaler delay metrics (from 2.58) "
+                                  "or autoscaler metrics (from 2.56): Autoscaler input lacks "
+                                  "those curves.")
     plots.set_ray_version(None)
     assert _unfed_text(plots) == ""

@@ -1,10 +1,13 @@
 """A user's own Serve applications for scripts/compat_matrix.sh: two applications, one
 deployment each, each with a user_config knob applied in reconfigure (no replica
-restart). Imported on the cluster (the head is started with this folder on PYTHONPATH), by
+restart); and a third, `Elastic`, for the autoscaling check (check.py deploys it with an
+autoscaling_config and loads it: each request holds its replica for half a second, so
+the ongoing requests follow the clients sending them). Imported on the cluster (the head is started with this folder on PYTHONPATH), by
 the Ray version under test; standard library and Ray only."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 from ray import serve
@@ -37,5 +40,16 @@ class Scaler:
         return {"result": x * self.factor, "pid": self.pid}
 
 
+@serve.deployment
+class Elastic:
+    def __init__(self) -> None:
+        self.pid = os.getpid()
+
+    async def __call__(self, request) -> dict:
+        await asyncio.sleep(0.5)
+        return {"pid": self.pid}
+
+
 shop = Greeter.bind()
 echo = Scaler.bind()
+elastic = Elastic.bind()
