@@ -426,7 +426,12 @@ def test_a_prepared_start_takes_the_worker_processes_waiting_which_end_with_the_
     try:
         spare.prepare(access, ClusterLoad(workers=2, own_proxy=False))
         _ready(spare)
-        waiting = worker_processes(cluster) - before
+        # The preparation runs after the connect, in the background (a run that comes
+        # meanwhile does not wait for it): wait for its worker processes, one a node.
+        deadline = time.monotonic() + 60.0
+        while len(waiting := worker_processes(cluster) - before) < 2:
+            assert time.monotonic() < deadline, f"nothing prepared in 60 s: {waiting}"
+            time.sleep(0.25)
         gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), 20.0)
         gen.spare = spare
         gen.start()
