@@ -14,7 +14,7 @@ from dataclasses import replace
 
 from backend.child import Spawned
 from backend.load.child_process import ProcessLoadGenerator
-from backend.load.driver_spare import DRIVER_MODULE, SpareDriver
+from backend.load.driver_spare import DRIVER_MODULE, SAID_READY, SpareDriver
 from backend.load.load_model import (ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
 
@@ -48,11 +48,12 @@ class ClusterLoadGenerator(ProcessLoadGenerator):
     def _spawn(self) -> Spawned:
         if self.spare is None:
             return super()._spawn()
-        connected = self.spare.ready()
-        spawned = self.spare.take(self.access)
-        if spawned is None:
+        taken = self.spare.take(self.access)
+        if taken is None:
             return super()._spawn()
-        if not connected:
+        for msg in taken.heard:
+            self._on_message(msg)
+        if not taken.ready:
             # Its Ray Client connect is under way (it can take ~30 s when the head's
             # per-client server is slow to come up): say what the start waits for.
             with self._events_lock:
@@ -61,14 +62,14 @@ class ClusterLoadGenerator(ProcessLoadGenerator):
                                              f"(Ray Client), then checking room and placing "
                                              f"{self.cluster.workers} load worker"
                                              f"{'s' if self.cluster.workers != 1 else ''}"))
-        return spawned
+        return taken.spawned
 
     def _init_message(self) -> tuple:
         return ("init", self.target, dict(self._options), self._model, self.cluster,
                 self.access)
 
     def _on_message(self, msg: tuple) -> None:
-        if msg[0] == "event":
+        if msg[0] in ("event", SAID_READY):
             with self._events_lock:
                 self._events.append((msg[1], msg[2]))
 

@@ -19,18 +19,33 @@ machine or the console disconnects.
 
 The wire, before the run's own (ray_driver's docstring): console → spare ("connect",
 access, cluster), then ("warm", cluster) when the user chooses other workers; spare →
-console ("event", level, text) once connected or failed, read by the
-run's reader after `take()`.
+console ("event", level, text) while a slow connect lasts (backend/load/connect_watch.py),
+then ("spare", level, text) once it connected and prepared, or failed. `ready()` reads
+them as they come; `take()` hands what was read to the run (`Taken.heard`), whose reader
+reads the rest.
 """
 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass, field
 
 from backend.child import Spawned, spawn_child
 from backend.load.load_model import ClusterAccess, ClusterLoad
 
 DRIVER_MODULE = "backend.load.ray_driver"
+#: The message kind a spare says it is ready (connected and prepared) or failed with.
+SAID_READY = "spare"
+
+
+@dataclass
+class Taken:
+    """A waiting driver handed to a run: its process, what it said before (messages read
+    by `SpareDriver.ready()`), and whether it had said it is ready."""
+
+    spawned: Spawned
+    heard: list[tuple] = field(default_factory=list)
+    ready: bool = False
 
 
 class SpareDriver:
@@ -43,6 +58,8 @@ class SpareDriver:
         self._spawned_for: ClusterAccess | None = None
         self._cluster: ClusterLoad | None = None  # the workers chosen (what to prepare)
         self._warmed_for: ClusterLoad | None = None  # what the waiting one prepares for
+        self._heard: list[tuple] = []  # what the waiting one said so far (ready() read it)
+        self._said_ready = False  # …and whether that includes its SAID_READY message
 
     def prepare(self, access: ClusterAccess, cluster: ClusterLoad | None = None) -> None:
         """From now on keep a driver connected to *access* waiting (start one unless one
@@ -78,32 +95,47 @@ class SpareDriver:
             else:
                 self._spawned, self._spawned_for = spawned, access
                 self._warmed_for = cluster
+                self._heard, self._said_ready = [], False
         if old is not None:
             old.close()
 
-    def take(self, access: ClusterAccess) -> Spawned | None:
-        """The waiting driver for *access* (connected, or still connecting), now the
-        caller's; None when there is none alive for it."""
+    def take(self, access: ClusterAccess) -> Taken | None:
+        """The waiting driver for *access* (ready, or still connecting or preparing), now
+        the caller's, with what it said so far; None when there is none alive for it."""
         with self._lock:
+            self._read_locked()
             spawned, self._spawned = self._spawned, None
+            heard, said, self._heard, self._said_ready = self._heard, self._said_ready, [], False
             same = spawned is not None and self._spawned_for == access
         if spawned is None:
             return None
         if same and spawned.proc.poll() is None:
-            return spawned
+            return Taken(spawned, heard, said)
         spawned.close()
         return None
 
     def ready(self) -> bool:
-        """A spare is alive and has said whether it connected (its message is waiting)."""
+        """A spare is alive and has said it is ready: connected and its run's start
+        prepared, or its connect failed (a slow connect's notices do not count)."""
         with self._lock:
             spawned = self._spawned
             if spawned is None or spawned.proc.poll() is not None:
                 return False
-            try:
-                return spawned.out.poll(0)
-            except OSError:
-                return False
+            self._read_locked()
+            return self._said_ready
+
+    def _read_locked(self) -> None:
+        """Read what the waiting driver said so far (kept for the run that takes it)."""
+        spawned = self._spawned
+        if spawned is None:
+            return
+        try:
+            while spawned.out.poll(0):
+                msg = spawned.out.recv()
+                self._heard.append(msg)
+                self._said_ready = self._said_ready or msg[0] == SAID_READY
+        except (EOFError, OSError):
+            pass
 
     @property
     def pid(self) -> int | None:

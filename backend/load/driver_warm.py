@@ -39,8 +39,10 @@ from backend.text import clip
 #: Nodes prepared at most when the run's workers are not pinned to one (Ray's SPREAD
 #: picks among all; on a larger cluster some workers start cold).
 WARM_NODES = 8
-#: The warm-up tasks' answer wanted within this (a worker process to start).
-WARM_TIMEOUT_S = 15.0
+#: The warm-up tasks' answer wanted within this (a worker process to start: ~1 s on a
+#: quiet node, many seconds on a busy one; a run that comes meanwhile does not
+#: wait for it).
+WARM_TIMEOUT_S = 60.0
 WORKER_NICENESS_ENV = "RAY_worker_niceness"  # read by Ray when it starts a worker process
 #: Ray starts worker processes at nice 15; a run's workers run at 0 (ray_driver.py).
 NICE_ENV = {"env_vars": {WORKER_NICENESS_ENV: "0"}}

@@ -6,7 +6,8 @@ exactly, and sends it to the console on the same wire as the local generator's c
   console → driver   [("connect", access, cluster), ("warm", cluster)…], ("init",
                      target, options, model, cluster, access), ("model", m), ("stop",)
   driver → console   ("delta", d) twice a second, ("final", d), ("error", text),
-                     ("event", level, text): a worker placed, died, its share moved
+                     ("event", level, text): a worker placed, died, its share moved;
+                     a spare's ("spare", level, text): ready, or its connect failed
 
 A driver sent "connect" first is a spare (backend/load/driver_spare.py): it connects
 to the cluster at once, prepares the run's start (backend/load/driver_warm.py: the
@@ -43,7 +44,7 @@ from multiprocessing.connection import Connection
 
 from backend.child import parent_gone
 from backend.load.connect_watch import ConnectWatch, resume_args
-from backend.load.driver_spare import DRIVER_MODULE
+from backend.load.driver_spare import DRIVER_MODULE, SAID_READY
 from backend.load.driver_warm import NICE_ENV, Warmed, warm
 from backend.load.load_model import (OPEN, ClusterAccess, ClusterLoad, LoadModel, LoadTarget,
                                      WorkerState)
@@ -404,10 +405,11 @@ def _connect_early(access: ClusterAccess, cluster: ClusterLoad | None, out: Conn
 
 
 def _say(out: Connection, level: str, text: str) -> None:
-    """An event from a spare; nobody may be listening any more (SpareDriver.close): the
-    wait for "init" that follows sees the closed pipe and ends the spare."""
+    """A spare's last word before its run: ready, or its connect failed (driver_spare's
+    SAID_READY). Nobody may be listening any more (SpareDriver.close): the wait for
+    "init" that follows sees the closed pipe and ends the spare."""
     try:
-        out.send(("event", level, text))
+        out.send((SAID_READY, level, text))
     except OSError:
         pass
 

@@ -27,7 +27,7 @@ from tests.figures import figure
 from tests.helpers import own_cluster
 from tests.support.reference_server import ReferenceServer
 from tests.support.load_workers import (alive_workers, quiet_since, seen, wait_no_workers,
-                                        worker_processes)
+                                        worker_jobs, worker_processes)
 from tests.support.worker_node import alive_nodes, join_worker_node, kill_worker_node
 
 QUIET_BAR_S = 10.0  # issue 25: after a SIGKILL of the console, no request later than this
@@ -365,7 +365,7 @@ def test_a_driver_connected_in_advance_runs_the_next_load_and_a_new_one_waits(tw
     spare = SpareDriver()
     try:
         spare.prepare(access)
-        _ready(spare)
+        _ready(spare)  # connected, and its probe answered (driver_warm.py)
         waiting = spare.pid
         spare.prepare(access)  # one is alive for this cluster already: kept
         assert spare.pid == waiting
@@ -421,27 +421,28 @@ def test_a_prepared_start_takes_the_worker_processes_waiting_which_end_with_the_
     once the run stops, and when load from this machine is chosen again (close), no
     worker process started for it is left on the cluster."""
     cluster, access, _, _ = two_nodes
-    before = worker_processes(cluster)
+    # A raylet ends idle worker processes beyond its CPU count after a second: the last
+    # test's, ending with their jobs, must be gone for the prepared ones to be kept.
+    deadline = time.monotonic() + 30.0
+    while (before := worker_processes(cluster)) and time.monotonic() < deadline:
+        time.sleep(0.25)
     spare = SpareDriver()
     try:
         spare.prepare(access, ClusterLoad(workers=2, own_proxy=False))
-        _ready(spare)
-        # The preparation runs after the connect, in the background (a run that comes
-        # meanwhile does not wait for it): wait for its worker processes, one a node.
-        deadline = time.monotonic() + 60.0
-        while len(waiting := worker_processes(cluster) - before) < 2:
-            assert time.monotonic() < deadline, f"nothing prepared in 60 s: {waiting}"
-            time.sleep(0.25)
+        _ready(spare, 120.0)  # connected and prepared: its worker processes are up
+        jobs = worker_jobs(cluster)
+        waiting = set(jobs) - before
         gen = _gen(server, access, ClusterLoad(workers=2, own_proxy=False), 20.0)
         gen.spare = spare
         gen.start()
         try:
             _started(gen)
             placed = {w["pid"] for w in alive_workers(cluster, detail=True)}
+            at_run = worker_jobs(cluster)
         finally:
             gen.stop()
         events = [text for _, text in gen.take_events()]
-        assert len(placed) == 2 and placed <= waiting, (placed, waiting, events)
+        assert len(placed) == 2 and placed <= waiting, (placed, before, jobs, at_run, events)
         assert any("worker processes ready on 2 nodes" in e for e in events), events
         _ready(spare)  # the next run's driver, prepared too
     finally:

@@ -9,7 +9,7 @@ import time
 
 from backend.child import spawn_child
 from backend.load.connect_watch import STALL_TRIES, resume_args
-from backend.load.driver_spare import DRIVER_MODULE, SpareDriver
+from backend.load.driver_spare import DRIVER_MODULE, SAID_READY, SpareDriver
 from backend.load.load_model import ClusterAccess
 
 
@@ -98,17 +98,13 @@ def test_connects_made_close_together_all_connect(ray_cluster):
         assert len(took) == len(spares), f"connected: {took}"
         said = []  # each driver's events: a restart's warning, then connected (info)
         for spare in spares:
-            spawned = spare.take(access)
-            events = []  # until it says it connected (info) or failed
-            while not events or events[-1][1] == "warning" \
-                    and events[-1][2].startswith("Ray Client's connect to "):
-                assert spawned.out.poll(60), events
-                events.append(spawned.out.recv())
-            said.append(events)
-            spawned.close()
+            taken = spare.take(access)
+            assert taken is not None and taken.ready
+            said.append(taken.heard)  # up to its ready message: ready() read them
+            taken.spawned.close()
         print(f"connects made together took {sorted(round(t, 1) for t in took.values())} s;"
               f" events {said}")
-        assert all(events and events[-1][:2] == ("event", "info")
+        assert all(events and events[-1][:2] == (SAID_READY, "info")
                    and "in advance in" in events[-1][2] for events in said), said
         # What came before is what the user is told while waiting: a slow connect, or
         # a stalled one restarted (how long connects took is cluster_load.py's figure).

@@ -56,6 +56,11 @@ def quiet_since(server: str, hold_s: float = 2.0, within_s: float = 30.0) -> flo
 def worker_processes(cluster) -> set[int]:
     """The pids of the Ray worker processes alive on *cluster* (idle ones included: the
     dashboard's state API), all on this machine in the tests."""
+    return set(worker_jobs(cluster))
+
+
+def worker_jobs(cluster) -> dict[int, str]:
+    """pid → job id of the Ray worker processes alive on *cluster* (idle ones included)."""
     headers = {"Authorization": f"Bearer {cluster.token}"} if cluster.token else {}
     params = [("filter_keys", "is_alive"), ("filter_predicates", "="),
               ("filter_values", "true"), ("filter_keys", "worker_type"),
@@ -63,4 +68,4 @@ def worker_processes(cluster) -> set[int]:
     r = requests.get(cluster.dashboard_url + "/api/v0/workers", params=params,
                      headers=headers, timeout=10)
     r.raise_for_status()
-    return {w["pid"] for w in r.json()["data"]["result"]["result"]}
+    return {w["pid"]: w.get("job_id") for w in r.json()["data"]["result"]["result"]}
