@@ -266,3 +266,29 @@ class DashboardProxy:
     def close(self) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+
+@contextmanager
+def console_window(qtbot, tmp_path, connect, timeout_ms: int = 90_000):
+    """The main window as `serve-console` builds it (settings in a temporary file; never
+    a modal box), shown and connected by *connect(session)* (a session's connect_remote
+    with the cluster's address), waited for as connect_remote_and_wait does. Closed, and
+    its session shut down, when the block ends."""
+    from backend.deploy.catalog import load_catalog
+    from console.model.console_model import ConsoleModel
+    from console.model.live_session import Session
+    from console.settings import Settings
+    from console.windows.main_window import MainWindow
+
+    session = Session()
+    win = MainWindow(ConsoleModel(session, load_catalog(),
+                                  Settings(str(tmp_path / "settings.ini"))))
+    win.model.interactive = False
+    qtbot.addWidget(win)
+    win.show()
+    try:
+        connect_remote_and_wait(qtbot, lambda: connect(session), session, timeout_ms)
+        yield win
+    finally:
+        win.close()
+        session.shutdown()

@@ -10,6 +10,7 @@ from console.windows.main_window import MainWindow
 from console.model.live_session import Session
 from console.settings import Settings
 # The console tests' own real cluster, not the backend tests' (tests/cluster_fixtures.py).
+from tests.helpers import console_window
 from tests.cluster_fixtures import (  # noqa: F401  (fixtures, found by name)
     batched_demo, cluster_client, load_on, prometheus_url, ray_cluster, tuning_app)
 
@@ -21,19 +22,10 @@ def connected_window(qtbot, tmp_path, ray_cluster):
     a modal box). Closed, and its session
     shut down, after the test. A test module that needs something on the cluster first
     (a demo, a patched fetch) asks for that before this fixture."""
-    session = Session()
-    win = MainWindow(ConsoleModel(session, load_catalog(),
-                                  Settings(str(tmp_path / "settings.ini"))))
-    win.model.interactive = False
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(session.connected, timeout=20_000):
-        win.model.session.connect_remote(
+    with console_window(qtbot, tmp_path, lambda s: s.connect_remote(
             ray_cluster.dashboard_url, ray_cluster.token,
-            ray_client_url=f"ray://127.0.0.1:{ray_cluster.client_port}")
-    yield win
-    win.close()
-    session.shutdown()
+            ray_client_url=f"ray://127.0.0.1:{ray_cluster.client_port}"), 20_000) as win:
+        yield win
 
 
 @pytest.fixture

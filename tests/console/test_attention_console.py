@@ -8,11 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.deploy.catalog import load_catalog
-from console.model.console_model import ConsoleModel
-from console.model.live_session import Session
-from console.settings import Settings
-from console.windows.main_window import MainWindow
+from tests.helpers import console_window
 from tests.support.fleet_server import FleetServer
 
 # Two replicas per deployment: a deployment's pages are 2 or 3 of the 10 nodes'.
@@ -21,20 +17,12 @@ NODES, DEPLOYMENTS, REPLICAS = 10, 40, 80
 
 @pytest.fixture
 def window(qtbot, tmp_path):
-    with FleetServer(NODES, DEPLOYMENTS, REPLICAS, 5) as url:
-        session = Session()
-        win = MainWindow(ConsoleModel(session, load_catalog(),
-                                      Settings(str(tmp_path / "settings.ini"))))
-        win.model.interactive = False
-        qtbot.addWidget(win)
-        win.show()
-        with qtbot.waitSignal(session.connected, timeout=30_000):
-            session.connect_remote(url)
+    with FleetServer(NODES, DEPLOYMENTS, REPLICAS, 5) as url, \
+            console_window(qtbot, tmp_path, lambda s: s.connect_remote(url), 30_000) as win:
+        session = win.model.session
         qtbot.waitUntil(lambda: session.status is not None
                         and len(session.status.applications) > 3, timeout=20_000)
         yield win
-        win.close()
-        session.shutdown()
 
 
 def _points_in_last(store, key, seconds: float) -> int:

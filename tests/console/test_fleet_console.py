@@ -8,11 +8,7 @@ from __future__ import annotations
 import pytest
 import requests
 
-from backend.deploy.catalog import load_catalog
-from console.model.live_session import Session
-from console.settings import Settings
-from console.model.console_model import ConsoleModel
-from console.windows.main_window import MainWindow
+from tests.helpers import console_window
 from tests.support.fleet_server import FleetServer
 
 NODES, DEPLOYMENTS, REPLICAS = 5, 20, 100
@@ -27,17 +23,8 @@ def fleet():
 
 @pytest.fixture
 def window(qtbot, tmp_path, fleet):
-    session = Session()
-    win = MainWindow(ConsoleModel(session, load_catalog(),
-                                  Settings(str(tmp_path / "settings.ini"))))
-    win.model.interactive = False
-    qtbot.addWidget(win)
-    win.show()
-    with qtbot.waitSignal(session.connected, timeout=30_000):
-        session.connect_remote(fleet)
-    yield win
-    win.close()
-    session.shutdown()
+    with console_window(qtbot, tmp_path, lambda s: s.connect_remote(fleet), 30_000) as win:
+        yield win
 
 
 def _visible_deployments(win) -> list[tuple[str, str]]:

@@ -18,45 +18,23 @@ import pytest
 import requests
 
 from backend.cluster.client import ClusterClient
-from backend.deploy.catalog import load_catalog
 from backend.deploy.deployer import deploy_app
 from backend.deploy.packaging import build_package
-from console.model.live_session import Session
-from console.settings import Settings
-from console.model.console_model import ConsoleModel
-from console.windows.main_window import MainWindow
 from tests.backend.gpu_page import H100, FakeGpu, PageServer, gpu_only_page
-from tests.helpers import connect_remote_and_wait, nvml_gpu_count, own_cluster
+from tests.helpers import console_window, nvml_gpu_count, own_cluster
 from widgets.plots.gpu_plots import MEMORY, UTILIZATION
 from tests.support.plot_reading import curve_age, in_view, title_age
 
 APP_DIR = Path(__file__).parent / "data" / "gpu_share_app"
 
 
-def open_window(qtbot, tmp_path, cluster) -> MainWindow:
-    session = Session()
-    win = MainWindow(ConsoleModel(session, load_catalog(),
-                                  Settings(str(tmp_path / "settings.ini"))))
-    win.model.interactive = False
-    qtbot.addWidget(win)
-    win.show()
-    connect_remote_and_wait(
-        qtbot, lambda: session.connect_remote(cluster.dashboard_url, cluster.token), session)
-    return win
-
-
-def close_window(win: MainWindow) -> None:
-    win.close()
-    win.model.session.shutdown()
-
-
 @pytest.mark.skipif(nvml_gpu_count() > 0, reason="this machine has an NVIDIA GPU: Ray's "
                     "reporter puts it on the node's page whatever the head's --num-gpus, so "
                     "no CPU-only cluster can be made here (test_gpu_view_real covers it)")
 def test_a_cpu_cluster_shows_no_gpu_view(qtbot, tmp_path, ray_cluster, batched_demo):
-    win = open_window(qtbot, tmp_path, ray_cluster)
-    session = win.model.session
-    try:
+    with console_window(qtbot, tmp_path, lambda s: s.connect_remote(
+            ray_cluster.dashboard_url, ray_cluster.token)) as win:
+        session = win.model.session
         # Several metrics polls with Serve data: the GPU part had its chances.
         def polled():
             _, y = session.store.snapshot(("batched", "BatchedGenerator"), "replicas_running")
@@ -68,8 +46,6 @@ def test_a_cpu_cluster_shows_no_gpu_view(qtbot, tmp_path, ray_cluster, batched_d
         assert win.gpu_plots.nodes() == []
         assert win.gpu_plots.isHidden()
         assert win.plots.isVisible()
-    finally:
-        close_window(win)
 
 
 def _replica_truth(url: str, replicas: int, timeout_s: float = 60) -> dict[int, list[str]]:
@@ -111,9 +87,9 @@ def test_replica_gpu_shares_and_gpu_plots_of_a_gpu_node(qtbot, tmp_path, monkeyp
         listed = ClusterClient.metrics_targets
         monkeypatch.setattr(ClusterClient, "metrics_targets",
                             lambda self: listed(self) + [fake.url])
-        win = open_window(qtbot, tmp_path, cluster)
-        view = win.gpu_plots
-        try:
+        with console_window(qtbot, tmp_path, lambda s: s.connect_remote(
+                cluster.dashboard_url, cluster.token)) as win:
+            view = win.gpu_plots
             qtbot.waitUntil(lambda: view.nodes() == [ip], timeout=20_000)
             ids = sorted(r.replica_id for r in replicas)
             shares = ["replicas holding GPU shares (1 GPU reserved):",
@@ -168,5 +144,3 @@ def test_replica_gpu_shares_and_gpu_plots_of_a_gpu_node(qtbot, tmp_path, monkeyp
             assert len(util.xData) <= n + 1
             assert curve_age(view.plots(ip), view.curves(ip)[("0", "gpu_utilization_pct")])[0] != "live"
             assert np.all(util.getData()[1] == 42.0)
-        finally:
-            close_window(win)
