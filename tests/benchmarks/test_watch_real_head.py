@@ -19,12 +19,13 @@ BURN = "import time\nwhile time.process_time() < 0.5:\n    pass\n"
 def test_the_reaper_counts_a_process_whose_parent_ended_before_it(tmp_path):
     # The shell starts a CPU burner in the background and ends at once: the burner is
     # an orphan the shell never waits for (as a console's child left running at its
-    # exit would be), and its CPU still counts.
+    # exit would be), and its CPU still counts. --linger 100: under CI's load (15–25 on
+    # 2 cores) its 0.5 s of CPU may take many seconds; the reaper must not kill it first.
     out = tmp_path / "reaped.json"
     subprocess.run([sys.executable, str(ROOT / "benchmarks" / "tree_reaper.py"), str(out),
-                    "--mark", "started", "--",
+                    "--mark", "started", "--linger", "100", "--",
                     "sh", "-c", f"echo started; {sys.executable} -c '{BURN}' & exit 0"],
-                   check=True, timeout=120)
+                   check=True, timeout=240)
     reaped = json.loads(out.read_text())
     assert reaped["exit"] == 0
     assert reaped["cpu_s"] >= 0.45, reaped
