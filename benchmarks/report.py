@@ -290,6 +290,14 @@ def _fleet_scale(r):
             f"100 ÷ 10 deployments {num(r.get('poll_cpu_s_ratio_100_vs_10'))}×")
 
 
+def _watch_real_head(r):
+    return (f"the console's process tree {pct_spread(r.get('share'), 1, True)} of a core "
+            f"over {num(r.get('seconds'), '{:.0f}')} s watching {r.get('apps', '?')} "
+            f"applications ({r.get('deployments', '?')} deployments), start-up included "
+            f"(the first 10 s {pct_spread(r.get('early_share'))}, after them "
+            f"{pct_spread(r.get('late_share'))}); start-up {spread(r.get('startup_s'), '{:.1f}', ' s')}")
+
+
 def _minutes(s) -> str:
     if s is None:
         return "?"
@@ -385,6 +393,11 @@ BENCHMARKS: dict[str, Bench] = {
          ("memory ≤ 300 MB", lambda r: le(r.get("memory_growth_mb_8h"), 300)),
          ("recording ≤ 200 MB/h", lambda r: le(r.get("recording_mb_per_h"), 200)),
          ("at most linear growth", lambda r: le(r.get("poll_cpu_s_ratio_100_vs_10"), 10))]),
+    "watch_real_head": Bench(
+        "merely watching a real head with 26 applications for a minute", _watch_real_head,
+        "≤ 5 % of a core, start-up included",
+        [("≤ 5 % of a core", lambda r: None if not r.get("all_exited_0", True)
+          else le(med(r.get("share")), 0.05))]),
     "suite_time": Bench(
         "the test suite on a clean clone (`.ci/run`)", _suite_time,
         "`.ci/run` < 30 min, every test passed",
