@@ -13,6 +13,15 @@ fails) and goes away is said in the event log as an "advisor: …" line, so scri
 
 Samples from before a deployment's last applied config change are not used (whoever made
 it): a change is judged on what the deployment does since.
+
+The rules follow attention, like the metrics scrape (backend/metrics/attention.py): at a
+refresh they run over the deployments in view (*in_view*: the selection, the plotted
+deployment, the tables' top rows) and the application under the console's own load; over
+every deployment once FULL_EVERY_S have passed since the last run over all. The metrics
+of a deployment out of view are read every few seconds anyway, and a hint not run again
+stays shown (a hint clears only after CLEAR_S of silence, longer than FULL_EVERY_S).
+Watching 26 applications, running every rule over every deployment every 2 s cost the
+console ~0.35 CPU-s a minute (benchmarks/watch_real_head.py).
 """
 
 from __future__ import annotations
@@ -34,6 +43,9 @@ if TYPE_CHECKING:
     from console.model.live_session import Session
 
 REFRESH_MS = 2000
+#: Every deployment's rules run at least this often; the ones in view at every refresh.
+#: With a refresh late by two ticks it stays under CLEAR_S: a hint not run again stays.
+FULL_EVERY_S = 5.0
 log = logging.getLogger(__name__)
 # Seconds of the load's per-second history the timeout rule may look at.
 LOAD_HISTORY_S = 30
@@ -45,8 +57,13 @@ class Advisor:
     # (hint id, state, message): "applying" | "applied" | "failed" (message: why).
     hint_state = Signal(str, str, str)
 
-    def __init__(self, session: "Session") -> None:
+    def __init__(self, session: "Session",
+                 in_view: Callable[[], frozenset] | None = None) -> None:
+        """*in_view()*: the deployment keys in view now (console/model/attention.py);
+        None: every deployment at every refresh."""
         self._s = session
+        self._in_view = in_view
+        self._last_full = float("-inf")  # when the rules last ran over every deployment
         self.board = HintBoard()
         # (app, deployment) → when its last config change took effect (time.time()).
         self._changed_at: dict[tuple[str, str], float] = {}
@@ -84,9 +101,13 @@ class Advisor:
         what they found is shown here, on the GUI thread. One run at a time."""
         if self._computing:
             return
-        inputs = self._inputs(time.time())
+        now = time.time()
+        full = self._in_view is None or now - self._last_full >= FULL_EVERY_S
+        inputs = self._inputs(now, None if full else frozenset(self._in_view()))
         if inputs is None:
             return
+        if full:
+            self._last_full = now
         self._computing = True
         generation = self._generation
 
@@ -113,10 +134,12 @@ class Advisor:
             return BoardChange(shown=self.board.shown)
         return self._publish(_run_rules(inputs), inputs)
 
-    def _inputs(self, now: float) -> "_RuleInputs | None":
+    def _inputs(self, now: float, only: frozenset | None = None) -> "_RuleInputs | None":
         """What the rules read, taken on the GUI thread: the newest status, the knob
         values, the scaling watch's notes, config-change times and the load's errors.
-        The metric store is read by the rules themselves (it is thread-safe)."""
+        The metric store is read by the rules themselves (it is thread-safe). *only*:
+        the deployments to run the rules over (with the loaded application's); None:
+        every one."""
         s = self._s
         status = s.status
         if status is None or s.client is None or not s.connection.usable:
@@ -128,7 +151,8 @@ class Advisor:
             # a newer status may have come.
             knob_set=lambda app, dep: s.knob_set(app, dep, status),
             changed_at=dict(self._changed_at), notes=dict(s.scaling.notes),
-            load_app=load_app, load_errors=self._load_errors(now) if load_app else ())
+            load_app=load_app, load_errors=self._load_errors(now) if load_app else (),
+            only=only)
 
     def _publish(self, hints: list[Hint], inputs: "_RuleInputs") -> BoardChange:
         s = self._s
@@ -220,6 +244,7 @@ class _RuleInputs:
     notes: dict
     load_app: str
     load_errors: tuple
+    only: frozenset | None = None  # the deployments to run over (None: every one)
 
 
 def _snapshot(inputs: _RuleInputs, app, dep) -> DeploymentSnapshot:
@@ -232,10 +257,14 @@ def _snapshot(inputs: _RuleInputs, app, dep) -> DeploymentSnapshot:
 
 
 def _run_rules(inputs: _RuleInputs) -> list[Hint]:
-    """The rules over every deployment of the status (any thread: reads only)."""
+    """The rules over the deployments of the status that *inputs* asks for: every one, or
+    those in `only` and the loaded application's (any thread: reads only)."""
     hints: list[Hint] = []
     for app in inputs.status.applications:
-        snaps = [_snapshot(inputs, app, d) for d in app.deployments]
+        deps = app.deployments
+        if inputs.only is not None and app.name != inputs.load_app:
+            deps = [d for d in deps if d.key in inputs.only]
+        snaps = [_snapshot(inputs, app, d) for d in deps]
         if app.name == inputs.load_app and snaps and inputs.load_errors:
             target = bottleneck(snaps)
             snaps = [dataclasses.replace(x, load_errors=inputs.load_errors)

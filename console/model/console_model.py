@@ -111,7 +111,7 @@ class ConsoleModel:
         self.knobs = KnobModel(session.tuning, session.knob_set)
         # Every session is recorded (Session → Sessions… opens them again).
         self.recording = SessionRecording(session)
-        self.advisor = Advisor(session)
+        self.advisor = Advisor(session, in_view=lambda: self.attention.keys)
         # Made on first use (Tune → Auto-tune…, Traffic…): the console starts without them.
         self._autotune = None
         self._traffic = None

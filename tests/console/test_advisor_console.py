@@ -12,7 +12,7 @@ everything else down.
 
 | deployment  | created how                                                      | hint             |
 |-------------|------------------------------------------------------------------|------------------|
-| adv_limit   | max_ongoing_requests 1, 200 ms requests, 4 req/s                 | replica_limit    |
+| adv_limit   | max_ongoing_requests 1, 200 ms requests, 6 req/s (over its ~4)   | replica_limit    |
 | adv_full    | max_batch_size 2, 400 ms a batch (blocking), max_ongoing 1000, 7/s | batches_full   |
 | adv_wait    | max_batch_size 32, wait 0.3 s, 10 ms a batch, 3 req/s            | batch_wait_empty |
 | adv_tail    | max_batch_size 2, wait 0.5 s, Poisson arrivals at 6 req/s        | tail_batch_wait  |
@@ -80,7 +80,7 @@ def batched(client, name: str, max_ongoing_requests: int = 64, **user_config) ->
 
 # (application, rule expected, load: requests/s or a LoadModel, model ids or None)
 SCENARIOS = [
-    ("adv_limit", REPLICA_LIMIT, 4.0, None),
+    ("adv_limit", REPLICA_LIMIT, 6.0, None),  # ~250 ms a request: 4/s held it at the edge
     ("adv_full", BATCHES_FULL, 7.0, None),
     ("adv_wait", BATCH_WAIT_EMPTY, 3.0, None),
     ("adv_tail", TAIL_BATCH_WAIT, LoadModel(arrivals=POISSON, rate=6.0), None),

@@ -17,6 +17,7 @@ from PySide6.QtCore import QObject, Signal
 import console.model.advisor as advisor_mod
 from backend.cluster.client import parse_serve_status
 from backend.metrics.series import SeriesStore
+from backend.tuning.hints import Hint
 from console.model.advisor import Advisor
 
 DETAILS = json.loads((Path(__file__).parents[1] / "backend" / "data" /
@@ -114,5 +115,45 @@ def test_the_rules_read_the_knobs_of_the_status_taken_with_their_inputs(qtbot, m
         advisor._on_timer_timeout()
         qtbot.waitUntil(lambda: bool(shown), timeout=5_000)
         assert asked and all(s is taken for s in asked), asked
+    finally:
+        advisor.stop()
+
+
+def test_the_rules_follow_attention_and_a_hint_out_of_view_stays_shown(qtbot, monkeypatch):
+    """At a refresh the rules run over the deployments in view; over every one once
+    FULL_EVERY_S have passed. A hint of a deployment out of view, not run again, stays on
+    show until the next run over all."""
+    session = _session()
+    every = {(a.name, d.name) for a in session.status.applications for d in a.deployments}
+    watched = ("scaling_big", "Scaler")
+    clock = [1000.0]
+    monkeypatch.setattr(advisor_mod, "time", SimpleNamespace(time=lambda: clock[0]))
+    ran: list[set] = []
+    real = advisor_mod._snapshot
+
+    def recording(inputs, app, dep):
+        ran[-1].add(dep.key)
+        return real(inputs, app, dep)
+
+    def one_hint_each(snap):
+        return [Hint(id=f"r:{snap.key}", rule="r", key=snap.key, title="t", symptom="s")]
+
+    monkeypatch.setattr(advisor_mod, "_snapshot", recording)
+    monkeypatch.setattr(advisor_mod, "advise", one_hint_each)
+    advisor = Advisor(session, in_view=lambda: frozenset({watched}))
+
+    def refresh_at(t: float) -> set:
+        clock[0] = t
+        ran.append(set())
+        advisor._on_timer_timeout()
+        qtbot.waitUntil(lambda: not advisor._computing, timeout=5_000)
+        return ran[-1]
+
+    try:
+        assert refresh_at(1000.0) == every           # the first run: every deployment
+        assert refresh_at(1002.0) == {watched}       # then the ones in view
+        assert {h.key for h in advisor.hints} == every  # the others' hints stay shown
+        assert refresh_at(1004.0) == {watched}
+        assert refresh_at(1000.0 + advisor_mod.FULL_EVERY_S) == every
     finally:
         advisor.stop()
