@@ -506,11 +506,13 @@ class WindowedSeries:
 
     def _watched_columns(self, only: frozenset, group_keys: list, gid: np.ndarray
                          ) -> np.ndarray:
-        """Which columns belong to the deployments *only* (a watch poll's)."""
+        """Which columns belong to the deployments *only* (a watch poll's), or to vLLM's
+        samples not yet tied to theirs (which may be theirs: _attribute_vllm)."""
         cached = self._watch_cache
         if cached is None or cached[0] != only or cached[1] != len(group_keys) \
                 or len(cached[2]) != len(gid):
-            chosen = np.array([k[1] in only for k in group_keys] or [False], dtype=bool)
+            chosen = np.array([k[1] in only or k[1][0] == vllm.PENDING_APP
+                               for k in group_keys] or [False], dtype=bool)
             cached = self._watch_cache = (only, len(group_keys), chosen[gid] if len(gid)
                                           else np.zeros(0, dtype=bool))
         return cached[2]
