@@ -286,8 +286,12 @@ class ClusterClient:
             return []
         if not self._no_logical_actors:
             try:
-                return [death for data in self._logical_actors(ids)
-                        for death in deaths_from_logical(data)]
+                # An answer without "DEAD" anywhere names no dead actor: it is not decoded
+                # (a steady fleet's answers, ~0.7 ms of CPU per 200 actors).
+                return [death for r in self._logical_answers(ids)
+                        if not (r.ok and b"DEAD" not in r.content)
+                        for death in deaths_from_logical(
+                            self._decode(r, "GET", "/logical/actors"))]
             except ApiError as e:
                 if e.status not in (404, 405):
                     raise
@@ -319,13 +323,21 @@ class ClusterClient:
         """`/logical/actors?ids=…` for *ids*, LOGICAL_ACTORS_PER_REQUEST at a time: the
         dashboard's server refuses a request line over 8,190 bytes (HTTP 400), which
         ~230 actor ids in one query already exceed. One answer per request."""
+        return [self._decode(r, "GET", "/logical/actors")
+                for r in self._logical_answers(ids, timeout_s)]
+
+    def _logical_answers(self, ids: list[str], timeout_s: float | None = None
+                         ) -> list[requests.Response]:
+        """_logical_actors' answers as they came, not yet decoded."""
         # The query written out, each id quoted and the commas between them as they are
         # (allowed in a query): as params, requests escaped every comma and urllib3 then
         # re-checked the ~7 kB line character by character in Python (~4 ms a request
         # at 200 ids, most of a steady status poll's CPU at 1,000 replicas). A hex id
-        # needs no quoting, so the line has no "%" for urllib3 to look at.
-        return [self._json("GET", "/logical/actors?ids=" + ",".join(
-                    quote(a, safe="") for a in ids[i:i + LOGICAL_ACTORS_PER_REQUEST])
+        # needs no quoting (nor a call to quote: ~1 µs each), so the line has no "%" for
+        # urllib3 to look at.
+        return [self._request("GET", "/logical/actors?ids=" + ",".join(
+                    a if a.isalnum() and a.isascii() else quote(a, safe="")
+                    for a in ids[i:i + LOGICAL_ACTORS_PER_REQUEST])
                     + "&nocache=1", timeout_s=timeout_s)
                 for i in range(0, len(ids), LOGICAL_ACTORS_PER_REQUEST)]
 

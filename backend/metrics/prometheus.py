@@ -247,6 +247,11 @@ class PrometheusSource:
         when *key* is given, to copy into Grafana."""
         return queries_for(self._replica_queries, key, held=False)
 
+    def set_attention(self, keys) -> None:
+        """DirectScrapeSource.set_attention's counterpart, which does nothing: each of
+        Prometheus' queries already asks for its series alone (the server did the
+        scraping), so a poll costs the same whatever is in view."""
+
     def replica_values(self) -> dict[ReplicaKey, dict[str, float]]:
         """REPLICA_SERIES per (app, deployment, replica id) as of the last poll (its own
         queries ran in that poll), like DirectScrapeSource.replica_values. Any thread;

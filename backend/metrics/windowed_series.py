@@ -98,6 +98,7 @@ class _PagePlan:
     gauge_slot: np.ndarray            # their (family, deployment) slots
     gauge_rslot: np.ndarray           # their replica slots (ongoing requests), else -1
     others: list[tuple[int, tuple]]   # (position, route) of held models and GPUs
+    others_pos: np.ndarray            # their positions (only those values are listed)
     deployments: frozenset            # page_deployments' entry (attention.py)
     # The text this plan last read and its values: the very same text object again (a
     # page that came unchanged, DirectScrapeSource.same_page) needs no split at all.
@@ -174,6 +175,7 @@ class WindowedSeries:
         self.page_deployments: dict[Hashable, frozenset] = {}
         self._deployments_read: frozenset = frozenset()
         self._watch_cache: tuple | None = None
+        self._gauge_watch: tuple | None = None
 
     def ingest(self, t: float, pages: Iterable[str | bytes], keys: list | None = None,
                only: frozenset | None = None) -> dict[DeploymentKey, dict[str, float]]:
@@ -191,7 +193,7 @@ class WindowedSeries:
         started = time.thread_time()
         pages = list(pages)
         had_counters = self._cols.n > 0
-        gauges, replica_ongoing, ix, v = self._read_pages(t, pages, keys, only is None)
+        gauges, replica_ongoing, ix, v = self._read_pages(t, pages, keys, only)
         if self._cols.take(t, ix, v, self.cadence.change_gap):
             self.cadence.report_seen(t)
         elif not pages or not had_counters:
@@ -240,7 +242,7 @@ class WindowedSeries:
 
     # -- reading the pages -------------------------------------------------------------
     def _read_pages(self, t: float, pages: list[str | bytes], keys: list | None,
-                    every_page: bool = True):
+                    only: frozenset | None = None):
         """Take in every sample line: counters' and buckets' values are returned as
         (column indices, values) for CumulativeColumns.take, with this poll's gauges
         (per family and deployment) and ongoing requests per replica; held models and
@@ -254,7 +256,8 @@ class WindowedSeries:
         split: its values are those it had). Otherwise
         its lines are read one by one (_read_lines), each line's series text (all but
         the value) looked up in `_routes`, which says what to do with the value; only a
-        series not seen before is parsed (`_route`); a plan is made for the next poll."""
+        series not seen before is parsed (`_route`); a plan is made for the next poll.
+        *only*: a watch poll's deployments, the only ones whose gauges are totalled."""
         held: dict[DeploymentKey, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
         gpu_samples: list[ex.Sample] = []
 
@@ -292,9 +295,9 @@ class WindowedSeries:
                 g_parts[1].append(plan.gauge_rslot)
                 g_parts[2].append(vals[plan.gauge_pos])
                 if plan.others:
-                    listed = vals.tolist()
-                    for pos, route in plan.others:
-                        other(route, listed[pos])
+                    for (_, route), value in zip(plan.others,
+                                                 vals[plan.others_pos].tolist()):
+                        other(route, value)
                 continue
             page_text = text
             if is_bytes:  # read as text; the plan keeps the bytes' heads (same lines)
@@ -314,7 +317,7 @@ class WindowedSeries:
             plan = self._plans.get(key)
             if plan is not None:
                 self.page_deployments[key] = plan.deployments
-        if every_page and len(self.page_deployments) > len(pages):
+        if only is None and len(self.page_deployments) > len(pages):
             seen = set(names)
             self._plans = {k: p for k, p in self._plans.items() if k in seen}
             self.page_deployments = {k: d for k, d in self.page_deployments.items()
@@ -325,14 +328,18 @@ class WindowedSeries:
         v = np.concatenate(v_parts) if v_parts else np.zeros(0)
         gauges, replica_ongoing = self._gauge_totals(*(
             np.concatenate(p) if p else np.zeros(0, dtype=np.int64 if k < 2 else float)
-            for k, p in enumerate(g_parts)))
+            for k, p in enumerate(g_parts)), only=only)
         return gauges, replica_ongoing, ix, v
 
-    def _gauge_totals(self, slots: np.ndarray, rslots: np.ndarray, values: np.ndarray):
+    def _gauge_totals(self, slots: np.ndarray, rslots: np.ndarray, values: np.ndarray,
+                      only: frozenset | None = None):
         """This poll's gauges per (family, deployment) as (sum, count, max) of the
         values that are numbers, and the ongoing requests summed per replica (sums in
-        the pages' order, as a loop would add them)."""
+        the pages' order, as a loop would add them); with *only*, those of these
+        deployments (and vLLM's, not yet tied to theirs) alone."""
         ok = ~np.isnan(values)
+        if only is not None and len(slots):
+            ok &= self._watched_gauges(only)[slots]
         slots, rslots, values = slots[ok], rslots[ok], values[ok]
         gauges: dict[str, dict[DeploymentKey, tuple[float, int, float]]] = defaultdict(dict)
         keys = list(self._gauge_slots)
@@ -424,14 +431,16 @@ class WindowedSeries:
         cum = [(pos, r[1]) for pos, r in enumerate(seq) if r is not None and r[0] == _CUM]
         gauge = [(pos, r[4], r[5]) for pos, r in enumerate(seq)
                  if r is not None and r[0] == _GAUGE]
+        others = [(pos, r) for pos, r in enumerate(seq)
+                  if r is not None and r[0] not in (_CUM, _GAUGE)]
         return _PagePlan(key=None,  # set by _read_pages
                          cum_pos=np.array([p for p, _ in cum], dtype=np.int64),
                          cum_idx=np.array([i for _, i in cum], dtype=np.int64),
                          gauge_pos=np.array([g[0] for g in gauge], dtype=np.int64),
                          gauge_slot=np.array([g[1] for g in gauge], dtype=np.int64),
                          gauge_rslot=np.array([g[2] for g in gauge], dtype=np.int64),
-                         others=[(pos, r) for pos, r in enumerate(seq)
-                                 if r is not None and r[0] not in (_CUM, _GAUGE)],
+                         others=others,
+                         others_pos=np.array([p for p, _ in others], dtype=np.int64),
                          deployments=deps)
 
     def _route(self, t: float, line: str) -> tuple | None:
@@ -497,14 +506,25 @@ class WindowedSeries:
 
     def _watched_columns(self, only: frozenset, group_keys: list, gid: np.ndarray
                          ) -> np.ndarray:
-        """Which columns belong to the deployments *only* (a watch poll's)."""
+        """Which columns belong to the deployments *only* (a watch poll's), or to vLLM's
+        samples not yet tied to theirs (which may be theirs: _attribute_vllm)."""
         cached = self._watch_cache
         if cached is None or cached[0] != only or cached[1] != len(group_keys) \
                 or len(cached[2]) != len(gid):
-            chosen = np.array([k[1] in only for k in group_keys] or [False], dtype=bool)
+            chosen = np.array([k[1] in only or k[1][0] == vllm.PENDING_APP
+                               for k in group_keys] or [False], dtype=bool)
             cached = self._watch_cache = (only, len(group_keys), chosen[gid] if len(gid)
                                           else np.zeros(0, dtype=bool))
         return cached[2]
+
+    def _watched_gauges(self, only: frozenset) -> np.ndarray:
+        """Per gauge slot, whether it is of the deployments *only* or vLLM's pending."""
+        cached = self._gauge_watch
+        if cached is None or cached[0] != only or len(cached[1]) != len(self._gauge_slots):
+            cached = self._gauge_watch = (only, np.array(
+                [k[1] in only or k[1][0] == vllm.PENDING_APP for k in self._gauge_slots],
+                dtype=bool))
+        return cached[1]
 
     def _register(self, i: int) -> None:
         """Column *i*'s groups (see __init__)."""

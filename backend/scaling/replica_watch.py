@@ -140,10 +140,14 @@ class _DeploymentTrack:
     reported: set[str] = field(default_factory=set)    # died, may still be listed
     pending: list[_Death] = field(default_factory=list)  # died, no replacement yet
     used: set[str] = field(default_factory=set)        # replicas already named replacements
+    # The very objects the last update read (a status reused whole when Serve's answer
+    # came byte for byte the same: ClusterClient.serve_status), for update's fast path.
+    seen: tuple[ApplicationInfo, DeploymentInfo] | None = None
 
 
-#: Replicas asked about a poll (/logical/actors, 200 ids a request: 3 requests, ~5 ms
-#: of the status poll's CPU at fleet size); a larger fleet is covered in turns.
+#: Replicas asked about a poll (/logical/actors, 200 ids a request: 3 requests, ~3 ms
+#: of the status poll's CPU at fleet size, an answer naming no dead actor not even
+#: decoded); a larger fleet is covered in turns.
 DEATH_CHECKS_PER_POLL = 500
 
 class ReplicaWatcher:
@@ -194,15 +198,29 @@ class ReplicaWatcher:
                 seen.add(key)
                 track = self._tracks.get(key)
                 if track is None:
-                    self._tracks[key] = self._new_track(app, dep, now)
-                    continue
-                events += self._update_track(track, app, dep, deaths, now, prev_t)
+                    self._tracks[key] = track = self._new_track(app, dep, now)
+                elif not self._unchanged(track, app, dep, deaths):
+                    events += self._update_track(track, app, dep, deaths, now, prev_t)
+                track.seen = (app, dep)
         for key in list(self._tracks):
             if key not in seen:   # removed (or Serve shut down): nothing of it died
                 del self._tracks[key]
         return events
 
     # -- internals -------------------------------------------------------------------
+    @staticmethod
+    def _unchanged(track: _DeploymentTrack, app: ApplicationInfo, dep: DeploymentInfo,
+                   deaths: dict[str, ActorDeath]) -> bool:
+        """Whether _update_track would find nothing and change nothing: the very same
+        app and deployment objects as the last update read (so the same replicas,
+        states, config and target), that update saw no change (not busy), no death
+        waits for its replacement, and the GCS names none of its actors dead. ~1 µs
+        where _update_track takes ~1 µs a replica (1,000 replicas: ~0.5 ms a poll)."""
+        if track.seen is None or track.seen[0] is not app or track.seen[1] is not dep \
+                or track.busy or track.pending:
+            return False
+        return not deaths or not any(r.actor_id in deaths for r in dep.replicas)
+
     @staticmethod
     def _new_track(app: ApplicationInfo, dep: DeploymentInfo, now: float) -> _DeploymentTrack:
         track = _DeploymentTrack(

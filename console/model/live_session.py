@@ -321,7 +321,7 @@ class Session:
         (backend/metrics/attention.py). None: every deployment every second."""
         self._attention = None if keys is None else frozenset(keys)
         source = self._source
-        if source is not None and hasattr(source, "set_attention"):
+        if source is not None:
             source.set_attention(self._attention)
 
     def set_metrics_source(self, kind: str) -> None:

@@ -338,3 +338,22 @@ def test_a_page_from_rays_own_exporter_is_read_the_same():
     assert d["llm_ttft_p50_ms"] == pytest.approx(100.0)
     assert d["llm_ttft_p99_ms"] == pytest.approx(1000 * (0.1 + 0.15 * 19.6 / 20))
     assert d["llm_itl_p50_ms"] == pytest.approx(50.0)
+
+
+def test_a_watch_poll_keeps_the_watched_deployments_vllm_series():
+    # A watch poll (attention.py) computes the watched deployments' series alone, and
+    # vLLM's engine series, kept by replica until tied to their deployment, among them
+    # (its counters and histograms were left to the full polls before 2026-12-08).
+    w = WindowedSeries(window_s=5.0)
+    for t in range(6):
+        full = ingest(w, float(t), vllm_page(t))
+    watch = w.ingest(6.0, [ex.prefilter(vllm_page(6).text().encode())], only=frozenset({LLM}))
+    assert set(watch) == {LLM}
+    assert set(watch[LLM]) == set(full[LLM])
+    for name in ("llm_running_seqs", "llm_waiting_seqs", "llm_kv_cache_use", "llm_slots",
+                 "ongoing_requests", "replicas_running"):
+        assert watch[LLM].get(name) == full[LLM].get(name), name
+    assert watch[LLM]["llm_output_tokens_per_s"] == pytest.approx(300.0)
+    assert watch[LLM]["llm_ttft_p50_ms"] == pytest.approx(100.0)
+    assert watch[LLM]["llm_running_seqs"] == 8
+    assert {k[:2] for k in w.replica_values} == {LLM}

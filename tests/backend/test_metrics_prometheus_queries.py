@@ -61,3 +61,16 @@ def test_copyable_queries_are_named_and_scoped_to_the_deployment():
     assert 'application="mux",deployment="M"' in q["held_model_ids"]
     assert 'ray_serve_pipeline_chunks_total{application="mux"}' in q["<stage>_chunks_per_s"]
     assert "requests_per_s (HTTP)" in q and "pipeline_ttfo_<mode>_ms" in q
+
+
+def test_attention_is_taken_and_changes_no_query():
+    # Session.set_attention hands the deployments in view to whichever source it has;
+    # Prometheus' queries are per series already, so its polls stay the same.
+    src = pm.PrometheusSource("http://127.0.0.1:1", window_s=10)
+    try:
+        before = (src.queries(), src.replica_queries())
+        src.set_attention([("app", "Dep")])
+        src.set_attention(None)
+        assert (src.queries(), src.replica_queries()) == before
+    finally:
+        src.close()

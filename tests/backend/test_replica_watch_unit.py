@@ -237,3 +237,76 @@ def test_dashboard_answers_are_parsed():
     row["death_cause"]["actor_died_error_context"]["reason"] = "WORKER_DIED"
     assert death_from_state_api(row).intended is False
     assert death_from_state_api({"name": "SERVE_CONTROLLER_ACTOR"}) is None
+
+
+def test_a_reused_status_is_not_read_again_but_its_deaths_and_changes_are(monkeypatch):
+    # ClusterClient.serve_status hands back the same parsed objects while Serve's answer
+    # comes byte for byte the same: those deployments are not compared replica by
+    # replica again, but a GCS death among them and a changed answer still count.
+    read = []
+    original = ReplicaWatcher._update_track
+
+    def counting(self, track, app, dep, *args):
+        read.append(dep.name)
+        return original(self, track, app, dep, *args)
+
+    monkeypatch.setattr(ReplicaWatcher, "_update_track", counting)
+    w = ReplicaWatcher()
+    same = status(100, [rep("r1"), rep("r2"), rep("r3")], target=3)
+    w.update(same)
+    for t in (101, 102):
+        assert w.update(ServeStatus(same.applications, True, fetched_at=t)) == []
+    assert read == []
+    death = ActorDeath("actor-r2", pid=5, end_time_s=102.5, reason=SIGKILL_DETAIL,
+                       intended=False)
+    ev = w.update(ServeStatus(same.applications, True, fetched_at=103), [death])
+    assert [(e.kind, e.replica_id) for e in ev] == [(DIED, "r2")]
+    assert read == ["D"]
+    # Waiting for r2's replacement: read every poll, so the replacement is seen.
+    assert w.update(ServeStatus(same.applications, True, fetched_at=104)) == []
+    ev = w.update(status(105, [rep("r1"), rep("r3"), rep("r4", start=104.5)], target=3))
+    assert [(e.kind, e.replica_id, e.replaces) for e in ev] == [(REPLACED, "r4", "r2")]
+    # A changed answer (new objects) is read at once: r1 gone while nothing changes.
+    after = status(106, [rep("r3"), rep("r4", start=104.5)], target=3)
+    w.update(after)
+    ev = w.update(status(107, [rep("r3"), rep("r5", "STARTING", 106.5)], target=3))
+    assert [(e.kind, e.replica_id) for e in ev] == [(DIED, "r4")]
+
+
+def test_only_an_actor_answer_that_names_a_dead_actor_is_decoded(monkeypatch):
+    import json
+
+    import requests
+
+    from backend.cluster.client import LOGICAL_ACTORS_PER_REQUEST, ClusterClient
+
+    def answer(actors: dict) -> requests.Response:
+        r = requests.Response()
+        r.status_code = 200
+        r._content = json.dumps({"result": True, "msg": "",
+                                 "data": {"actors": actors}}).encode()
+        return r
+
+    alive = {"state": "ALIVE", "name": "SERVE_REPLICA::a#D#r1", "pid": 7}
+    dead = {"state": "DEAD", "name": "SERVE_REPLICA::a#D#r2", "pid": 8, "endTime": 5000,
+            "exitDetail": SIGKILL_DETAIL}
+    ids = [f"{i:032x}" for i in range(LOGICAL_ACTORS_PER_REQUEST + 1)]
+    queries, decoded = [], []
+    client = ClusterClient("http://127.0.0.1:1")
+    monkeypatch.setattr(client, "_request", lambda method, path, **kw: (
+        queries.append(path),
+        answer({a: dict(dead if a == ids[-1] else alive) for a in
+                path.split("ids=")[1].split("&")[0].split(",")}))[1])
+    real_decode = client._decode
+    monkeypatch.setattr(client, "_decode", lambda r, *a: (decoded.append(r),
+                                                            real_decode(r, *a))[1])
+    deaths = client.dead_replica_actors(ids, limit=len(ids))
+    assert [(d.actor_id, d.intended, d.end_time_s) for d in deaths] == [(ids[-1], False, 5.0)]
+    # Two answers (200 ids, then 1), every id written as it is: only the one that names
+    # a dead actor was decoded.
+    assert len(queries) == 2 and all("%" not in q for q in queries)
+    assert len(decoded) == 1 and b"DEAD" in decoded[0].content
+    # An id that needs quoting is quoted.
+    queries.clear()
+    client.dead_replica_actors(["a/b"])
+    assert "ids=a%2Fb&" in queries[0]
