@@ -19,7 +19,7 @@ import requests
 from backend.cluster.addresses import address_problem, token_problem
 from backend.cluster.answers import (SERVE_PATH, check_serve_details, checked_summary,
                                      death_from_state_api, deaths_from_logical, json_copy,
-                                     not_ray, parse_serve_status)
+                                     not_ray, parse_serve_status, steady_part)
 from backend.cluster.http_session import EnvOnceSession
 from backend.errors import AnswerTimeout, ApiError, AuthError, ConnectError, RefusedError
 from backend.metrics.discovery import metrics_targets_from_summary
@@ -259,17 +259,19 @@ class ClusterClient:
 
     def _serve_answer(self, timeout_s: float | None
                       ) -> tuple[bytes, dict[str, Any], ServeStatus | None]:
-        """(the answer's bytes, its details, the status parsed from them earlier or
-        None). The details are kept for the next call, which gets them again if the
-        answer is the same byte for byte: never to be changed (serve_details copies)."""
+        """(the answer's bytes but its controller health figures, its details, the
+        status parsed from them earlier or None). The details are kept for the next
+        call, which gets them again if the answer is the same byte for byte but for
+        those figures (steady_part): never to be changed (serve_details copies)."""
         r = self._request("GET", SERVE_PATH, timeout_s=timeout_s)
         cached = self._serve_cache
-        if r.ok and cached is not None and r.content == cached[0]:
+        steady = steady_part(r.content) if r.ok else b""
+        if r.ok and cached is not None and steady == cached[0]:
             return cached
         details = check_serve_details(self._decode(r, "GET", SERVE_PATH), self.url)
         self._note_controller(details)
-        self._serve_cache = (r.content, details, None)
-        return r.content, details, None
+        self._serve_cache = (steady, details, None)
+        return steady, details, None
 
     def dead_replica_actors(self, actor_ids: Iterable[str], limit: int = 500
                             ) -> list[ActorDeath]:
