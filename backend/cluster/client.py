@@ -267,6 +267,7 @@ class ClusterClient:
         cached = self._serve_cache
         steady = steady_part(r.content) if r.ok else b""
         if r.ok and cached is not None and steady == cached[0]:
+            self._note_controller(cached[1])  # noted afresh, as a new answer would be
             return cached
         details = check_serve_details(self._decode(r, "GET", SERVE_PATH), self.url)
         self._note_controller(details)

@@ -21,6 +21,7 @@ import datetime as _dt
 import json
 import re
 from dataclasses import dataclass
+from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -51,7 +52,7 @@ def parse_scaling_log(text: str) -> list[LoggedScaling]:
     """The autoscaler's decisions in a tail of the Serve controller's log, oldest first.
     Lines that are not decisions (and a record's traceback lines) are skipped."""
     out = []
-    for line, t, exact, msg in _records(text):
+    for line, t, exact, msg in _records(text, _may_decide):
         m = _DECISION.match(msg)
         if not m:
             continue
@@ -69,9 +70,19 @@ def log_records(text: str) -> list[tuple[float, bool, str]]:
     return [(t, exact, msg) for _line, t, exact, msg in _records(text)]
 
 
-def _records(text: str):
-    """(line, time, exact, message) of each record's first line in a log tail."""
+def _may_decide(line: str) -> bool:
+    """Whether a line may be a decision's record: the one test every line of a tail
+    (read every second, mostly other records) gets before its time is parsed (parsing
+    every record's time was ~0.5 CPU-s a minute watching 26 applications)."""
+    return "Upscaling " in line or "Downscaling " in line
+
+
+def _records(text: str, may: Callable[[str], bool] | None = None):
+    """(line, time, exact, message) of each record's first line in a log tail (only of
+    the lines *may* lets through, when given)."""
     for raw in (text or "").splitlines():
+        if may is not None and not may(raw):
+            continue
         line = raw.rstrip("\r\n")
         parsed = _parse_record(line)
         if parsed is not None:
