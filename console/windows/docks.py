@@ -122,9 +122,11 @@ class TuningDock(Dock):
         self._links.connect(model.connection.state_changed, self._on_connection_state_changed)
         self.panel.change_requested.connect(model.request_change)
 
-    def show_selected(self, warnings: bool = True) -> None:
-        """The selected deployment's knobs (and, with *warnings*, what they warn of)."""
-        self.panel.set_knobs(self._model.knobs_for_selected())
+    def show_selected(self, warnings: bool = True, knobs: bool = True) -> None:
+        """The selected deployment's knobs (unless *knobs* is False: the same status as
+        last time) and, with *warnings*, what they warn of."""
+        if knobs:
+            self.panel.set_knobs(self._model.knobs_for_selected())
         if warnings:
             self.panel.set_warnings(self._model.warnings_for_selected())
 

@@ -62,7 +62,9 @@ class MainWindow(QMainWindow):
         self.theme = WindowTheme(self, self.settings)
         self.theme.choose(theme or self.theme.choice, persist=False)
         self._compose()
+        self.theme.applied.connect(self.tree.restyle)
         self._sessions = self._autotune = self._traffic = None  # each made on first use
+        self._applications_shown = None  # the applications the status last showed
         self._connect = ConnectFlow(self, model.session, self.settings)
         self.layouts = WindowLayouts(self, self.settings)
         self.menus = WindowMenus(self)
@@ -266,12 +268,18 @@ class MainWindow(QMainWindow):
 
     @Slot(object)
     def _on_session_status_changed(self, status: ServeStatus) -> None:
+        # A steady cluster's status comes parsed once (its applications the same object,
+        # backend/cluster/client.py): the rows and the knobs it shows stay as they are;
+        # what follows the metrics (the knobs' warnings, health, replica rows) does not.
+        same = status.applications is self._applications_shown
+        self._applications_shown = status.applications
         self.tree.set_notes(self.model.deploys.waiting_for_room)
-        self.tree.set_status(status)
-        self.views.show_filter_attention()  # the filter's matches may have changed
+        if not same:
+            self.tree.set_status(status)
+            self.views.show_filter_attention()  # the filter's matches may have changed
         if self.model.selected is not None and self.tree.selected_key() is None:
             self.tree.select_key(*self.model.selected)  # its row may be new
-        self.tuning_dock.show_selected()
+        self.tuning_dock.show_selected(knobs=not same)
         self.load_dock.show_target()
         self._update_replica_rows()
         self.tree.set_metrics_health(self.model.metrics_health(status))

@@ -4,7 +4,7 @@ painting; this is the menu, the choice and the platform's signal."""
 
 from __future__ import annotations
 
-from PySide6.QtCore import QObject
+from PySide6.QtCore import QObject, Signal
 from PySide6.QtGui import QAction, QActionGroup, QGuiApplication
 
 from widgets.theme import CHOICES, SYSTEM, apply_theme, resolve
@@ -16,6 +16,9 @@ _TIPS = {"system": "Follow the platform's light or dark setting, also when it ch
 
 class WindowTheme(QObject):
     """The theme choice of the console (one per application; the main window owns it)."""
+
+    #: A theme was applied (views that colour from it outside the palette restyle).
+    applied = Signal()
 
     def __init__(self, parent: QObject, settings) -> None:
         super().__init__(parent)
@@ -51,7 +54,9 @@ class WindowTheme(QObject):
         if choice in self.actions:
             self.actions[choice].setChecked(True)
         apply_theme(theme)
+        self.applied.emit()
 
     def _on_hints_color_scheme_changed(self, _scheme) -> None:
         if self.choice == SYSTEM:
             apply_theme(resolve(SYSTEM))
+            self.applied.emit()

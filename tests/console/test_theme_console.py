@@ -56,3 +56,27 @@ def test_a_window_opened_later_takes_the_theme_when_shown(offline_window, qtbot)
                     timeout=2000)
     assert later.backgroundBrush().color().name() == LIGHT_THEME.plot_background
     win.theme.choose("dark", persist=False)
+
+
+def test_a_new_theme_recolours_the_trees_rows_of_a_status_shown_before(offline_window):
+    """A steady cluster's status is shown once (the same parse poll after poll): a theme
+    chosen afterwards recolours its rows at once, with no new status."""
+    import json
+    import time
+    from pathlib import Path
+
+    from backend.cluster.client import parse_serve_status
+
+    win = offline_window
+    win.theme.choose("light", persist=False)
+    details = json.loads((Path(__file__).parents[1] / "backend" / "data" /
+                          "serve_details_not_at_target.json").read_text())
+    status = parse_serve_status(details, time.time())
+    win.tree.set_status(status)
+    app = status.applications[0]
+    item = win.tree.deployment_item(app.name, app.deployments[0].name)
+    light = item.foreground(1).color().name()
+    win.theme.choose("dark", persist=False)
+    dark = item.foreground(1).color().name()
+    assert light != dark
+    assert dark in {c.lower() for c in DARK_THEME.status.values()}, dark
