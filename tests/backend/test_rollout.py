@@ -6,6 +6,7 @@ the console's apply path."""
 from __future__ import annotations
 
 import threading
+import time
 
 import pytest
 
@@ -111,13 +112,24 @@ def test_a_rollout_to_a_slow_version_trips_on_p99(live, cluster_client):
         apply_changes(cluster_client, APP, "ModelV2", {"user_config.extra_latency_ms": 0})
 
 
+def _quiet(store, version: str, within_s: float = 60.0) -> None:
+    """Wait until *version* has served nothing for 3 s in the store: a report that comes
+    late (a busy node) still carries the last test's requests to it (300 ms slow ones),
+    which the guard would count against this test's steps."""
+    deadline = time.monotonic() + within_s
+    while stats_since(store, (APP, version), time.time() - 3.0).requests > 0:
+        assert time.monotonic() < deadline, f"{version} still serving after {within_s} s"
+        time.sleep(0.5)
+
+
 def test_a_rollout_to_a_healthy_version_ends_at_100(live, cluster_client):
     _reset(cluster_client)
+    _quiet(live, "ModelV2")
     run, events = _run(cluster_client, live,
                        Guard(max_p99_increase_pct=1000, max_error_rate_pct=2, min_requests=10),
                        hold_s=3)
     report = run.run()
-    assert report.outcome == COMPLETED, report
+    assert report.outcome == COMPLETED, (report.reason, report)
     assert report.steps_done == list(STEPS)
     assert router_of(cluster_client.serve_status(), APP).shares == {"ModelV1": 0.0,
                                                                      "ModelV2": 100.0}
