@@ -369,9 +369,12 @@ def test_the_clients_ttft_is_the_replicas(generate_url, cluster_client):
     async def main():
         async with aiohttp.ClientSession() as session:
             tasks = []
-            for _ in range(12):   # one every 50 ms: each waits for those before it
+            # One every 50 ms, each 128 tokens long: each waits in the replica for those
+            # before it (32 tokens took under 50 ms on a fast machine: no wait, a first
+            # token in ~4 ms, about what the way through the proxy adds).
+            for _ in range(12):
                 tasks.append(asyncio.ensure_future(
-                    one(session, _body(max_tokens=32, stream=True))))
+                    one(session, _body(max_tokens=128, stream=True))))
                 await asyncio.sleep(0.05)
             return await asyncio.gather(*tasks)
 
