@@ -7,14 +7,13 @@ from __future__ import annotations
 
 import copy
 import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
 from backend.cluster.answers import steady_part
 from backend.cluster.client import ClusterClient
+from tests.backend.gpu_page import PageServer
 
 DETAILS = json.loads((Path(__file__).parent / "data" /
                       "serve_details_not_at_target.json").read_text())
@@ -45,45 +44,28 @@ def test_answers_that_differ_only_in_the_controllers_health_have_one_steady_part
 
 @pytest.fixture
 def dashboard():
-    """A dashboard answering Serve's details with new health figures at every call; the
-    test changes `state["details"]` to change the rest."""
-    state = {"calls": 0, "details": DETAILS}
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_GET(self):  # noqa: N802
-            state["calls"] += 1
-            body = answer(state["calls"], state["details"])
-            self.send_response(200)
-            self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args):
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    """A real HTTP server standing in for the dashboard: it answers whatever the test
+    puts in its `page` (tests/backend/gpu_page.PageServer answers any path)."""
+    server = PageServer()
     try:
-        yield f"http://127.0.0.1:{server.server_port}", state
+        yield server
     finally:
-        server.shutdown()
-        server.server_close()
+        server.close()
 
 
 def test_a_steady_clusters_status_is_parsed_once_and_a_change_is_seen(dashboard):
-    url, state = dashboard
-    client = ClusterClient(url)
+    client = ClusterClient(f"http://{dashboard.target}")
+    dashboard.page = answer(1).decode()
     first = client.serve_status()
+    dashboard.page = answer(2).decode()  # new health figures, nothing else new
     again = client.serve_status()
-    assert state["calls"] == 2
     assert again.applications is first.applications  # reused: not parsed again
     assert again.fetched_at >= first.fetched_at
     changed = copy.deepcopy(DETAILS)
     app = next(iter(changed["applications"].values()))
     dep = next(iter(app["deployments"].values()))
     dep["deployment_config"]["max_ongoing_requests"] = 777
-    state["details"] = changed
+    dashboard.page = answer(3, changed).decode()
     later = client.serve_status()
     assert later.applications is not first.applications
     assert any(d.config.get("max_ongoing_requests") == 777
